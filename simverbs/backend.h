@@ -1,0 +1,178 @@
+// backend.h: the Backend interface, the one seam between the librpma API layer (api/) and an
+// RDMA provider. Two implementations sit behind it: the simulated NIC (simverbs/sim/) and a
+// pass-through to the real libibverbs + librdmacm (simverbs/ibverbs/).
+//
+// Each method stands for exactly one libibverbs or librdmacm call, is named after it
+// (ibv_get_cq_event -> IbvGetCqEvent) and takes that call's arguments in that call's order. The
+// objects are the real verbs types (struct ibv_cq, struct rdma_cm_id, ...): an implementation
+// hands out structs that embed them as their first member, the way a verbs provider does, so the
+// API layer never knows which backend made an object.
+//
+// ONE ERROR CONVENTION for every method that can fail, whatever the verbs call it stands for
+// does (NULL + errno, a returned errno, -1 + errno, or a negative count):
+//   * 0 on success;
+//   * a positive errno value on failure: the errno the call reported;
+//   * kNoErrno on failure when the provider reported failure but gave no errno value.
+// Output objects are returned through the last pointer argument(s), which are written only on
+// success. Methods that cannot fail in verbs (ibv_ack_cq_events, rdma_destroy_qp, ...) return
+// void.
+//
+// Thread safety: every implementation is safe to call from several threads at once under the
+// rules verbs itself sets (e.g. one QP may be posted to from one thread while its CQ is polled
+// from another; an object must not be destroyed while another thread uses it).
+
+#ifndef SOFTRPMA_SIMVERBS_BACKEND_H_
+#define SOFTRPMA_SIMVERBS_BACKEND_H_
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace softrpma {
+
+// Returned instead of an errno value when a provider call failed without saying why (for
+// example ibv_alloc_pd() returning NULL with errno 0).
+inline constexpr int kNoErrno = -1;
+
+class Backend {
+ public:
+  Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+  virtual ~Backend() = default;
+
+  // The name RPMA_BACKEND selects this backend by: "sim" or "ibverbs".
+  virtual const char* Name() const = 0;
+
+  // ---- Device -------------------------------------------------------------------------------
+
+  // ibv_query_device_ex(ctx, NULL, attr). Errors: EINVAL (unknown ctx), EOPNOTSUPP.
+  virtual int IbvQueryDeviceEx(ibv_context* ctx, ibv_device_attr_ex* attr) = 0;
+
+  // ---- Protection domains and memory regions ------------------------------------------------
+
+  // ibv_alloc_pd(ctx). Errors: ENOMEM, EINVAL.
+  virtual int IbvAllocPd(ibv_context* ctx, ibv_pd** pd) = 0;
+  // ibv_dealloc_pd(pd). Errors: EBUSY (MRs, QPs or SRQs still use it).
+  virtual int IbvDeallocPd(ibv_pd* pd) = 0;
+
+  // ibv_reg_mr(pd, addr, length, access). The region stays valid until IbvDeregMr.
+  // Errors: EINVAL (length 0, bad access flags), ENOMEM.
+  virtual int IbvRegMr(ibv_pd* pd, void* addr, size_t length, int access, ibv_mr** mr) = 0;
+  // ibv_dereg_mr(mr). Errors: EINVAL.
+  virtual int IbvDeregMr(ibv_mr* mr) = 0;
+  // ibv_advise_mr(pd, advice, flags, sg_list, num_sge). Errors: EOPNOTSUPP (no on-demand
+  // paging), EINVAL (bad advice or flags), EFAULT (range not in a registered region).
+  virtual int IbvAdviseMr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags,
+                          ibv_sge* sg_list, uint32_t num_sge) = 0;
+
+  // ---- Completion channels and completion queues --------------------------------------------
+
+  // ibv_create_comp_channel(ctx). The channel's fd is pollable: readable while an event waits.
+  virtual int IbvCreateCompChannel(ibv_context* ctx, ibv_comp_channel** channel) = 0;
+  // ibv_destroy_comp_channel(channel). Errors: EBUSY (a CQ still uses it).
+  virtual int IbvDestroyCompChannel(ibv_comp_channel* channel) = 0;
+
+  // ibv_create_cq(ctx, cqe, cq_context, channel, comp_vector). channel may be NULL.
+  // Errors: EINVAL (cqe < 1 or above the device limit), ENOMEM.
+  virtual int IbvCreateCq(ibv_context* ctx, int cqe, void* cq_context,
+                          ibv_comp_channel* channel, int comp_vector, ibv_cq** cq) = 0;
+  // ibv_destroy_cq(cq). Errors: EBUSY (a QP or SRQ still uses it, or events were delivered
+  // and not acknowledged: where libibverbs would block forever, a backend may report EBUSY).
+  virtual int IbvDestroyCq(ibv_cq* cq) = 0;
+  // ibv_req_notify_cq(cq, solicited_only): arms cq so that its next completion sends one event
+  // to its channel. Errors: EINVAL (no channel).
+  virtual int IbvReqNotifyCq(ibv_cq* cq, int solicited_only) = 0;
+  // ibv_get_cq_event(channel, &cq, &cq_context): blocks until an event is there, unless the
+  // channel's fd is O_NONBLOCK (then EAGAIN). Each event got must be acknowledged once with
+  // IbvAckCqEvents on the CQ it names.
+  virtual int IbvGetCqEvent(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) = 0;
+  // ibv_ack_cq_events(cq, nevents).
+  virtual void IbvAckCqEvents(ibv_cq* cq, unsigned int nevents) = 0;
+  // ibv_poll_cq(cq, num_entries, wc): up to num_entries completions, oldest first, into wc;
+  // their count into *num_polled (0 when the CQ is empty, which is not a failure).
+  // Errors: EOVERFLOW (the CQ overflowed: completions were lost), or kNoErrno.
+  virtual int IbvPollCq(ibv_cq* cq, int num_entries, ibv_wc* wc, int* num_polled) = 0;
+
+  // ---- Shared receive queues ----------------------------------------------------------------
+
+  // ibv_create_srq(pd, attr). Errors: EINVAL, ENOMEM.
+  virtual int IbvCreateSrq(ibv_pd* pd, ibv_srq_init_attr* attr, ibv_srq** srq) = 0;
+  // ibv_destroy_srq(srq). Errors: EBUSY (a QP still uses it).
+  virtual int IbvDestroySrq(ibv_srq* srq) = 0;
+  // ibv_post_srq_recv(srq, wr, &bad_wr). Errors: ENOMEM (queue full), EINVAL.
+  virtual int IbvPostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) = 0;
+
+  // ---- Queue pairs: the data path -----------------------------------------------------------
+
+  // ibv_post_send(qp, wr, &bad_wr). Errors: ENOMEM (send queue full), EINVAL (QP not ready to
+  // send, bad opcode or too many SGEs); *bad_wr names the first WR not posted.
+  virtual int IbvPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) = 0;
+  // ibv_post_recv(qp, wr, &bad_wr). Errors: ENOMEM (receive queue full), EINVAL.
+  virtual int IbvPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) = 0;
+
+  // ---- Connection manager (rdma_cm) ---------------------------------------------------------
+
+  // rdma_getaddrinfo(node, service, hints, &res); release with RdmaFreeaddrinfo.
+  // Errors: EINVAL (unparsable), EADDRNOTAVAIL / ENODEV (no device for that address).
+  virtual int RdmaGetaddrinfo(const char* node, const char* service,
+                              const rdma_addrinfo* hints, rdma_addrinfo** res) = 0;
+  // rdma_freeaddrinfo(res).
+  virtual void RdmaFreeaddrinfo(rdma_addrinfo* res) = 0;
+
+  // rdma_create_event_channel(). Its fd is pollable: readable while an event waits.
+  virtual int RdmaCreateEventChannel(rdma_event_channel** channel) = 0;
+  // rdma_destroy_event_channel(channel).
+  virtual void RdmaDestroyEventChannel(rdma_event_channel* channel) = 0;
+
+  // rdma_create_id(channel, &id, context, ps). channel NULL: the id works synchronously.
+  virtual int RdmaCreateId(rdma_event_channel* channel, rdma_cm_id** id, void* context,
+                           rdma_port_space ps) = 0;
+  // rdma_destroy_id(id). REQUIRES: the id's QP was destroyed. Errors: EBUSY.
+  virtual int RdmaDestroyId(rdma_cm_id* id) = 0;
+  // rdma_migrate_id(id, channel): later events of id arrive on channel.
+  virtual int RdmaMigrateId(rdma_cm_id* id, rdma_event_channel* channel) = 0;
+
+  // rdma_bind_addr(id, addr): binds id (and so id->verbs) to the device owning addr.
+  // Errors: EADDRNOTAVAIL, EADDRINUSE, EINVAL.
+  virtual int RdmaBindAddr(rdma_cm_id* id, sockaddr* addr) = 0;
+  // rdma_resolve_addr(id, src_addr, dst_addr, timeout_ms): sets id->verbs to the device that
+  // reaches dst_addr. Errors: EADDRNOTAVAIL, EHOSTUNREACH, ETIMEDOUT.
+  virtual int RdmaResolveAddr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr,
+                              int timeout_ms) = 0;
+  // rdma_resolve_route(id, timeout_ms). Errors: EINVAL (address not resolved), ETIMEDOUT.
+  virtual int RdmaResolveRoute(rdma_cm_id* id, int timeout_ms) = 0;
+  // rdma_listen(id, backlog): connection requests to the bound address arrive as
+  // RDMA_CM_EVENT_CONNECT_REQUEST events, each with a new id. Errors: EADDRINUSE, EINVAL.
+  virtual int RdmaListen(rdma_cm_id* id, int backlog) = 0;
+
+  // rdma_create_qp(id, pd, attr): an RC QP bound to id (id->qp). Errors: EINVAL, ENOMEM.
+  virtual int RdmaCreateQp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* attr) = 0;
+  // rdma_destroy_qp(id).
+  virtual void RdmaDestroyQp(rdma_cm_id* id) = 0;
+
+  // rdma_connect(id, param) (active side): the outcome arrives on id's channel as
+  // ESTABLISHED, REJECTED, UNREACHABLE or CONNECT_ERROR. Errors: EINVAL (route not resolved,
+  // private data too long).
+  virtual int RdmaConnect(rdma_cm_id* id, rdma_conn_param* param) = 0;
+  // rdma_accept(id, param) (passive side, id from a CONNECT_REQUEST). Errors: EINVAL.
+  virtual int RdmaAccept(rdma_cm_id* id, rdma_conn_param* param) = 0;
+  // rdma_reject(id, private_data, private_data_len). Errors: EINVAL.
+  virtual int RdmaReject(rdma_cm_id* id, const void* private_data,
+                         uint8_t private_data_len) = 0;
+  // rdma_disconnect(id): both sides' QPs go to the error state (outstanding WRs flush) and
+  // both get RDMA_CM_EVENT_DISCONNECTED. Errors: EINVAL (not connected).
+  virtual int RdmaDisconnect(rdma_cm_id* id) = 0;
+
+  // rdma_get_cm_event(channel, &event): blocks until an event is there, unless the channel's
+  // fd is O_NONBLOCK (then EAGAIN). Each event must be released with RdmaAckCmEvent.
+  virtual int RdmaGetCmEvent(rdma_event_channel* channel, rdma_cm_event** event) = 0;
+  // rdma_ack_cm_event(event): frees event (and the private data it points to).
+  virtual int RdmaAckCmEvent(rdma_cm_event* event) = 0;
+};
+
+}  // namespace softrpma
+
+#endif  // SOFTRPMA_SIMVERBS_BACKEND_H_

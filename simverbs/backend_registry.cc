@@ -1,0 +1,78 @@
+#include "simverbs/backend_registry.h"
+
+#include <cstdlib>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "simverbs/ibverbs/ibverbs_backend.h"
+#include "simverbs/sim/sim_backend.h"
+
+namespace softrpma {
+namespace {
+
+struct Registry {
+  absl::Mutex mu;
+  absl::flat_hash_map<ibv_context*, Backend*> contexts ABSL_GUARDED_BY(mu);
+  Backend* override_backend ABSL_GUARDED_BY(mu) = nullptr;
+};
+
+Registry& GetRegistry() {
+  static Registry* registry = new Registry();  // Never destroyed: used until exit.
+  return *registry;
+}
+
+}  // namespace
+
+absl::StatusOr<Backend*> BackendByName(absl::string_view name) {
+  if (name == "sim") return sim::GetSimBackend();
+  if (name == "ibverbs") return ibverbs::GetIbverbsBackend();
+  return absl::InvalidArgumentError(
+      absl::StrCat(kBackendEnvVar, "=\"", name, "\" names no backend; use \"sim\" (the "
+                   "simulated NIC, the default) or \"ibverbs\" (a real RDMA device)"));
+}
+
+absl::StatusOr<Backend*> SelectedBackend() {
+  Registry& registry = GetRegistry();
+  {
+    absl::MutexLock lock(&registry.mu);
+    if (registry.override_backend != nullptr) return registry.override_backend;
+  }
+  const char* name = std::getenv(kBackendEnvVar);
+  return BackendByName(name == nullptr || *name == '\0' ? kDefaultBackend : name);
+}
+
+void RegisterContext(ibv_context* ctx, Backend* backend) {
+  Registry& registry = GetRegistry();
+  absl::MutexLock lock(&registry.mu);
+  registry.contexts[ctx] = backend;
+}
+
+Backend* BackendForContext(ibv_context* ctx) {
+  if (ctx == nullptr) return nullptr;
+  Registry& registry = GetRegistry();
+  {
+    absl::MutexLock lock(&registry.mu);
+    auto it = registry.contexts.find(ctx);
+    if (it != registry.contexts.end()) return it->second;
+  }
+  absl::StatusOr<Backend*> real = ibverbs::GetIbverbsBackend();
+  return real.ok() ? *real : nullptr;
+}
+
+ScopedBackendOverride::ScopedBackendOverride(Backend* backend) {
+  Registry& registry = GetRegistry();
+  absl::MutexLock lock(&registry.mu);
+  previous_ = registry.override_backend;
+  registry.override_backend = backend;
+}
+
+ScopedBackendOverride::~ScopedBackendOverride() {
+  Registry& registry = GetRegistry();
+  absl::MutexLock lock(&registry.mu);
+  registry.override_backend = previous_;
+}
+
+}  // namespace softrpma
