@@ -1,0 +1,250 @@
+// bench: what the simulated NIC costs, as ratios measured in one run.
+//
+//   bazel run -c opt //tools:bench
+//
+// Pairs, each measured in the same process on the same machine moments apart:
+//   * rpma_write of N bytes + its completion collected (rpma_cq_get_wc), on the simulated NIC,
+//     against memcpy of the same N bytes (64 B and 1 MiB);
+//   * a wake-up through rpma_conn_wait across two threads (a send/recv ping-pong: each round
+//     trip is two wake-ups) against a bare eventfd ping-pong between two threads.
+// The machines this runs on are shared and noisy: read the ratios, not the absolute times, and
+// nothing here asserts a time.
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "librpma.h"
+
+namespace {
+
+constexpr char kAddress[] = "127.0.0.1";
+
+void Check(int ret, const char* what) {
+  if (ret != 0) {
+    std::fprintf(stderr, "bench: %s failed: %s\n", what, rpma_err_2str(ret));
+    std::exit(1);
+  }
+}
+
+// A connected client/server pair in this process, with `size` bytes registered on each side.
+class Pair {
+ public:
+  Pair(const char* port, size_t size, bool shared_channel)
+      : client_buf_(size), server_buf_(size) {
+    ibv_context* dev = nullptr;
+    Check(rpma_utils_get_ibv_context(kAddress, RPMA_UTIL_IBV_CONTEXT_LOCAL, &dev), "get ctx");
+    Check(rpma_peer_new(dev, &peer_), "peer_new");
+    Check(rpma_conn_cfg_new(&cfg_), "cfg_new");
+    Check(rpma_conn_cfg_set_compl_channel(cfg_, shared_channel), "set_compl_channel");
+    if (shared_channel) Check(rpma_conn_cfg_set_rcq_size(cfg_, 16), "set_rcq_size");
+    Check(rpma_ep_listen(peer_, kAddress, port, &ep_), "ep_listen");
+    const int usage = RPMA_MR_USAGE_WRITE_SRC | RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_SEND |
+                      RPMA_MR_USAGE_RECV | RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_READ_DST;
+    Check(rpma_mr_reg(peer_, client_buf_.data(), size, usage, &client_mr_), "mr_reg");
+    Check(rpma_mr_reg(peer_, server_buf_.data(), size, usage, &server_mr_), "mr_reg");
+
+    rpma_conn_req* req = nullptr;
+    Check(rpma_conn_req_new(peer_, kAddress, port, cfg_, &req), "conn_req_new");
+    Check(rpma_conn_req_connect(&req, nullptr, &client_), "client connect");
+    Check(rpma_ep_next_conn_req(ep_, cfg_, &req), "next_conn_req");
+    size_t desc_size = 0;
+    Check(rpma_mr_get_descriptor_size(server_mr_, &desc_size), "desc size");
+    std::vector<char> desc(desc_size);
+    Check(rpma_mr_get_descriptor(server_mr_, desc.data()), "get desc");
+    rpma_conn_private_data pdata{desc.data(), static_cast<uint8_t>(desc_size)};
+    Check(rpma_conn_req_connect(&req, &pdata, &server_), "server connect");
+    rpma_conn_event event;
+    Check(rpma_conn_next_event(client_, &event), "client established");
+    Check(rpma_conn_next_event(server_, &event), "server established");
+    Check(rpma_conn_get_private_data(client_, &pdata), "private data");
+    Check(rpma_mr_remote_from_descriptor(pdata.ptr, pdata.len, &remote_mr_), "remote mr");
+  }
+
+  ~Pair() {
+    rpma_mr_remote_delete(&remote_mr_);
+    rpma_conn_disconnect(client_);
+    rpma_conn_event event;
+    rpma_conn_next_event(client_, &event);
+    rpma_conn_next_event(server_, &event);
+    rpma_conn_delete(&client_);
+    rpma_conn_delete(&server_);
+    rpma_mr_dereg(&client_mr_);
+    rpma_mr_dereg(&server_mr_);
+    rpma_ep_shutdown(&ep_);
+    rpma_conn_cfg_delete(&cfg_);
+    rpma_peer_delete(&peer_);
+  }
+
+  rpma_conn* client() { return client_; }
+  rpma_conn* server() { return server_; }
+  rpma_mr_local* client_mr() { return client_mr_; }
+  rpma_mr_local* server_mr() { return server_mr_; }
+  rpma_mr_remote* remote_mr() { return remote_mr_; }
+
+ private:
+  std::vector<char> client_buf_;
+  std::vector<char> server_buf_;
+  rpma_peer* peer_ = nullptr;
+  rpma_conn_cfg* cfg_ = nullptr;
+  rpma_ep* ep_ = nullptr;
+  rpma_conn* client_ = nullptr;
+  rpma_conn* server_ = nullptr;
+  rpma_mr_local* client_mr_ = nullptr;
+  rpma_mr_local* server_mr_ = nullptr;
+  rpma_mr_remote* remote_mr_ = nullptr;
+};
+
+void BM_RpmaWrite(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0));
+  Pair pair("7301", size, /*shared_channel=*/false);
+  rpma_cq* cq = nullptr;
+  Check(rpma_conn_get_cq(pair.client(), &cq), "get_cq");
+  ibv_wc wc;
+  for (auto _ : state) {
+    Check(rpma_write(pair.client(), pair.remote_mr(), 0, pair.client_mr(), 0, size,
+                     RPMA_F_COMPLETION_ALWAYS, nullptr),
+          "write");
+    int ret;
+    while ((ret = rpma_cq_get_wc(cq, 1, &wc, nullptr)) == RPMA_E_NO_COMPLETION) {
+    }
+    Check(ret, "get_wc");
+    if (wc.status != IBV_WC_SUCCESS) Check(RPMA_E_UNKNOWN, "write completion");
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
+}
+BENCHMARK(BM_RpmaWrite)->Arg(64)->Arg(1 << 20);
+
+void BM_Memcpy(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0));
+  std::vector<char> src(size, 'x');
+  std::vector<char> dst(size);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), size);
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
+}
+BENCHMARK(BM_Memcpy)->Arg(64)->Arg(1 << 20);
+
+// Waits on conn's shared channel until a receive completion arrives, then collects it.
+void AwaitReceive(rpma_conn* conn) {
+  for (;;) {
+    rpma_cq* cq = nullptr;
+    bool is_rcq = false;
+    Check(rpma_conn_wait(conn, 0, &cq, &is_rcq), "conn_wait");
+    ibv_wc wc[4];
+    int got = 0;
+    int ret = rpma_cq_get_wc(cq, 4, wc, &got);
+    if (ret == RPMA_E_NO_COMPLETION) continue;
+    Check(ret, "get_wc");
+    for (int i = 0; i < got; ++i) {
+      if (wc[i].opcode == IBV_WC_RECV) return;
+    }
+  }
+}
+
+// One iteration = one round trip = two rpma_conn_wait wake-ups (server, then client).
+void BM_ConnWaitPingPong(benchmark::State& state) {
+  Pair pair("7302", 64, /*shared_channel=*/true);
+  const int64_t rounds = state.max_iterations;
+  std::thread server([&] {
+    for (int64_t i = 0; i < rounds; ++i) {
+      AwaitReceive(pair.server());
+      Check(rpma_recv(pair.server(), pair.server_mr(), 0, 8, nullptr), "server recv");
+      Check(rpma_send(pair.server(), pair.server_mr(), 8, 8, RPMA_F_COMPLETION_ON_ERROR,
+                      nullptr),
+            "server send");
+    }
+  });
+  Check(rpma_recv(pair.server(), pair.server_mr(), 0, 8, nullptr), "first server recv");
+  for (auto _ : state) {
+    Check(rpma_recv(pair.client(), pair.client_mr(), 0, 8, nullptr), "client recv");
+    Check(rpma_send(pair.client(), pair.client_mr(), 8, 8, RPMA_F_COMPLETION_ON_ERROR, nullptr),
+          "client send");
+    AwaitReceive(pair.client());
+  }
+  server.join();
+}
+BENCHMARK(BM_ConnWaitPingPong)->Iterations(20000)->UseRealTime();
+
+// The floor: two threads waking each other through eventfds, nothing else.
+void BM_EventfdPingPong(benchmark::State& state) {
+  int to_server = eventfd(0, EFD_CLOEXEC);
+  int to_client = eventfd(0, EFD_CLOEXEC);
+  const int64_t rounds = state.max_iterations;
+  std::thread server([&] {
+    uint64_t value;
+    for (int64_t i = 0; i < rounds; ++i) {
+      if (read(to_server, &value, sizeof(value)) != sizeof(value)) std::abort();
+      value = 1;
+      if (write(to_client, &value, sizeof(value)) != sizeof(value)) std::abort();
+    }
+  });
+  uint64_t value = 1;
+  for (auto _ : state) {
+    value = 1;
+    if (write(to_server, &value, sizeof(value)) != sizeof(value)) std::abort();
+    if (read(to_client, &value, sizeof(value)) != sizeof(value)) std::abort();
+  }
+  server.join();
+  close(to_server);
+  close(to_client);
+}
+BENCHMARK(BM_EventfdPingPong)->Iterations(20000)->UseRealTime();
+
+// Remembers each benchmark's time per iteration, so that main() can print the ratios.
+class RatioReporter final : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& run : runs) {
+      if (run.iterations > 0) {
+        ns_per_iteration_[run.benchmark_name()] =
+            run.GetAdjustedRealTime() * (run.time_unit == benchmark::kMicrosecond ? 1e3 : 1.0);
+      }
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+
+  void PrintRatio(const std::string& what, const std::string& sim, const std::string& base) {
+    auto a = ns_per_iteration_.find(sim);
+    auto b = ns_per_iteration_.find(base);
+    if (a == ns_per_iteration_.end() || b == ns_per_iteration_.end() || b->second <= 0) return;
+    std::printf("  %-44s %8.1fx  (%s / %s)\n", what.c_str(), a->second / b->second, sim.c_str(),
+                base.c_str());
+  }
+
+ private:
+  std::map<std::string, double> ns_per_iteration_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The benchmark's own log lines would drown the table.
+  rpma_log_set_threshold(RPMA_LOG_THRESHOLD, RPMA_LOG_LEVEL_ERROR);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  std::printf("\nRatios, measured in this run (how many times slower than the baseline):\n");
+  reporter.PrintRatio("rpma_write 64 B + completion vs memcpy", "BM_RpmaWrite/64",
+                      "BM_Memcpy/64");
+  reporter.PrintRatio("rpma_write 1 MiB + completion vs memcpy", "BM_RpmaWrite/1048576",
+                      "BM_Memcpy/1048576");
+  reporter.PrintRatio("rpma_conn_wait ping-pong vs eventfd ping-pong",
+                      "BM_ConnWaitPingPong/iterations:20000/real_time",
+                      "BM_EventfdPingPong/iterations:20000/real_time");
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian packages softrpma builds and tests with, only those that are missing.
+# Idempotent: on a machine that has them all it changes nothing and needs no network.
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap    # Bazel 4.2.3, builds offline (see WORKSPACE)
+  g++
+  pkg-config         # how tools/bazel/system_library.bzl finds the libraries below
+  python3            # tools/ci/count_tests.py
+  libabsl-dev
+  libgtest-dev
+  libgmock-dev
+  libbenchmark-dev
+  libibverbs-dev
+  librdmacm-dev
+)
+if [[ "${SOFTRPMA_WITH_DISTRO_LIBRPMA:-0}" == 1 ]]; then
+  # Only for the test that runs a program built against the distro's librpma on ours.
+  packages+=(librpma-dev)
+fi
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$package")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "softrpma: installing missing packages: ${missing[*]}" >&2
+sudo=""
+if [[ "$(id -u)" != 0 ]]; then sudo="sudo"; fi
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
