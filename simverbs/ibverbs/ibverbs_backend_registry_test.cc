@@ -4,6 +4,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdlib>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,15 +36,17 @@ TEST(BackendByName, Ibverbs_NoDevice_ReturnsTheSameFailedPrecondition) {
 
 TEST(SelectedBackend, RpmaBackendIbverbs_NoDevice_ReturnsTheSameFailedPrecondition) {
   if (RdmaDeviceExists()) GTEST_SKIP() << "an RDMA device exists: the no-device case cannot run";
-  const char* previous = std::getenv(kBackendEnvVar);
+  const char* previous_value = std::getenv(kBackendEnvVar);
+  const bool was_set = previous_value != nullptr;
+  const std::string previous = was_set ? previous_value : "";
   ASSERT_EQ(setenv(kBackendEnvVar, "ibverbs", /*overwrite=*/1), 0);
 
   absl::StatusOr<Backend*> selected = SelectedBackend();
 
-  if (previous == nullptr) {
-    unsetenv(kBackendEnvVar);
+  if (was_set) {
+    setenv(kBackendEnvVar, previous.c_str(), /*overwrite=*/1);
   } else {
-    setenv(kBackendEnvVar, previous, /*overwrite=*/1);
+    unsetenv(kBackendEnvVar);
   }
   EXPECT_EQ(selected.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(selected.status(), ibverbs::GetIbverbsBackend().status());
