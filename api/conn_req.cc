@@ -1,0 +1,373 @@
+// conn_req.cc: connection requests (rpma_conn_req_new(3), rpma_conn_req_connect(3),
+// rpma_conn_req_delete(3), rpma_conn_req_get_private_data(3), rpma_conn_req_recv(3)).
+//
+// A request is the part of a connection made before it is connected: CQs and an RC QP on an
+// rdma_cm id. Outgoing (active side): made by rpma_conn_req_new() on an id resolved towards the
+// server. Incoming (passive side): made by rpma_ep_next_conn_req() around the id of a
+// CONNECT_REQUEST event, which the request keeps until it is accepted or rejected.
+// rpma_conn_req_connect() turns either into an rpma_conn; rpma_conn_req_delete() drops it.
+//
+// Not thread-safe: a request is used by one thread at a time.
+
+#include <cerrno>
+#include <cstring>
+
+#include "api/internal/conn.h"
+#include "api/internal/conn_cfg.h"
+#include "api/internal/conn_req.h"
+#include "api/internal/cq.h"
+#include "api/internal/errors.h"
+#include "api/internal/log.h"
+#include "api/internal/mr.h"
+#include "api/internal/peer.h"
+#include "api/internal/private_data.h"
+#include "api/internal/srq.h"
+#include "librpma.h"
+#include "simverbs/alloc.h"
+#include "simverbs/backend.h"
+
+struct rpma_conn_req {
+  softrpma::Backend* backend = nullptr;
+  rpma_peer* peer = nullptr;
+  rdma_cm_id* id = nullptr;
+  // Incoming requests only: the CONNECT_REQUEST event, acknowledged at connect or delete.
+  rdma_cm_event* event = nullptr;
+  rpma_cq* cq = nullptr;
+  rpma_cq* rcq = nullptr;
+  ibv_comp_channel* shared_channel = nullptr;
+  bool qp_created = false;
+  softrpma::api::PrivateData* private_data = nullptr;
+};
+
+namespace softrpma::api {
+namespace {
+
+bool IsIncoming(const rpma_conn_req* req) { return req->event != nullptr; }
+
+// Makes the CQs, the optional shared channel and the QP of `req` on req->id, as `values` says.
+// On failure releases what it made (never the id) and returns the RPMA_E_* code.
+int SetUpQueues(rpma_conn_req* req, const ConnCfgValues& values) {
+  Backend* backend = req->backend;
+  ibv_context* ctx = req->id->verbs;
+  int ret = 0;
+  if (values.shared_comp_channel) {
+    int err = backend->IbvCreateCompChannel(ctx, &req->shared_channel);
+    if (err != 0) {
+      RPMA_LOG_PROVIDER_ERROR(err, "ibv_create_comp_channel");
+      return RpmaErrorFromBackend(err);
+    }
+  }
+  ret = CqNew(backend, ctx, values.cq_size, req->shared_channel, &req->cq);
+  if (ret == 0 && values.rcq_size > 0) {
+    ret = CqNew(backend, ctx, values.rcq_size, req->shared_channel, &req->rcq);
+  }
+  if (ret == 0) {
+    rpma_cq* srq_rcq = values.srq != nullptr ? SrqRcq(values.srq) : nullptr;
+    rpma_cq* recv_cq = srq_rcq != nullptr ? srq_rcq : (req->rcq != nullptr ? req->rcq : req->cq);
+    ibv_qp_init_attr attr;
+    std::memset(&attr, 0, sizeof(attr));
+    attr.send_cq = CqIbvCq(req->cq);
+    attr.recv_cq = CqIbvCq(recv_cq);
+    attr.srq = values.srq != nullptr ? SrqIbvSrq(values.srq) : nullptr;
+    attr.cap.max_send_wr = values.sq_size;
+    attr.cap.max_recv_wr = values.rq_size;
+    attr.cap.max_send_sge = 1;
+    attr.cap.max_recv_sge = 1;
+    attr.cap.max_inline_data = 0;
+    attr.qp_type = IBV_QPT_RC;
+    attr.sq_sig_all = 0;
+    int err = backend->RdmaCreateQp(req->id, PeerPd(req->peer), &attr);
+    if (err != 0) {
+      RPMA_LOG_PROVIDER_ERROR(err, "rdma_create_qp");
+      ret = RpmaErrorFromBackend(err);
+    } else {
+      req->qp_created = true;
+    }
+  }
+  if (ret != 0) {
+    (void)CqDelete(&req->rcq);
+    (void)CqDelete(&req->cq);
+    if (req->shared_channel != nullptr) {
+      int err = backend->IbvDestroyCompChannel(req->shared_channel);
+      if (err != 0) RPMA_LOG_PROVIDER_ERROR(err, "ibv_destroy_comp_channel");
+      req->shared_channel = nullptr;
+    }
+  }
+  return ret;
+}
+
+// Releases the QP, the CQs and the shared channel of `req`, in the order verbs requires.
+// Returns 0 or the first RPMA_E_* code (every failure is logged; the rest is still released).
+int ReleaseQueues(rpma_conn_req* req) {
+  int ret = 0;
+  if (req->qp_created) {
+    req->backend->RdmaDestroyQp(req->id);
+    req->qp_created = false;
+  }
+  KeepFirstError(&ret, CqDelete(&req->rcq));
+  KeepFirstError(&ret, CqDelete(&req->cq));
+  if (req->shared_channel != nullptr) {
+    int err = req->backend->IbvDestroyCompChannel(req->shared_channel);
+    if (err != 0) {
+      RPMA_LOG_PROVIDER_ERROR(err, "ibv_destroy_comp_channel");
+      KeepFirstError(&ret, RpmaErrorFromBackend(err));
+    }
+    req->shared_channel = nullptr;
+  }
+  return ret;
+}
+
+// Destroys req->id. Returns 0 or RPMA_E_PROVIDER (logged).
+int DestroyId(rpma_conn_req* req) {
+  int err = req->backend->RdmaDestroyId(req->id);
+  req->id = nullptr;
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "rdma_destroy_id");
+    return RpmaErrorFromBackend(err);
+  }
+  return 0;
+}
+
+// Acknowledges the CONNECT_REQUEST event of an incoming request. Returns 0 or RPMA_E_PROVIDER.
+int AckRequestEvent(rpma_conn_req* req) {
+  int err = req->backend->RdmaAckCmEvent(req->event);
+  req->event = nullptr;
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "rdma_ack_cm_event");
+    return RpmaErrorFromBackend(err);
+  }
+  return 0;
+}
+
+// Tears a request down completely and frees it: queues; for an incoming request not yet
+// answered, reject + ack; then the id. Returns the first error.
+int ReleaseRequest(rpma_conn_req* req) {
+  int ret = ReleaseQueues(req);
+  if (req->event != nullptr) {
+    int err = req->backend->RdmaReject(req->id, nullptr, 0);
+    if (err != 0) {
+      RPMA_LOG_PROVIDER_ERROR(err, "rdma_reject");
+      KeepFirstError(&ret, RpmaErrorFromBackend(err));
+    }
+    KeepFirstError(&ret, AckRequestEvent(req));
+  }
+  if (req->id != nullptr) KeepFirstError(&ret, DestroyId(req));
+  PrivateDataDelete(req->private_data);
+  Delete(req);
+  return ret;
+}
+
+// After a failed connect of a request whose peer may already see it: disconnects (best effort)
+// and releases everything. Returns nothing: the caller reports its own first error.
+void AbandonAfterConnectFailure(rpma_conn_req* req) {
+  int err = req->backend->RdmaDisconnect(req->id);
+  if (err != 0) RPMA_LOG_DEBUG("rdma_disconnect() while abandoning a connection: errno %d", err);
+  (void)ReleaseRequest(req);
+}
+
+// The parts of `req` that its connection takes over.
+ConnParts PartsOf(const rpma_conn_req* req) {
+  ConnParts parts;
+  parts.backend = req->backend;
+  parts.peer = req->peer;
+  parts.id = req->id;
+  parts.cq = req->cq;
+  parts.rcq = req->rcq;
+  parts.shared_channel = req->shared_channel;
+  parts.private_data = req->private_data;
+  return parts;
+}
+
+// Frees `req` after its connection took every part over.
+void FreeHandedOver(rpma_conn_req* req) { Delete(req); }
+
+rdma_conn_param ConnParam(const rpma_conn_private_data* pdata) {
+  rdma_conn_param param;
+  std::memset(&param, 0, sizeof(param));
+  if (pdata != nullptr) {
+    param.private_data = pdata->ptr;
+    param.private_data_len = pdata->len;
+  }
+  param.responder_resources = RDMA_MAX_RESP_RES;
+  param.initiator_depth = RDMA_MAX_INIT_DEPTH;
+  param.flow_control = 1;
+  param.retry_count = 7;
+  param.rnr_retry_count = 7;
+  return param;
+}
+
+int ConnectActive(rpma_conn_req* req, const rpma_conn_private_data* pdata, rpma_conn** conn_ptr) {
+  rpma_conn* conn = nullptr;
+  int ret = ConnNew(PartsOf(req), &conn);
+  if (ret != 0) {
+    (void)ReleaseRequest(req);
+    return ret;
+  }
+  FreeHandedOver(req);  // the connection owns the parts now
+  rdma_conn_param param = ConnParam(pdata);
+  int err = ConnBackend(conn)->RdmaConnect(ConnCmId(conn), &param);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "rdma_connect");
+    (void)rpma_conn_delete(&conn);
+    return RpmaErrorFromBackend(err);
+  }
+  *conn_ptr = conn;
+  return 0;
+}
+
+int ConnectPassive(rpma_conn_req* req, const rpma_conn_private_data* pdata,
+                   rpma_conn** conn_ptr) {
+  rdma_conn_param param = ConnParam(pdata);
+  int err = req->backend->RdmaAccept(req->id, &param);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "rdma_accept");
+    (void)ReleaseRequest(req);  // rejects and acknowledges the request
+    return RpmaErrorFromBackend(err);
+  }
+  // The request event must be acknowledged before its id can move to the connection's channel.
+  int ret = AckRequestEvent(req);
+  if (ret != 0) {
+    AbandonAfterConnectFailure(req);
+    return ret;
+  }
+  rpma_conn* conn = nullptr;
+  ret = ConnNew(PartsOf(req), &conn);
+  if (ret != 0) {
+    AbandonAfterConnectFailure(req);
+    return ret;
+  }
+  FreeHandedOver(req);
+  *conn_ptr = conn;
+  return 0;
+}
+
+}  // namespace
+
+int ConnReqFromCmEvent(rpma_peer* peer, rdma_cm_event* event, const rpma_conn_cfg* cfg,
+                       rpma_conn_req** req_ptr) {
+  rpma_conn_req* req = New<rpma_conn_req>();
+  if (req == nullptr) return RPMA_E_NOMEM;
+  req->backend = PeerBackend(peer);
+  req->peer = peer;
+  req->id = event->id;
+  int ret = PrivateDataCopy(event->param.conn.private_data, event->param.conn.private_data_len,
+                            &req->private_data);
+  if (ret == 0) ret = SetUpQueues(req, GetConnCfgValues(cfg));
+  if (ret != 0) {
+    PrivateDataDelete(req->private_data);
+    Delete(req);
+    return ret;
+  }
+  req->event = event;
+  *req_ptr = req;
+  return 0;
+}
+
+}  // namespace softrpma::api
+
+extern "C" {
+
+int rpma_conn_req_new(struct rpma_peer* peer, const char* addr, const char* port,
+                      const struct rpma_conn_cfg* cfg, struct rpma_conn_req** req_ptr) {
+  using softrpma::api::RpmaErrorFromBackend;
+  if (peer == nullptr || addr == nullptr || port == nullptr || req_ptr == nullptr) {
+    return RPMA_E_INVAL;
+  }
+  const softrpma::api::ConnCfgValues values = softrpma::api::GetConnCfgValues(cfg);
+  softrpma::Backend* backend = softrpma::api::PeerBackend(peer);
+  rpma_conn_req* req = softrpma::New<rpma_conn_req>();
+  if (req == nullptr) return RPMA_E_NOMEM;
+  req->backend = backend;
+  req->peer = peer;
+
+  rdma_addrinfo hints;
+  std::memset(&hints, 0, sizeof(hints));
+  hints.ai_port_space = RDMA_PS_TCP;
+  rdma_addrinfo* rai = nullptr;
+  int err = backend->RdmaGetaddrinfo(addr, port, &hints, &rai);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "rdma_getaddrinfo");
+    softrpma::Delete(req);
+    return RpmaErrorFromBackend(err);
+  }
+  err = backend->RdmaCreateId(nullptr, &req->id, nullptr, RDMA_PS_TCP);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "rdma_create_id");
+    backend->RdmaFreeaddrinfo(rai);
+    softrpma::Delete(req);
+    return RpmaErrorFromBackend(err);
+  }
+  int ret = 0;
+  err = backend->RdmaResolveAddr(req->id, rai->ai_src_addr, rai->ai_dst_addr, values.timeout_ms);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "rdma_resolve_addr");
+    ret = RpmaErrorFromBackend(err);
+  } else {
+    err = backend->RdmaResolveRoute(req->id, values.timeout_ms);
+    if (err != 0) {
+      RPMA_LOG_PROVIDER_ERROR(err, "rdma_resolve_route");
+      ret = RpmaErrorFromBackend(err);
+    }
+  }
+  backend->RdmaFreeaddrinfo(rai);
+  if (ret == 0) ret = softrpma::api::SetUpQueues(req, values);
+  if (ret != 0) {
+    (void)softrpma::api::DestroyId(req);
+    softrpma::Delete(req);
+    return ret;
+  }
+  *req_ptr = req;
+  return 0;
+}
+
+int rpma_conn_req_connect(struct rpma_conn_req** req_ptr,
+                          const struct rpma_conn_private_data* pdata,
+                          struct rpma_conn** conn_ptr) {
+  if (req_ptr == nullptr || *req_ptr == nullptr) return RPMA_E_INVAL;
+  rpma_conn_req* req = *req_ptr;
+  if (conn_ptr == nullptr || (pdata != nullptr && (pdata->ptr == nullptr || pdata->len == 0))) {
+    // The request is consumed on every failure but a missing request (rpma_conn_req_connect(3)).
+    (void)softrpma::api::ReleaseRequest(req);
+    *req_ptr = nullptr;
+    return RPMA_E_INVAL;
+  }
+  *req_ptr = nullptr;
+  return softrpma::api::IsIncoming(req) ? softrpma::api::ConnectPassive(req, pdata, conn_ptr)
+                                        : softrpma::api::ConnectActive(req, pdata, conn_ptr);
+}
+
+int rpma_conn_req_delete(struct rpma_conn_req** req_ptr) {
+  if (req_ptr == nullptr) return RPMA_E_INVAL;
+  rpma_conn_req* req = *req_ptr;
+  if (req == nullptr) return 0;
+  *req_ptr = nullptr;
+  return softrpma::api::ReleaseRequest(req);
+}
+
+int rpma_conn_req_get_private_data(const struct rpma_conn_req* req,
+                                   struct rpma_conn_private_data* pdata) {
+  if (req == nullptr || pdata == nullptr) return RPMA_E_INVAL;
+  *pdata = softrpma::api::PrivateDataView(req->private_data);
+  return 0;
+}
+
+int rpma_conn_req_recv(struct rpma_conn_req* req, struct rpma_mr_local* dst, size_t offset,
+                       size_t len, const void* op_context) {
+  // rpma_conn_req_recv(3): "req or src or op_context is NULL" (src meaning dst).
+  if (req == nullptr || dst == nullptr || op_context == nullptr) return RPMA_E_INVAL;
+  ibv_sge sge = softrpma::api::MrLocalSge(dst, offset, len);
+  ibv_recv_wr wr;
+  std::memset(&wr, 0, sizeof(wr));
+  wr.wr_id = reinterpret_cast<uint64_t>(op_context);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad_wr = nullptr;
+  int err = req->backend->IbvPostRecv(req->id->qp, &wr, &bad_wr);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "ibv_post_recv");
+    return softrpma::api::RpmaErrorFromBackend(err);
+  }
+  return 0;
+}
+
+}  // extern "C"

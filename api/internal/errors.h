@@ -1,0 +1,36 @@
+// internal/errors.h: the one place where a Backend failure (a positive errno or kNoErrno, see
+// simverbs/backend.h) becomes an RPMA_E_* code. Each librpma function picks the mapping its man
+// page documents; none writes its own switch.
+
+#ifndef SOFTRPMA_API_INTERNAL_ERRORS_H_
+#define SOFTRPMA_API_INTERNAL_ERRORS_H_
+
+#include <cerrno>
+
+#include "librpma.h"
+#include "simverbs/backend.h"
+
+namespace softrpma::api {
+
+// How a failed Backend call maps to an RPMA_E_* code. Every failure is RPMA_E_PROVIDER except:
+struct ErrorMapping {
+  bool enomem_is_nomem = false;     // ENOMEM -> RPMA_E_NOMEM (where the man page says so)
+  bool no_errno_is_unknown = false;  // kNoErrno -> RPMA_E_UNKNOWN (where the man page says so)
+};
+
+// The RPMA_E_* code for Backend error `err`. REQUIRES: err != 0.
+inline int RpmaErrorFromBackend(int err, ErrorMapping mapping = {}) {
+  if (err == ENOMEM && mapping.enomem_is_nomem) return RPMA_E_NOMEM;
+  if (err == kNoErrno && mapping.no_errno_is_unknown) return RPMA_E_UNKNOWN;
+  return RPMA_E_PROVIDER;
+}
+
+// Keeps the first error of a sequence of releases: `*first` is set to `ret` unless it already
+// holds an error.
+inline void KeepFirstError(int* first, int ret) {
+  if (*first == 0) *first = ret;
+}
+
+}  // namespace softrpma::api
+
+#endif  // SOFTRPMA_API_INTERNAL_ERRORS_H_

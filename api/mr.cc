@@ -1,0 +1,207 @@
+// mr.cc: memory regions. rpma_mr_local is a registration of local memory (rpma_mr_reg(3)); its
+// descriptor (rpma_mr_get_descriptor(3)) is what the other side turns into an rpma_mr_remote
+// (rpma_mr_remote_from_descriptor(3)) to target it with RDMA reads, writes and flushes.
+//
+// Descriptor layout, 21 bytes, little-endian whatever the host:
+//   [0, 8)   remote address (u64)   [8, 16)  size (u64)   [16, 20) rkey (u32)   [20] usage (u8)
+//
+// Thread-safe: regions do not change after they are made.
+
+#include <cstdint>
+#include <cstring>
+
+#include "api/internal/errors.h"
+#include "api/internal/log.h"
+#include "api/internal/mr.h"
+#include "api/internal/peer.h"
+#include "librpma.h"
+#include "simverbs/alloc.h"
+#include "simverbs/backend.h"
+
+namespace {
+
+constexpr size_t kMrDescriptorSize = 8 + 8 + 4 + 1;
+constexpr int kAllUsages = RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_READ_DST |
+                           RPMA_MR_USAGE_WRITE_SRC | RPMA_MR_USAGE_WRITE_DST |
+                           RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY |
+                           RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT | RPMA_MR_USAGE_SEND |
+                           RPMA_MR_USAGE_RECV;
+constexpr int kFlushUsages =
+    RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY | RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT;
+
+void PutLittleEndian(uint8_t* out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out[i] = static_cast<uint8_t>(value >> (8 * i));
+}
+
+uint64_t GetLittleEndian(const uint8_t* in, int bytes) {
+  uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i) value |= static_cast<uint64_t>(in[i]) << (8 * i);
+  return value;
+}
+
+}  // namespace
+
+struct rpma_mr_local {
+  softrpma::Backend* backend;
+  ibv_mr* mr;
+  void* ptr;
+  size_t size;
+  int usage;
+};
+
+struct rpma_mr_remote {
+  uint64_t raddr;
+  uint64_t size;
+  uint32_t rkey;
+  int usage;
+};
+
+namespace softrpma::api {
+
+ibv_sge MrLocalSge(const rpma_mr_local* mr, size_t offset, size_t len) {
+  ibv_sge sge;
+  sge.addr = reinterpret_cast<uint64_t>(mr->ptr) + offset;
+  sge.length = static_cast<uint32_t>(len);
+  sge.lkey = mr->mr->lkey;
+  return sge;
+}
+
+uint64_t MrRemoteAddress(const rpma_mr_remote* mr, size_t offset) { return mr->raddr + offset; }
+
+uint32_t MrRemoteRkey(const rpma_mr_remote* mr) { return mr->rkey; }
+
+int MrUsageToAccess(int usage) {
+  int access = 0;
+  // Being read remotely, or flushed (a flush is carried as an RDMA read).
+  if (usage & (RPMA_MR_USAGE_READ_SRC | kFlushUsages)) access |= IBV_ACCESS_REMOTE_READ;
+  // Being written remotely; verbs requires local write access along with remote write.
+  if (usage & RPMA_MR_USAGE_WRITE_DST) {
+    access |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+  }
+  // Written by the local NIC: the destination of a read, or a receive buffer.
+  if (usage & (RPMA_MR_USAGE_READ_DST | RPMA_MR_USAGE_RECV)) access |= IBV_ACCESS_LOCAL_WRITE;
+  // WRITE_SRC and SEND only need local read access, which every region has.
+  return access;
+}
+
+}  // namespace softrpma::api
+
+extern "C" {
+
+int rpma_mr_reg(struct rpma_peer* peer, void* ptr, size_t size, int usage,
+                struct rpma_mr_local** mr_ptr) {
+  if (peer == nullptr || ptr == nullptr || mr_ptr == nullptr || size == 0) return RPMA_E_INVAL;
+  if (usage == 0) {
+    RPMA_LOG_ERROR("usage is 0: name at least one RPMA_MR_USAGE_* bit");
+    return RPMA_E_INVAL;
+  }
+  rpma_mr_local* mr = softrpma::New<rpma_mr_local>();
+  if (mr == nullptr) return RPMA_E_NOMEM;
+  softrpma::Backend* backend = softrpma::api::PeerBackend(peer);
+  ibv_mr* ibv_mr = nullptr;
+  int err = backend->IbvRegMr(softrpma::api::PeerPd(peer), ptr, size,
+                              softrpma::api::MrUsageToAccess(usage), &ibv_mr);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "ibv_reg_mr");
+    softrpma::Delete(mr);
+    return softrpma::api::RpmaErrorFromBackend(err);
+  }
+  *mr = rpma_mr_local{backend, ibv_mr, ptr, size, usage};
+  *mr_ptr = mr;
+  return 0;
+}
+
+int rpma_mr_dereg(struct rpma_mr_local** mr_ptr) {
+  if (mr_ptr == nullptr) return RPMA_E_INVAL;
+  rpma_mr_local* mr = *mr_ptr;
+  if (mr == nullptr) return 0;
+  int err = mr->backend->IbvDeregMr(mr->mr);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "ibv_dereg_mr");
+    return softrpma::api::RpmaErrorFromBackend(err);
+  }
+  softrpma::Delete(mr);
+  *mr_ptr = nullptr;
+  return 0;
+}
+
+int rpma_mr_get_descriptor(const struct rpma_mr_local* mr, void* desc) {
+  if (mr == nullptr || desc == nullptr) return RPMA_E_INVAL;
+  uint8_t out[kMrDescriptorSize];
+  PutLittleEndian(out, reinterpret_cast<uint64_t>(mr->ptr), 8);
+  PutLittleEndian(out + 8, mr->size, 8);
+  PutLittleEndian(out + 16, mr->mr->rkey, 4);
+  out[20] = static_cast<uint8_t>(mr->usage);
+  std::memcpy(desc, out, kMrDescriptorSize);
+  return 0;
+}
+
+int rpma_mr_get_descriptor_size(const struct rpma_mr_local* mr, size_t* desc_size) {
+  if (mr == nullptr || desc_size == nullptr) return RPMA_E_INVAL;
+  *desc_size = kMrDescriptorSize;
+  return 0;
+}
+
+int rpma_mr_remote_from_descriptor(const void* desc, size_t desc_size,
+                                   struct rpma_mr_remote** mr_ptr) {
+  if (desc == nullptr || mr_ptr == nullptr) return RPMA_E_INVAL;
+  if (desc_size != kMrDescriptorSize) {
+    RPMA_LOG_ERROR("incompatible memory region descriptor size: %zu bytes, expected %zu",
+                   desc_size, kMrDescriptorSize);
+    return RPMA_E_INVAL;
+  }
+  uint8_t in[kMrDescriptorSize];
+  std::memcpy(in, desc, kMrDescriptorSize);
+  const int usage = in[20];
+  if ((usage & kAllUsages) == 0 || (usage & ~kAllUsages) != 0) {
+    RPMA_LOG_ERROR("the descriptor's usage 0x%x is not a valid memory region usage", usage);
+    return RPMA_E_NOSUPP;
+  }
+  rpma_mr_remote* mr = softrpma::New<rpma_mr_remote>();
+  if (mr == nullptr) return RPMA_E_NOMEM;
+  mr->raddr = GetLittleEndian(in, 8);
+  mr->size = GetLittleEndian(in + 8, 8);
+  mr->rkey = static_cast<uint32_t>(GetLittleEndian(in + 16, 4));
+  mr->usage = usage;
+  *mr_ptr = mr;
+  return 0;
+}
+
+int rpma_mr_get_ptr(const struct rpma_mr_local* mr, void** ptr) {
+  if (mr == nullptr || ptr == nullptr) return RPMA_E_INVAL;
+  *ptr = mr->ptr;
+  return 0;
+}
+
+int rpma_mr_get_size(const struct rpma_mr_local* mr, size_t* size) {
+  if (mr == nullptr || size == nullptr) return RPMA_E_INVAL;
+  *size = mr->size;
+  return 0;
+}
+
+int rpma_mr_remote_get_size(const struct rpma_mr_remote* mr, size_t* size) {
+  if (mr == nullptr || size == nullptr) return RPMA_E_INVAL;
+  *size = mr->size;
+  return 0;
+}
+
+int rpma_mr_remote_get_flush_type(const struct rpma_mr_remote* mr, int* flush_type) {
+  if (mr == nullptr || flush_type == nullptr) return RPMA_E_INVAL;
+  *flush_type = mr->usage & kFlushUsages;
+  return 0;
+}
+
+int rpma_mr_remote_delete(struct rpma_mr_remote** mr_ptr) {
+  if (mr_ptr == nullptr) return RPMA_E_INVAL;
+  softrpma::Delete(*mr_ptr);
+  *mr_ptr = nullptr;
+  return 0;
+}
+
+int rpma_mr_advise(struct rpma_mr_local* mr, size_t offset, size_t len, int advice,
+                   uint32_t flags) {
+  RPMA_LOG_NOT_IMPLEMENTED();
+  return RPMA_E_NOSUPP;
+}
+
+}  // extern "C"

@@ -1,0 +1,221 @@
+// Tests of rpma_mr_*(3), on a mock backend.
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+#include "api/testing/alloc_failure.h"
+#include "api/testing/mock_backend.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "librpma.h"
+
+namespace {
+
+using softrpma::testing::FakeProvider;
+using softrpma::testing::MockBackend;
+using softrpma::testing::ScopedAllocFailure;
+using ::testing::_;
+using ::testing::NiceMock;
+using ::testing::Return;
+
+class MrTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(rpma_peer_new(fake_.Context(), &peer_), 0); }
+  void TearDown() override { ASSERT_EQ(rpma_peer_delete(&peer_), 0); }
+
+  NiceMock<MockBackend> backend_;
+  FakeProvider fake_{&backend_};
+  rpma_peer* peer_ = nullptr;
+  char buffer_[256] = {};
+};
+
+TEST_F(MrTest, MrReg_NullArguments_ReturnInval) {
+  rpma_mr_local* mr = nullptr;
+  EXPECT_EQ(rpma_mr_reg(nullptr, buffer_, 8, RPMA_MR_USAGE_READ_SRC, &mr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_reg(peer_, nullptr, 8, RPMA_MR_USAGE_READ_SRC, &mr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_reg(peer_, buffer_, 8, RPMA_MR_USAGE_READ_SRC, nullptr), RPMA_E_INVAL);
+  EXPECT_EQ(mr, nullptr);
+}
+
+TEST_F(MrTest, MrReg_ZeroSize_ReturnsInval) {
+  rpma_mr_local* mr = nullptr;
+  EXPECT_EQ(rpma_mr_reg(peer_, buffer_, 0, RPMA_MR_USAGE_READ_SRC, &mr), RPMA_E_INVAL);
+}
+
+TEST_F(MrTest, MrReg_ZeroUsage_ReturnsInval) {
+  rpma_mr_local* mr = nullptr;
+  EXPECT_CALL(backend_, IbvRegMr(_, _, _, _, _)).Times(0);
+  EXPECT_EQ(rpma_mr_reg(peer_, buffer_, 8, 0, &mr), RPMA_E_INVAL);
+}
+
+TEST_F(MrTest, MrReg_OutOfMemory_ReturnsNomem) {
+  rpma_mr_local* mr = nullptr;
+  EXPECT_CALL(backend_, IbvRegMr(_, _, _, _, _)).Times(0);
+  ScopedAllocFailure fail;
+  EXPECT_EQ(rpma_mr_reg(peer_, buffer_, 8, RPMA_MR_USAGE_READ_SRC, &mr), RPMA_E_NOMEM);
+  EXPECT_EQ(mr, nullptr);
+}
+
+TEST_F(MrTest, MrReg_RegistrationFails_ReturnsProvider) {
+  rpma_mr_local* mr = nullptr;
+  EXPECT_CALL(backend_, IbvRegMr(_, _, _, _, _)).WillOnce(Return(ENOMEM));
+  EXPECT_EQ(rpma_mr_reg(peer_, buffer_, 8, RPMA_MR_USAGE_READ_SRC, &mr), RPMA_E_PROVIDER);
+  EXPECT_EQ(mr, nullptr);
+}
+
+struct UsageAccess {
+  int usage;
+  int access;
+};
+
+TEST_F(MrTest, MrReg_MapsUsageToAccessFlags) {
+  const UsageAccess cases[] = {
+      {RPMA_MR_USAGE_READ_SRC, IBV_ACCESS_REMOTE_READ},
+      {RPMA_MR_USAGE_READ_DST, IBV_ACCESS_LOCAL_WRITE},
+      {RPMA_MR_USAGE_WRITE_SRC, 0},
+      {RPMA_MR_USAGE_WRITE_DST, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE},
+      {RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY, IBV_ACCESS_REMOTE_READ},
+      {RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT, IBV_ACCESS_REMOTE_READ},
+      {RPMA_MR_USAGE_SEND, 0},
+      {RPMA_MR_USAGE_RECV, IBV_ACCESS_LOCAL_WRITE},
+      {RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST,
+       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE},
+  };
+  for (const UsageAccess& c : cases) {
+    EXPECT_CALL(backend_, IbvRegMr(_, buffer_, sizeof(buffer_), c.access, _));
+    rpma_mr_local* mr = nullptr;
+    ASSERT_EQ(rpma_mr_reg(peer_, buffer_, sizeof(buffer_), c.usage, &mr), 0) << c.usage;
+    ASSERT_EQ(rpma_mr_dereg(&mr), 0);
+    ::testing::Mock::VerifyAndClearExpectations(&backend_);
+  }
+}
+
+TEST_F(MrTest, MrDereg_NullPtr_ReturnsInval) { EXPECT_EQ(rpma_mr_dereg(nullptr), RPMA_E_INVAL); }
+
+TEST_F(MrTest, MrDereg_DeregistrationFails_ReturnsProvider_AndKeepsMr) {
+  rpma_mr_local* mr = nullptr;
+  ASSERT_EQ(rpma_mr_reg(peer_, buffer_, 8, RPMA_MR_USAGE_SEND, &mr), 0);
+  EXPECT_CALL(backend_, IbvDeregMr(_)).WillOnce(Return(EINVAL)).WillOnce(Return(0));
+  rpma_mr_local* kept = mr;
+  EXPECT_EQ(rpma_mr_dereg(&mr), RPMA_E_PROVIDER);
+  EXPECT_EQ(mr, kept);
+  EXPECT_EQ(rpma_mr_dereg(&mr), 0);
+  EXPECT_EQ(mr, nullptr);
+}
+
+TEST_F(MrTest, Getters_NullArguments_ReturnInval) {
+  rpma_mr_local* mr = nullptr;
+  ASSERT_EQ(rpma_mr_reg(peer_, buffer_, 8, RPMA_MR_USAGE_SEND, &mr), 0);
+  uint8_t desc[32];
+  size_t size;
+  void* ptr;
+  EXPECT_EQ(rpma_mr_get_descriptor(nullptr, desc), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_get_descriptor(mr, nullptr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_get_descriptor_size(nullptr, &size), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_get_descriptor_size(mr, nullptr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_get_ptr(nullptr, &ptr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_get_ptr(mr, nullptr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_get_size(nullptr, &size), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_get_size(mr, nullptr), RPMA_E_INVAL);
+  rpma_mr_dereg(&mr);
+}
+
+TEST_F(MrTest, Getters_ReturnRegistration) {
+  rpma_mr_local* mr = nullptr;
+  ASSERT_EQ(rpma_mr_reg(peer_, buffer_ + 16, 100, RPMA_MR_USAGE_SEND, &mr), 0);
+  void* ptr = nullptr;
+  size_t size = 0;
+  ASSERT_EQ(rpma_mr_get_ptr(mr, &ptr), 0);
+  EXPECT_EQ(ptr, buffer_ + 16);
+  ASSERT_EQ(rpma_mr_get_size(mr, &size), 0);
+  EXPECT_EQ(size, 100u);
+  ASSERT_EQ(rpma_mr_get_descriptor_size(mr, &size), 0);
+  EXPECT_EQ(size, 21u);
+  rpma_mr_dereg(&mr);
+}
+
+TEST_F(MrTest, Descriptor_IsLittleEndian_AndRoundTrips) {
+  rpma_mr_local* mr = nullptr;
+  const int usage = RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT;
+  ASSERT_EQ(rpma_mr_reg(peer_, buffer_, 200, usage, &mr), 0);
+  uint8_t desc[22];
+  std::memset(desc, 0xEE, sizeof(desc));
+  ASSERT_EQ(rpma_mr_get_descriptor(mr, desc), 0);
+  EXPECT_EQ(desc[21], 0xEE);  // 21 bytes, no more
+
+  const uint64_t addr = reinterpret_cast<uint64_t>(buffer_);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(desc[i], static_cast<uint8_t>(addr >> (8 * i))) << i;
+  EXPECT_EQ(desc[8], 200);
+  for (int i = 9; i < 16; ++i) EXPECT_EQ(desc[i], 0) << i;
+  // FakeProvider numbers rkeys 0x2000 + n: this test's region is the first.
+  const uint32_t rkey = 0x2001;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(desc[16 + i], static_cast<uint8_t>(rkey >> (8 * i)));
+  EXPECT_EQ(desc[20], usage);
+
+  rpma_mr_remote* remote = nullptr;
+  ASSERT_EQ(rpma_mr_remote_from_descriptor(desc, 21, &remote), 0);
+  size_t size = 0;
+  ASSERT_EQ(rpma_mr_remote_get_size(remote, &size), 0);
+  EXPECT_EQ(size, 200u);
+  int flush_type = 0;
+  ASSERT_EQ(rpma_mr_remote_get_flush_type(remote, &flush_type), 0);
+  EXPECT_EQ(flush_type, RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT);
+  ASSERT_EQ(rpma_mr_remote_delete(&remote), 0);
+  EXPECT_EQ(remote, nullptr);
+  rpma_mr_dereg(&mr);
+}
+
+TEST_F(MrTest, RemoteFromDescriptor_NullArguments_ReturnInval) {
+  uint8_t desc[21] = {};
+  desc[20] = RPMA_MR_USAGE_READ_SRC;
+  rpma_mr_remote* remote = nullptr;
+  EXPECT_EQ(rpma_mr_remote_from_descriptor(nullptr, 21, &remote), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_remote_from_descriptor(desc, 21, nullptr), RPMA_E_INVAL);
+}
+
+TEST_F(MrTest, RemoteFromDescriptor_IncompatibleSize_ReturnsInval) {
+  uint8_t desc[32] = {};
+  desc[20] = RPMA_MR_USAGE_READ_SRC;
+  rpma_mr_remote* remote = nullptr;
+  EXPECT_EQ(rpma_mr_remote_from_descriptor(desc, 20, &remote), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_remote_from_descriptor(desc, 22, &remote), RPMA_E_INVAL);
+  EXPECT_EQ(remote, nullptr);
+}
+
+TEST_F(MrTest, RemoteFromDescriptor_NoUsage_ReturnsNosupp) {
+  uint8_t desc[21] = {};
+  rpma_mr_remote* remote = nullptr;
+  EXPECT_EQ(rpma_mr_remote_from_descriptor(desc, 21, &remote), RPMA_E_NOSUPP);
+  EXPECT_EQ(remote, nullptr);
+}
+
+TEST_F(MrTest, RemoteFromDescriptor_OutOfMemory_ReturnsNomem) {
+  uint8_t desc[21] = {};
+  desc[20] = RPMA_MR_USAGE_READ_SRC;
+  rpma_mr_remote* remote = nullptr;
+  ScopedAllocFailure fail;
+  EXPECT_EQ(rpma_mr_remote_from_descriptor(desc, 21, &remote), RPMA_E_NOMEM);
+  EXPECT_EQ(remote, nullptr);
+}
+
+TEST_F(MrTest, RemoteGetters_NullArguments_ReturnInval) {
+  uint8_t desc[21] = {};
+  desc[20] = RPMA_MR_USAGE_READ_SRC;
+  rpma_mr_remote* remote = nullptr;
+  ASSERT_EQ(rpma_mr_remote_from_descriptor(desc, 21, &remote), 0);
+  size_t size;
+  int flush_type;
+  EXPECT_EQ(rpma_mr_remote_get_size(nullptr, &size), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_remote_get_size(remote, nullptr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_remote_get_flush_type(nullptr, &flush_type), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_remote_get_flush_type(remote, nullptr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_remote_delete(nullptr), RPMA_E_INVAL);
+  rpma_mr_remote_delete(&remote);
+}
+
+TEST_F(MrTest, MrAdvise_NotImplemented_ReturnsNosupp) {
+  EXPECT_EQ(rpma_mr_advise(nullptr, 0, 0, 0, 0), RPMA_E_NOSUPP);
+}
+
+}  // namespace
