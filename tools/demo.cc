@@ -7,7 +7,8 @@
 // user of softrpma does to reach the error paths of an unmodified program.
 //
 // Usage: demo            the clean run, then the fault runs
-//        demo --once     one run with whatever RPMA_SIM_FAULTS says (what the children do)
+//        demo --once [--quiet]  one run with whatever RPMA_SIM_FAULTS says (what the children
+//                               do); --quiet prints only the calls that failed
 
 #include <unistd.h>
 #include <sys/wait.h>
@@ -45,16 +46,37 @@ const char* ErrName(int ret) {
 }
 
 int g_step = 0;
+bool g_quiet = false;  // fault runs print only the calls that failed
+
+// op_context values, so that completions can be told apart in the timeline.
+void* const kWriteCtx = reinterpret_cast<void*>(0x1);
+void* const kReadCtx = reinterpret_cast<void*>(0x2);
+void* const kRecvCtx = reinterpret_cast<void*>(0x3);
+void* const kSendCtx = reinterpret_cast<void*>(0x4);
+
+const char* OpcodeName(ibv_wc_opcode opcode) {
+  switch (opcode) {
+    case IBV_WC_SEND: return "IBV_WC_SEND";
+    case IBV_WC_RDMA_WRITE: return "IBV_WC_RDMA_WRITE";
+    case IBV_WC_RDMA_READ: return "IBV_WC_RDMA_READ";
+    case IBV_WC_RECV: return "IBV_WC_RECV";
+    case IBV_WC_RECV_RDMA_WITH_IMM: return "IBV_WC_RECV_RDMA_WITH_IMM";
+    default: return "other";
+  }
+}
 
 // Prints one timeline line for a librpma call and returns its result.
 int Step(const char* who, const char* call, int ret) {
-  std::printf("%3d  %-7s %s -> %s", ++g_step, who, call, ErrName(ret));
+  ++g_step;
+  if (g_quiet && ret == 0) return ret;
+  std::printf("%3d  %-7s %s -> %s", g_step, who, call, ErrName(ret));
   if (ret != 0) std::printf("  (%s)", rpma_err_2str(ret));
   std::printf("\n");
   return ret;
 }
 
 void Note(const char* who, const std::string& text) {
+  if (g_quiet) return;
   std::printf("     %-7s   %s\n", who, text.c_str());
 }
 
@@ -111,8 +133,8 @@ struct Run {
     CALL(who, rpma_cq_get_wc(cq, 1, wc, &got));
     char line[160];
     std::snprintf(line, sizeof(line),
-                  "completion: wr_id=%#" PRIx64 " status=%s opcode=%d byte_len=%u qp_num=%u",
-                  wc->wr_id, ibv_wc_status_str(wc->status), wc->opcode, wc->byte_len,
+                  "completion: wr_id=%#" PRIx64 " status=%s opcode=%s byte_len=%u qp_num=%u",
+                  wc->wr_id, ibv_wc_status_str(wc->status), OpcodeName(wc->opcode), wc->byte_len,
                   wc->qp_num);
     Note(who, line);
     return wc->status == IBV_WC_SUCCESS ? 0 : Fail("work completion status");
@@ -177,23 +199,23 @@ struct Run {
     const char text[] = "written by one-sided RDMA";
     std::memcpy(client_src_buf.data(), text, sizeof(text));
     CALL("client", rpma_write(client, remote_mr, 0, client_src, 0, sizeof(text),
-                              RPMA_F_COMPLETION_ALWAYS, reinterpret_cast<void*>(0x1)));
+                              RPMA_F_COMPLETION_ALWAYS, kWriteCtx));
     ibv_wc wc{};
     if (WaitOne("client", client, &wc) != 0) return 1;
     Note("server", std::string("its memory now holds: \"") + server_buf.data() + "\"");
 
     CALL("client", rpma_read(client, client_dst, 0, remote_mr, 0, sizeof(text),
-                             RPMA_F_COMPLETION_ALWAYS, reinterpret_cast<void*>(0x2)));
+                             RPMA_F_COMPLETION_ALWAYS, kReadCtx));
     if (WaitOne("client", client, &wc) != 0) return 1;
     Note("client", std::string("read back: \"") + client_dst_buf.data() + "\"");
     if (std::strcmp(client_dst_buf.data(), text) != 0) return Fail("read-back comparison");
 
     // Two-sided: the server posts a receive, the client sends.
-    CALL("server", rpma_recv(server, server_mr, 1024, 64, reinterpret_cast<void*>(0x3)));
+    CALL("server", rpma_recv(server, server_mr, 1024, 64, kRecvCtx));
     const char message[] = "a two-sided message";
     std::memcpy(client_src_buf.data() + 512, message, sizeof(message));
     CALL("client", rpma_send(client, client_src, 512, sizeof(message), RPMA_F_COMPLETION_ALWAYS,
-                             reinterpret_cast<void*>(0x4)));
+                             kSendCtx));
     if (WaitOne("client", client, &wc) != 0) return 1;
     if (WaitOne("server", server, &wc) != 0) return 1;
     Note("server", std::string("received: \"") + (server_buf.data() + 1024) + "\"");
@@ -211,6 +233,9 @@ struct Run {
 };
 
 int RunOnce() {
+  // librpma's own log lines at ERROR and above go to stderr too (by default only to syslog):
+  // they say which verbs call failed and with which errno.
+  rpma_log_set_threshold(RPMA_LOG_THRESHOLD_AUX, RPMA_LOG_LEVEL_ERROR);
   const char* faults = std::getenv("RPMA_SIM_FAULTS");
   std::printf("--- run: RPMA_SIM_FAULTS=%s\n", faults != nullptr ? faults : "(unset)");
   int result;
@@ -240,7 +265,8 @@ int RunChild(const char* self, const char* spec) {
   }
   if (pid == 0) {
     setenv("RPMA_SIM_FAULTS", spec, 1);
-    execl(self, self, "--once", static_cast<char*>(nullptr));
+    // The clean run prints the whole timeline; a fault run only the call that failed.
+    execl(self, self, "--once", *spec == '\0' ? nullptr : "--quiet", static_cast<char*>(nullptr));
     std::perror("execl");
     _exit(127);
   }
@@ -253,7 +279,10 @@ int RunChild(const char* self, const char* spec) {
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  if (argc > 1 && std::strcmp(argv[1], "--once") == 0) return RunOnce();
+  if (argc > 1 && std::strcmp(argv[1], "--once") == 0) {
+    g_quiet = argc > 2 && std::strcmp(argv[2], "--quiet") == 0;
+    return RunOnce();
+  }
   if (argc > 1) {
     std::fprintf(stderr, "usage: %s [--once]\n", argv[0]);
     return 2;
