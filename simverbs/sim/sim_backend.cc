@@ -1,11 +1,363 @@
 #include "simverbs/sim/sim_backend.h"
 
+#include <cerrno>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "simverbs/sim/addr.h"
+#include "simverbs/sim/cm.h"
+#include "simverbs/sim/cq.h"
+#include "simverbs/sim/device.h"
+#include "simverbs/sim/fault.h"
+#include "simverbs/sim/qp.h"
 
 namespace softrpma::sim {
+namespace {
+
+// Every method starts at its fault point; `Injected` returns the errno to fail with, or 0.
+class SimBackend final : public Backend {
+ public:
+  SimBackend()
+      : faults_(GlobalFaultInjector()),
+        dummy_cq_(&device_, 1, nullptr, nullptr, /*is_dummy=*/true),
+        cm_(&device_) {}
+
+  const char* Name() const override { return "sim"; }
+
+  // Routes the inline verbs of the context (ibv_poll_cq & co.) to `backend`.
+  void InstallContextOps();
+
+  // ---- Device -------------------------------------------------------------------------------
+
+  int IbvQueryDeviceEx(ibv_context* ctx, ibv_device_attr_ex* attr) override {
+    if (int err = Injected(FaultPoint::kIbvQueryDeviceEx); err != 0) return err;
+    if (!IsOurs(ctx) || attr == nullptr) return EINVAL;
+    device_.Query(attr);
+    return 0;
+  }
+
+  // ---- Protection domains and memory regions ------------------------------------------------
+
+  int IbvAllocPd(ibv_context* ctx, ibv_pd** pd) override {
+    if (int err = Injected(FaultPoint::kIbvAllocPd); err != 0) return err;
+    if (!IsOurs(ctx) || pd == nullptr) return EINVAL;
+    return AllocPd(&device_, pd);
+  }
+
+  int IbvDeallocPd(ibv_pd* pd) override {
+    if (int err = Injected(FaultPoint::kIbvDeallocPd); err != 0) return err;
+    if (pd == nullptr) return EINVAL;
+    return DeallocPd(to_sim(pd));
+  }
+
+  int IbvRegMr(ibv_pd* pd, void* addr, size_t length, int access, ibv_mr** mr) override {
+    if (int err = Injected(FaultPoint::kIbvRegMr); err != 0) return err;
+    if (pd == nullptr || mr == nullptr) return EINVAL;
+    return RegMr(to_sim(pd), addr, length, access, mr);
+  }
+
+  int IbvDeregMr(ibv_mr* mr) override {
+    if (int err = Injected(FaultPoint::kIbvDeregMr); err != 0) return err;
+    if (mr == nullptr) return EINVAL;
+    return DeregMr(to_sim(mr));
+  }
+
+  int IbvAdviseMr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list,
+                  uint32_t num_sge) override {
+    if (int err = Injected(FaultPoint::kIbvAdviseMr); err != 0) return err;
+    if (pd == nullptr) return EINVAL;
+    return AdviseMr(to_sim(pd), advice, flags, sg_list, num_sge);
+  }
+
+  // ---- Completion channels and completion queues --------------------------------------------
+
+  int IbvCreateCompChannel(ibv_context* ctx, ibv_comp_channel** channel) override {
+    if (int err = Injected(FaultPoint::kIbvCreateCompChannel); err != 0) return err;
+    if (!IsOurs(ctx) || channel == nullptr) return EINVAL;
+    return CreateCompChannel(&device_, channel);
+  }
+
+  int IbvDestroyCompChannel(ibv_comp_channel* channel) override {
+    if (int err = Injected(FaultPoint::kIbvDestroyCompChannel); err != 0) return err;
+    if (channel == nullptr) return EINVAL;
+    return DestroyCompChannel(to_sim(channel));
+  }
+
+  int IbvCreateCq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* channel,
+                  int comp_vector, ibv_cq** cq) override {
+    if (int err = Injected(FaultPoint::kIbvCreateCq); err != 0) return err;
+    if (!IsOurs(ctx) || cq == nullptr) return EINVAL;
+    return CreateCq(&device_, cqe, cq_context, channel != nullptr ? to_sim(channel) : nullptr,
+                    comp_vector, cq);
+  }
+
+  int IbvDestroyCq(ibv_cq* cq) override {
+    if (int err = Injected(FaultPoint::kIbvDestroyCq); err != 0) return err;
+    if (cq == nullptr) return EINVAL;
+    return DestroyCq(to_sim(cq));
+  }
+
+  int IbvReqNotifyCq(ibv_cq* cq, int solicited_only) override {
+    if (int err = Injected(FaultPoint::kIbvReqNotifyCq); err != 0) return err;
+    if (cq == nullptr) return EINVAL;
+    return to_sim(cq)->ReqNotify(solicited_only != 0);
+  }
+
+  int IbvGetCqEvent(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) override {
+    const FaultDecision decision = faults_.Check(FaultPoint::kIbvGetCqEvent);
+    if (decision.kind == FaultDecision::Kind::kFail) return decision.err;
+    if (channel == nullptr || cq == nullptr || cq_context == nullptr) return EINVAL;
+    if (decision.kind == FaultDecision::Kind::kUnknownCq) {
+      // Succeeds at once with a CQ that is on no channel; the channel's events stay queued.
+      *cq = &dummy_cq_.cq;
+      *cq_context = dummy_cq_.cq.cq_context;
+      return 0;
+    }
+    return GetCqEvent(to_sim(channel), cq, cq_context);
+  }
+
+  void IbvAckCqEvents(ibv_cq* cq, unsigned int nevents) override {
+    faults_.Check(FaultPoint::kIbvAckCqEvents);  // counted; cannot fail
+    if (cq != nullptr) AckCqEvents(to_sim(cq), nevents);
+  }
+
+  int IbvPollCq(ibv_cq* cq, int num_entries, ibv_wc* wc, int* num_polled) override {
+    if (int err = Injected(FaultPoint::kIbvPollCq); err != 0) return err;
+    if (cq == nullptr || num_polled == nullptr || num_entries < 0 ||
+        (num_entries > 0 && wc == nullptr)) {
+      return EINVAL;
+    }
+    return to_sim(cq)->Poll(num_entries, wc, num_polled);
+  }
+
+  // ---- Shared receive queues ----------------------------------------------------------------
+
+  int IbvCreateSrq(ibv_pd* pd, ibv_srq_init_attr* attr, ibv_srq** srq) override {
+    if (int err = Injected(FaultPoint::kIbvCreateSrq); err != 0) return err;
+    if (pd == nullptr || srq == nullptr) return EINVAL;
+    return CreateSrq(to_sim(pd), attr, srq);
+  }
+
+  int IbvDestroySrq(ibv_srq* srq) override {
+    if (int err = Injected(FaultPoint::kIbvDestroySrq); err != 0) return err;
+    if (srq == nullptr) return EINVAL;
+    return DestroySrq(to_sim(srq));
+  }
+
+  int IbvPostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) override {
+    if (int err = Injected(FaultPoint::kIbvPostSrqRecv); err != 0) {
+      if (bad_wr != nullptr) *bad_wr = wr;
+      return err;
+    }
+    if (srq == nullptr || bad_wr == nullptr) return EINVAL;
+    return PostSrqRecv(to_sim(srq), wr, bad_wr);
+  }
+
+  // ---- Queue pairs: the data path -----------------------------------------------------------
+
+  int IbvPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) override {
+    if (int err = Injected(FaultPoint::kIbvPostSend); err != 0) {
+      if (bad_wr != nullptr) *bad_wr = wr;
+      return err;
+    }
+    if (qp == nullptr || bad_wr == nullptr) return EINVAL;
+    return PostSend(to_sim(qp), wr, bad_wr);
+  }
+
+  int IbvPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) override {
+    if (int err = Injected(FaultPoint::kIbvPostRecv); err != 0) {
+      if (bad_wr != nullptr) *bad_wr = wr;
+      return err;
+    }
+    if (qp == nullptr || bad_wr == nullptr) return EINVAL;
+    return PostRecv(to_sim(qp), wr, bad_wr);
+  }
+
+  // ---- Connection manager -------------------------------------------------------------------
+
+  int RdmaGetaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
+                      rdma_addrinfo** res) override {
+    if (int err = Injected(FaultPoint::kRdmaGetaddrinfo); err != 0) return err;
+    if (res == nullptr) return EINVAL;
+    return GetAddrInfo(node, service, hints, res);
+  }
+
+  void RdmaFreeaddrinfo(rdma_addrinfo* res) override {
+    faults_.Check(FaultPoint::kRdmaFreeaddrinfo);
+    FreeAddrInfo(res);
+  }
+
+  int RdmaCreateEventChannel(rdma_event_channel** channel) override {
+    if (int err = Injected(FaultPoint::kRdmaCreateEventChannel); err != 0) return err;
+    if (channel == nullptr) return EINVAL;
+    return cm_.CreateEventChannel(channel);
+  }
+
+  void RdmaDestroyEventChannel(rdma_event_channel* channel) override {
+    faults_.Check(FaultPoint::kRdmaDestroyEventChannel);
+    if (channel != nullptr) cm_.DestroyEventChannel(to_sim(channel));
+  }
+
+  int RdmaCreateId(rdma_event_channel* channel, rdma_cm_id** id, void* context,
+                   rdma_port_space ps) override {
+    if (int err = Injected(FaultPoint::kRdmaCreateId); err != 0) return err;
+    if (id == nullptr) return EINVAL;
+    return cm_.CreateId(channel != nullptr ? to_sim(channel) : nullptr, id, context, ps);
+  }
+
+  int RdmaDestroyId(rdma_cm_id* id) override {
+    if (int err = Injected(FaultPoint::kRdmaDestroyId); err != 0) return err;
+    if (id == nullptr) return EINVAL;
+    return cm_.DestroyId(to_sim(id));
+  }
+
+  int RdmaMigrateId(rdma_cm_id* id, rdma_event_channel* channel) override {
+    if (int err = Injected(FaultPoint::kRdmaMigrateId); err != 0) return err;
+    if (id == nullptr) return EINVAL;
+    return cm_.MigrateId(to_sim(id), channel != nullptr ? to_sim(channel) : nullptr);
+  }
+
+  int RdmaBindAddr(rdma_cm_id* id, sockaddr* addr) override {
+    if (int err = Injected(FaultPoint::kRdmaBindAddr); err != 0) return err;
+    if (id == nullptr) return EINVAL;
+    return cm_.BindAddr(to_sim(id), addr);
+  }
+
+  int RdmaResolveAddr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr,
+                      int timeout_ms) override {
+    if (int err = Injected(FaultPoint::kRdmaResolveAddr); err != 0) return err;
+    if (id == nullptr) return EINVAL;
+    return cm_.ResolveAddr(to_sim(id), src_addr, dst_addr);
+  }
+
+  int RdmaResolveRoute(rdma_cm_id* id, int timeout_ms) override {
+    if (int err = Injected(FaultPoint::kRdmaResolveRoute); err != 0) return err;
+    if (id == nullptr) return EINVAL;
+    return cm_.ResolveRoute(to_sim(id));
+  }
+
+  int RdmaListen(rdma_cm_id* id, int backlog) override {
+    if (int err = Injected(FaultPoint::kRdmaListen); err != 0) return err;
+    if (id == nullptr) return EINVAL;
+    return cm_.Listen(to_sim(id));
+  }
+
+  int RdmaCreateQp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* attr) override {
+    if (int err = Injected(FaultPoint::kRdmaCreateQp); err != 0) return err;
+    if (id == nullptr) return EINVAL;
+    return cm_.CreateQp(to_sim(id), pd != nullptr ? to_sim(pd) : nullptr, attr);
+  }
+
+  void RdmaDestroyQp(rdma_cm_id* id) override {
+    faults_.Check(FaultPoint::kRdmaDestroyQp);
+    if (id != nullptr) cm_.DestroyQp(to_sim(id));
+  }
+
+  int RdmaConnect(rdma_cm_id* id, rdma_conn_param* param) override {
+    if (int err = Injected(FaultPoint::kRdmaConnect); err != 0) return err;
+    if (id == nullptr) return EINVAL;
+    return cm_.Connect(to_sim(id), param);
+  }
+
+  int RdmaAccept(rdma_cm_id* id, rdma_conn_param* param) override {
+    if (int err = Injected(FaultPoint::kRdmaAccept); err != 0) return err;
+    if (id == nullptr) return EINVAL;
+    return cm_.Accept(to_sim(id), param);
+  }
+
+  int RdmaReject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) override {
+    if (int err = Injected(FaultPoint::kRdmaReject); err != 0) return err;
+    if (id == nullptr) return EINVAL;
+    return cm_.Reject(to_sim(id), private_data, private_data_len);
+  }
+
+  int RdmaDisconnect(rdma_cm_id* id) override {
+    if (int err = Injected(FaultPoint::kRdmaDisconnect); err != 0) return err;
+    if (id == nullptr) return EINVAL;
+    return cm_.Disconnect(to_sim(id));
+  }
+
+  int RdmaGetCmEvent(rdma_event_channel* channel, rdma_cm_event** event) override {
+    if (int err = Injected(FaultPoint::kRdmaGetCmEvent); err != 0) return err;
+    if (channel == nullptr || event == nullptr) return EINVAL;
+    return ConnectionManager::GetEvent(to_sim(channel), event);
+  }
+
+  int RdmaAckCmEvent(rdma_cm_event* event) override {
+    if (int err = Injected(FaultPoint::kRdmaAckCmEvent); err != 0) return err;
+    if (event == nullptr) return EINVAL;
+    return ConnectionManager::AckEvent(reinterpret_cast<SimCmEvent*>(event));
+  }
+
+ private:
+  int Injected(FaultPoint point) {
+    const FaultDecision decision = faults_.Check(point);
+    return decision.kind == FaultDecision::Kind::kFail ? decision.err : 0;
+  }
+
+  bool IsOurs(ibv_context* ctx) const { return ctx == &device_.context; }
+
+  FaultInjector& faults_;
+  SimDevice device_;
+  SimCq dummy_cq_;
+  ConnectionManager cm_;
+};
+
+// The started backend, for the context ops below.
+std::atomic<SimBackend*> g_backend{nullptr};
+
+// ibv_context_ops entries: the conventions of the inline verbs, on top of the backend's.
+int OpPollCq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
+  int polled = 0;
+  const int err =
+      g_backend.load(std::memory_order_acquire)->IbvPollCq(cq, num_entries, wc, &polled);
+  return err == 0 ? polled : (err > 0 ? -err : -1);
+}
+int OpReqNotifyCq(ibv_cq* cq, int solicited_only) {
+  return g_backend.load(std::memory_order_acquire)->IbvReqNotifyCq(cq, solicited_only);
+}
+int OpPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  return g_backend.load(std::memory_order_acquire)->IbvPostSend(qp, wr, bad_wr);
+}
+int OpPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  return g_backend.load(std::memory_order_acquire)->IbvPostRecv(qp, wr, bad_wr);
+}
+int OpPostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  return g_backend.load(std::memory_order_acquire)->IbvPostSrqRecv(srq, wr, bad_wr);
+}
+
+void SimBackend::InstallContextOps() {
+  ibv_context_ops& ops = device_.context.ops;
+  ops.poll_cq = &OpPollCq;
+  ops.req_notify_cq = &OpReqNotifyCq;
+  ops.post_send = &OpPostSend;
+  ops.post_recv = &OpPostRecv;
+  ops.post_srq_recv = &OpPostSrqRecv;
+}
+
+}  // namespace
 
 absl::StatusOr<Backend*> GetSimBackend() {
-  return absl::UnimplementedError("the simulated NIC is not built yet");
+  static absl::Mutex mu(absl::kConstInit);
+  absl::MutexLock lock(&mu);
+  SimBackend* backend = g_backend.load(std::memory_order_acquire);
+  if (backend != nullptr) return backend;
+  const char* spec = std::getenv(kFaultsEnvVar);
+  if (spec != nullptr && *spec != '\0') {
+    absl::StatusOr<std::unique_ptr<FaultPlan>> plan = ParseFaultSpec(spec);
+    if (!plan.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(kFaultsEnvVar, ": ", plan.status().message()));
+    }
+    GlobalFaultInjector().Install(*std::move(plan));
+  }
+  backend = new SimBackend();  // Never destroyed: objects it made may be used until exit.
+  backend->InstallContextOps();
+  g_backend.store(backend, std::memory_order_release);
+  return backend;
 }
 
 }  // namespace softrpma::sim

@@ -1,0 +1,568 @@
+#include "simverbs/sim/cm.h"
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "simverbs/alloc.h"
+#include "simverbs/sim/addr.h"
+#include "simverbs/sim/cq.h"
+#include "simverbs/sim/qp.h"
+
+namespace softrpma::sim {
+namespace {
+
+using State = SimCmId::State;
+
+sockaddr* SrcOf(SimCmId* id) { return &id->id.route.addr.src_addr; }
+sockaddr* DstOf(SimCmId* id) { return &id->id.route.addr.dst_addr; }
+
+bool ValidPrivateData(const void* data, int len, int max) {
+  return len <= max && (len == 0 || data != nullptr);
+}
+
+}  // namespace
+
+SimCmId::SimCmId() { std::memset(&id, 0, sizeof(id)); }
+
+int ConnectionManager::CreateEventChannel(rdma_event_channel** channel) {
+  SimEventChannel* sim_channel = New<SimEventChannel>();
+  if (sim_channel == nullptr) return ENOMEM;
+  const int err = sim_channel->signal.Open();
+  if (err != 0) {
+    Delete(sim_channel);
+    return err;
+  }
+  sim_channel->channel.fd = sim_channel->signal.fd();
+  *channel = &sim_channel->channel;
+  return 0;
+}
+
+void ConnectionManager::DestroyEventChannel(SimEventChannel* channel) {
+  absl::MutexLock lock(&mu_);
+  // librdmacm REQUIRES every id on the channel to be destroyed first. If some are not, they
+  // become synchronous (their later events are dropped) rather than point at freed memory.
+  for (auto& [serial, id] : ids_) {
+    if (id->channel == channel) {
+      id->channel = nullptr;
+      id->id.channel = nullptr;
+    }
+  }
+  std::deque<PendingCmEvent> events;
+  {
+    absl::MutexLock channel_lock(&channel->mu);
+    events.swap(channel->events);
+  }
+  for (const PendingCmEvent& event : events) {
+    if (event.type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+      DropRequestLocked(event.id, kRejectConsumer, nullptr, 0, /*free_it=*/true);
+    }
+  }
+  Delete(channel);
+}
+
+int ConnectionManager::CreateId(SimEventChannel* channel, rdma_cm_id** id, void* context,
+                                rdma_port_space ps) {
+  if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB) return EINVAL;  // RC port spaces only
+  SimCmId* sim_id = New<SimCmId>();
+  if (sim_id == nullptr) return ENOMEM;
+  sim_id->id.channel = channel != nullptr ? &channel->channel : nullptr;
+  sim_id->id.context = context;
+  sim_id->id.ps = ps;
+  sim_id->id.qp_type = IBV_QPT_RC;
+  absl::MutexLock lock(&mu_);
+  sim_id->channel = channel;
+  sim_id->serial = next_serial_++;
+  ids_[sim_id->serial] = sim_id;
+  *id = &sim_id->id;
+  return 0;
+}
+
+int ConnectionManager::DestroyId(SimCmId* id) {
+  absl::MutexLock lock(&mu_);
+  if (id->id.qp != nullptr) return EBUSY;
+  std::vector<PendingCmEvent> undelivered;
+  if (id->channel != nullptr) {
+    absl::MutexLock channel_lock(&id->channel->mu);
+    // Deliveries count under this mutex, so the check and the removal are one step.
+    if (id->unacked_events.load(std::memory_order_acquire) != 0) return EBUSY;
+    auto& events = id->channel->events;
+    const bool had_events = !events.empty();
+    for (auto it = events.begin(); it != events.end();) {
+      if (it->owner == id) {
+        undelivered.push_back(*it);
+        it = events.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (had_events && events.empty()) id->channel->signal.Lower();
+  } else if (id->unacked_events.load(std::memory_order_acquire) != 0) {
+    return EBUSY;
+  }
+
+  // A listener: requests it never delivered are rejected and freed; delivered ones stay with
+  // the user, without a listener.
+  for (const PendingCmEvent& event : undelivered) {
+    if (event.type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+      DropRequestLocked(event.id, kRejectConsumer, nullptr, 0, /*free_it=*/true);
+    }
+  }
+  for (SimCmId* request : id->pending_requests) request->listener = nullptr;
+  id->pending_requests.clear();
+
+  switch (id->state) {
+    case State::kConnecting: {
+      // Our request is pending at a listener: withdraw it. Not delivered yet: it vanishes;
+      // delivered: its id stays with the user, and accepting it will report UNREACHABLE.
+      SimCmId* request = id->peer;
+      if (request != nullptr) {
+        request->peer = nullptr;
+        id->peer = nullptr;
+        if (RemoveConnectRequestLocked(request)) {
+          DropRequestLocked(request, kRejectConsumer, nullptr, 0, /*free_it=*/true);
+        }
+      }
+      break;
+    }
+    case State::kRequestReceived:
+      DropRequestLocked(id, kRejectConsumer, nullptr, 0, /*free_it=*/false);
+      break;
+    case State::kConnected:
+      if (id->peer != nullptr) PeerGoneLocked(id->peer);
+      break;
+    default:
+      break;
+  }
+  if (id->peer != nullptr && id->peer->peer == id) id->peer->peer = nullptr;
+  FreeIdLocked(id);
+  return 0;
+}
+
+int ConnectionManager::MigrateId(SimCmId* id, SimEventChannel* channel) {
+  if (channel == nullptr) return EINVAL;
+  absl::MutexLock lock(&mu_);
+  if (id->channel == channel) return 0;
+  std::vector<PendingCmEvent> moving;
+  if (id->channel != nullptr) moving = TakeEventsLocked(id);
+  id->channel = channel;
+  id->id.channel = &channel->channel;
+  if (!moving.empty()) {
+    absl::MutexLock channel_lock(&channel->mu);
+    if (channel->events.empty()) channel->signal.Raise();
+    for (PendingCmEvent& event : moving) channel->events.push_back(event);
+  }
+  return 0;
+}
+
+int ConnectionManager::BindLocked(SimCmId* id, const sockaddr* addr) {
+  if (!IsIpAddress(addr)) return EINVAL;
+  const bool wildcard = IsWildcard(addr);
+  uint16_t port = PortOf(addr);
+  if (port == 0) {
+    // The next port from the counter that nobody holds (deterministic).
+    for (int tries = 0; tries < 65536 - kFirstEphemeralPort; ++tries) {
+      const uint16_t candidate = next_ephemeral_port_;
+      next_ephemeral_port_ =
+          next_ephemeral_port_ == 65535 ? kFirstEphemeralPort : next_ephemeral_port_ + 1;
+      if (!bound_.contains(candidate)) {
+        port = candidate;
+        break;
+      }
+    }
+    if (port == 0) return EADDRNOTAVAIL;
+  } else {
+    auto it = bound_.find(port);
+    if (it != bound_.end()) {
+      for (SimCmId* other : it->second) {
+        if (wildcard || IsWildcard(SrcOf(other)) || SameHost(SrcOf(other), addr)) {
+          return EADDRINUSE;
+        }
+      }
+    }
+  }
+  CopyAddress(addr, SrcOf(id));
+  SetPort(SrcOf(id), port);
+  bound_[port].push_back(id);
+  id->bound = true;
+  id->id.verbs = wildcard ? nullptr : &device_->context;
+  id->id.port_num = wildcard ? 0 : 1;
+  return 0;
+}
+
+void ConnectionManager::UnbindLocked(SimCmId* id) {
+  if (!id->bound) return;
+  const uint16_t port = PortOf(SrcOf(id));
+  auto it = bound_.find(port);
+  if (it != bound_.end()) {
+    std::vector<SimCmId*>& ids = it->second;
+    for (auto pos = ids.begin(); pos != ids.end(); ++pos) {
+      if (*pos == id) {
+        ids.erase(pos);
+        break;
+      }
+    }
+    if (ids.empty()) bound_.erase(it);
+  }
+  id->bound = false;
+}
+
+int ConnectionManager::BindAddr(SimCmId* id, const sockaddr* addr) {
+  absl::MutexLock lock(&mu_);
+  if (id->bound || id->state != State::kIdle) return EINVAL;
+  const int err = BindLocked(id, addr);
+  if (err != 0) return err;
+  id->state = State::kBound;
+  return 0;
+}
+
+int ConnectionManager::ResolveAddr(SimCmId* id, const sockaddr* src_addr,
+                                   const sockaddr* dst_addr) {
+  if (!IsIpAddress(dst_addr)) return EINVAL;
+  if (src_addr != nullptr && !IsIpAddress(src_addr)) return EINVAL;
+  absl::MutexLock lock(&mu_);
+  if (id->state != State::kIdle && id->state != State::kBound) return EINVAL;
+  if (!id->bound) {
+    // Every address is local: without a source, the source is the destination host itself.
+    sockaddr_storage source;
+    CopyAddress(src_addr != nullptr ? src_addr : dst_addr, reinterpret_cast<sockaddr*>(&source));
+    if (src_addr == nullptr) SetPort(reinterpret_cast<sockaddr*>(&source), 0);
+    const int err = BindLocked(id, reinterpret_cast<sockaddr*>(&source));
+    if (err != 0) return err;
+  }
+  CopyAddress(dst_addr, DstOf(id));
+  id->id.verbs = &device_->context;
+  id->id.port_num = 1;
+  id->state = State::kAddrResolved;
+  QueueLocked(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0, id, nullptr, nullptr, nullptr, 0);
+  return 0;
+}
+
+int ConnectionManager::ResolveRoute(SimCmId* id) {
+  absl::MutexLock lock(&mu_);
+  if (id->state != State::kAddrResolved) return EINVAL;
+  id->state = State::kRouteResolved;
+  QueueLocked(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, id, nullptr, nullptr, nullptr, 0);
+  return 0;
+}
+
+int ConnectionManager::Listen(SimCmId* id) {
+  absl::MutexLock lock(&mu_);
+  if (id->state != State::kBound || id->channel == nullptr) return EINVAL;
+  id->state = State::kListening;
+  return 0;
+}
+
+int ConnectionManager::CreateQp(SimCmId* id, SimPd* pd, ibv_qp_init_attr* attr) {
+  if (pd == nullptr || attr == nullptr) return EINVAL;
+  absl::MutexLock lock(&mu_);
+  if (id->id.verbs == nullptr || pd->pd.context != id->id.verbs) return EINVAL;
+  if (id->id.qp != nullptr) return EINVAL;
+  // The passive QP of a connection request joins the active QP's link.
+  std::shared_ptr<SimLink> join;
+  if (id->state == State::kRequestReceived && id->peer != nullptr && id->peer->id.qp != nullptr) {
+    join = to_sim(id->peer->id.qp)->link;
+  }
+  SimQp* qp = nullptr;
+  const int err = sim::CreateQp(pd, attr, join, &qp);
+  if (err != 0) return err;
+  id->id.qp = &qp->qp;
+  id->id.pd = &pd->pd;
+  id->id.send_cq = attr->send_cq;
+  id->id.recv_cq = attr->recv_cq;
+  id->id.send_cq_channel = attr->send_cq->channel;
+  id->id.recv_cq_channel = attr->recv_cq->channel;
+  id->id.srq = attr->srq;
+  id->id.qp_type = IBV_QPT_RC;
+  return 0;
+}
+
+void ConnectionManager::DestroyQp(SimCmId* id) {
+  absl::MutexLock lock(&mu_);
+  if (id->id.qp == nullptr) return;
+  sim::DestroyQp(to_sim(id->id.qp));
+  id->id.qp = nullptr;
+}
+
+int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param) {
+  if (param != nullptr &&
+      !ValidPrivateData(param->private_data, param->private_data_len, kMaxConnectPrivateData)) {
+    return EINVAL;
+  }
+  absl::MutexLock lock(&mu_);
+  if (id->state != State::kRouteResolved || id->channel == nullptr || id->id.qp == nullptr) {
+    return EINVAL;
+  }
+  SimCmId* listener = FindListenerLocked(DstOf(id));
+  if (listener == nullptr) {
+    id->state = State::kRejected;
+    QueueLocked(id, RDMA_CM_EVENT_REJECTED, kRejectNoListener, id, nullptr, nullptr, nullptr, 0);
+    return 0;
+  }
+  SimCmId* request = New<SimCmId>();
+  if (request == nullptr) return ENOMEM;
+  request->id.verbs = &device_->context;
+  request->id.channel = listener->id.channel;
+  request->id.context = listener->id.context;
+  request->id.ps = listener->id.ps;
+  request->id.qp_type = IBV_QPT_RC;
+  request->id.port_num = 1;
+  // The request's local address is the one the requester asked for; its peer the requester.
+  CopyAddress(DstOf(id), SrcOf(request));
+  CopyAddress(SrcOf(id), DstOf(request));
+  request->channel = listener->channel;
+  request->state = State::kRequestReceived;
+  request->peer = id;
+  request->listener = listener;
+  request->serial = next_serial_++;
+  ids_[request->serial] = request;
+  listener->pending_requests.push_back(request);
+  id->peer = request;
+  id->state = State::kConnecting;
+
+  rdma_conn_param conn;
+  std::memset(&conn, 0, sizeof(conn));
+  if (param != nullptr) conn = *param;
+  conn.qp_num = id->id.qp->qp_num;
+  conn.srq = id->id.srq != nullptr ? 1 : 0;
+  QueueLocked(listener, RDMA_CM_EVENT_CONNECT_REQUEST, 0, request, listener, &conn,
+              param != nullptr ? param->private_data : nullptr,
+              param != nullptr ? param->private_data_len : 0);
+  return 0;
+}
+
+int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param) {
+  if (param != nullptr &&
+      !ValidPrivateData(param->private_data, param->private_data_len, kMaxAcceptPrivateData)) {
+    return EINVAL;
+  }
+  absl::MutexLock lock(&mu_);
+  if (id->state != State::kRequestReceived || id->id.qp == nullptr) return EINVAL;
+  if (id->listener != nullptr) {
+    auto& pending = id->listener->pending_requests;
+    for (auto it = pending.begin(); it != pending.end(); ++it) {
+      if (*it == id) {
+        pending.erase(it);
+        break;
+      }
+    }
+    id->listener = nullptr;
+  }
+  SimCmId* active = id->peer;
+  const bool active_ok = active != nullptr && active->state == State::kConnecting &&
+                         active->id.qp != nullptr &&
+                         to_sim(active->id.qp)->link == to_sim(id->id.qp)->link &&
+                         EstablishLink(to_sim(id->id.qp)->link.get());
+  if (!active_ok) {
+    // The active side went away: the passive side's REP would time out.
+    id->state = State::kUnreachable;
+    QueueLocked(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, id, nullptr, nullptr, nullptr, 0);
+    if (active != nullptr && active->state == State::kConnecting) {
+      active->state = State::kUnreachable;
+      active->peer = nullptr;
+      QueueLocked(active, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, active, nullptr, nullptr, nullptr,
+                  0);
+    }
+    id->peer = nullptr;
+    return 0;
+  }
+  rdma_conn_param conn;
+  std::memset(&conn, 0, sizeof(conn));
+  if (param != nullptr) conn = *param;
+  conn.qp_num = id->id.qp->qp_num;
+  active->state = State::kConnected;
+  id->state = State::kConnected;
+  QueueLocked(active, RDMA_CM_EVENT_ESTABLISHED, 0, active, nullptr, &conn,
+              param != nullptr ? param->private_data : nullptr,
+              param != nullptr ? param->private_data_len : 0);
+  QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
+  return 0;
+}
+
+int ConnectionManager::Reject(SimCmId* id, const void* private_data, uint8_t private_data_len) {
+  if (!ValidPrivateData(private_data, private_data_len, kMaxRejectPrivateData)) return EINVAL;
+  absl::MutexLock lock(&mu_);
+  if (id->state != State::kRequestReceived) return EINVAL;
+  DropRequestLocked(id, kRejectConsumer, private_data, private_data_len, /*free_it=*/false);
+  return 0;
+}
+
+int ConnectionManager::Disconnect(SimCmId* id) {
+  absl::MutexLock lock(&mu_);
+  switch (id->state) {
+    case State::kIdle:
+    case State::kBound:
+    case State::kAddrResolved:
+    case State::kRouteResolved:
+    case State::kListening:
+      return EINVAL;  // never took part in a connection
+    case State::kConnected:
+      if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
+      id->state = State::kDisconnected;
+      QueueLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0, id, nullptr, nullptr, nullptr, 0);
+      if (id->peer != nullptr) {
+        PeerGoneLocked(id->peer);
+        id->peer->peer = nullptr;
+        id->peer = nullptr;
+      }
+      return 0;
+    default:
+      // Connecting, rejected, unreachable, already disconnected, or a request not answered
+      // yet: as in the kernel, only the QP goes to ERROR; no event, no state change.
+      if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
+      return 0;
+  }
+}
+
+void ConnectionManager::PeerGoneLocked(SimCmId* peer) {
+  if (peer->state != State::kConnected) return;
+  if (peer->id.qp != nullptr) SetQpError(to_sim(peer->id.qp));
+  peer->state = State::kDisconnected;
+  QueueLocked(peer, RDMA_CM_EVENT_DISCONNECTED, 0, peer, nullptr, nullptr, nullptr, 0);
+}
+
+void ConnectionManager::DropRequestLocked(SimCmId* request, int status, const void* private_data,
+                                          uint8_t private_data_len, bool free_it) {
+  SimCmId* active = request->peer;
+  if (active != nullptr && active->peer == request && active->state == State::kConnecting) {
+    active->state = State::kRejected;
+    active->peer = nullptr;
+    QueueLocked(active, RDMA_CM_EVENT_REJECTED, status, active, nullptr, nullptr, private_data,
+                private_data_len);
+  }
+  request->peer = nullptr;
+  if (request->listener != nullptr) {
+    auto& pending = request->listener->pending_requests;
+    for (auto it = pending.begin(); it != pending.end(); ++it) {
+      if (*it == request) {
+        pending.erase(it);
+        break;
+      }
+    }
+    request->listener = nullptr;
+  }
+  request->state = State::kRejected;
+  if (free_it) FreeIdLocked(request);
+}
+
+bool ConnectionManager::RemoveConnectRequestLocked(SimCmId* request) {
+  SimCmId* listener = request->listener;
+  if (listener == nullptr || listener->channel == nullptr) return false;
+  SimEventChannel* channel = listener->channel;
+  absl::MutexLock channel_lock(&channel->mu);
+  auto& events = channel->events;
+  for (auto it = events.begin(); it != events.end(); ++it) {
+    if (it->type == RDMA_CM_EVENT_CONNECT_REQUEST && it->id == request) {
+      events.erase(it);
+      if (events.empty()) channel->signal.Lower();
+      return true;
+    }
+  }
+  return false;
+}
+
+void ConnectionManager::FreeIdLocked(SimCmId* id) {
+  UnbindLocked(id);
+  ids_.erase(id->serial);
+  Delete(id);
+}
+
+SimCmId* ConnectionManager::FindListenerLocked(const sockaddr* dst) {
+  auto it = bound_.find(PortOf(dst));
+  if (it == bound_.end()) return nullptr;
+  SimCmId* wildcard = nullptr;
+  for (SimCmId* id : it->second) {
+    if (id->state != State::kListening) continue;
+    if (SameHost(SrcOf(id), dst)) return id;
+    if (wildcard == nullptr && IsWildcard(SrcOf(id))) wildcard = id;
+  }
+  return wildcard;
+}
+
+void ConnectionManager::QueueLocked(SimCmId* owner, rdma_cm_event_type type, int status,
+                                    SimCmId* event_id, SimCmId* listen_id,
+                                    const rdma_conn_param* conn, const void* private_data,
+                                    uint8_t private_data_len) {
+  SimEventChannel* channel = owner->channel;
+  if (channel == nullptr) return;  // a synchronous id: nobody to tell
+  PendingCmEvent event;
+  std::memset(&event, 0, sizeof(event));
+  event.owner = owner;
+  event.id = event_id;
+  event.listen_id = listen_id;
+  event.type = type;
+  event.status = status;
+  if (conn != nullptr) event.conn = *conn;
+  event.conn.private_data = nullptr;
+  event.conn.private_data_len = 0;
+  event.private_data_len = private_data_len;
+  if (private_data_len > 0) std::memcpy(event.private_data, private_data, private_data_len);
+  absl::MutexLock channel_lock(&channel->mu);
+  if (channel->events.empty()) channel->signal.Raise();
+  channel->events.push_back(event);
+}
+
+std::vector<PendingCmEvent> ConnectionManager::TakeEventsLocked(SimCmId* owner) {
+  std::vector<PendingCmEvent> taken;
+  SimEventChannel* channel = owner->channel;
+  if (channel == nullptr) return taken;
+  absl::MutexLock channel_lock(&channel->mu);
+  auto& events = channel->events;
+  const bool had_events = !events.empty();
+  for (auto it = events.begin(); it != events.end();) {
+    if (it->owner == owner) {
+      taken.push_back(*it);
+      it = events.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (had_events && events.empty()) channel->signal.Lower();
+  return taken;
+}
+
+int ConnectionManager::GetEvent(SimEventChannel* channel, rdma_cm_event** event) {
+  while (true) {
+    {
+      absl::MutexLock lock(&channel->mu);
+      if (!channel->events.empty()) {
+        SimCmEvent* sim_event = New<SimCmEvent>();
+        if (sim_event == nullptr) return ENOMEM;  // the event stays queued
+        const PendingCmEvent& pending = channel->events.front();
+        std::memset(&sim_event->event, 0, sizeof(sim_event->event));
+        sim_event->owner = pending.owner;
+        sim_event->event.id = &pending.id->id;
+        sim_event->event.listen_id =
+            pending.listen_id != nullptr ? &pending.listen_id->id : nullptr;
+        sim_event->event.event = pending.type;
+        sim_event->event.status = pending.status;
+        sim_event->event.param.conn = pending.conn;
+        if (pending.private_data_len > 0) {
+          std::memcpy(sim_event->private_data, pending.private_data, pending.private_data_len);
+          sim_event->event.param.conn.private_data = sim_event->private_data;
+          sim_event->event.param.conn.private_data_len = pending.private_data_len;
+        }
+        pending.owner->unacked_events.fetch_add(1, std::memory_order_acq_rel);
+        __atomic_store_n(&pending.owner->id.event, &sim_event->event, __ATOMIC_RELEASE);
+        channel->events.pop_front();
+        if (channel->events.empty()) channel->signal.Lower();
+        *event = &sim_event->event;
+        return 0;
+      }
+    }
+    const int err = SignalFd::WaitReadable(channel->channel.fd);
+    if (err != 0) return err;
+  }
+}
+
+int ConnectionManager::AckEvent(SimCmEvent* event) {
+  SimCmId* owner = event->owner;
+  rdma_cm_event* expected = &event->event;
+  __atomic_compare_exchange_n(&owner->id.event, &expected, nullptr, false, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
+  owner->unacked_events.fetch_sub(1, std::memory_order_acq_rel);
+  Delete(event);
+  return 0;
+}
+
+}  // namespace softrpma::sim

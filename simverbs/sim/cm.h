@@ -1,0 +1,218 @@
+// cm.h: the simulated connection manager (rdma_cm): event channels (SimEventChannel), ids
+// (SimCmId), events (SimCmEvent) and the ConnectionManager that connects them.
+//
+// THE MODEL (everything completes inside the call; there is no clock, timeouts are ignored)
+//   * Event channels are eventfd-backed (signal_fd.h): rdma_event_channel.fd is pollable and
+//     readable exactly while an event is pending; RdmaGetCmEvent blocks, or fails with EAGAIN
+//     when the user made the fd O_NONBLOCK. The rdma_cm_event is allocated (New<T>) by
+//     RdmaGetCmEvent, as librdmacm does, so a "malloc" fault fails that call with ENOMEM and
+//     leaves the event queued.
+//   * An id created with a NULL channel is synchronous: RdmaResolveAddr / RdmaResolveRoute
+//     complete and return their result; no event is queued for it (events that would be are
+//     dropped). RdmaListen and RdmaConnect need a channel (EINVAL on a synchronous id; migrate
+//     it first, as librpma does). Ids with a channel get ADDR_RESOLVED / ROUTE_RESOLVED events.
+//   * RdmaBindAddr binds (address, port) like a TCP socket: port 0 picks the next free port
+//     from a counter (49152 up, deterministic); a bind that overlaps another bound id on the same
+//     port (same address, or either one a wildcard) is EADDRINUSE. A wildcard bind leaves
+//     id->verbs NULL (as on hardware); a specific address sets it to the device.
+//   * RdmaConnect to an address with a listener (exact address first, else a wildcard listener
+//     of that port) creates a NEW id and queues RDMA_CM_EVENT_CONNECT_REQUEST on the listener's
+//     channel (event->id = the new id, listen_id = the listener, the connect's private data,
+//     at most kMaxConnectPrivateData bytes). With no listener the connecting id gets
+//     RDMA_CM_EVENT_REJECTED with status kRejectNoListener.
+//   * RdmaAccept moves both QPs to RTS and queues RDMA_CM_EVENT_ESTABLISHED on both ids: the
+//     active side's carries the accept's private data (at most kMaxAcceptPrivateData bytes),
+//     the passive side's carries none. If the active side went away (its id or QP destroyed)
+//     the passive id gets RDMA_CM_EVENT_UNREACHABLE (status -ETIMEDOUT) instead.
+//   * RdmaReject queues RDMA_CM_EVENT_REJECTED (status kRejectConsumer) with the reject's
+//     private data (at most kMaxRejectPrivateData bytes) on the active side.
+//   * RdmaDisconnect of a connected id moves both QPs to ERROR (flushing them) and queues
+//     RDMA_CM_EVENT_DISCONNECTED (status 0) on both ids. On an id that is connecting, was
+//     rejected, is already disconnected (by either side) or is an unanswered request it only
+//     moves the id's QP to ERROR and succeeds, as the kernel does; on an id that never took part
+//     in a connection it is EINVAL. Destroying a connected id disconnects its peer.
+//   * Destroying a listener rejects (kRejectConsumer) the requests whose CONNECT_REQUEST it has
+//     not delivered yet; requests already delivered belong to the user. Destroying a request id
+//     that was neither accepted nor rejected rejects it (kRejectConsumer).
+//   * RdmaMigrateId moves the id's future events AND its pending (not yet got) ones to the new
+//     channel, as the kernel does (a listener's pending CONNECT_REQUESTs move with it).
+//   * Events are counted against the id whose channel they went to (the listener for
+//     CONNECT_REQUEST); RdmaDestroyId with unacknowledged events, or with a QP, is EBUSY.
+//   * Ports and QP numbers come from counters: the same program gets the same numbers.
+//
+// Thread-safe. One mutex (ConnectionManager::mu_) serializes connection management, which is
+// not on the data path; lock order: ConnectionManager::mu_ -> SimLink::mu -> ... (qp.h) ->
+// SimEventChannel::mu. RdmaGetCmEvent and RdmaAckCmEvent take only a channel's mutex.
+
+#ifndef SOFTRPMA_SIMVERBS_SIM_CM_H_
+#define SOFTRPMA_SIMVERBS_SIM_CM_H_
+
+#include <rdma/rdma_cma.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "simverbs/sim/device.h"
+#include "simverbs/sim/signal_fd.h"
+
+namespace softrpma::sim {
+
+// Private data limits of the InfiniBand CM messages (REQ, REP, REJ).
+inline constexpr int kMaxConnectPrivateData = 56;
+inline constexpr int kMaxAcceptPrivateData = 196;
+inline constexpr int kMaxRejectPrivateData = 148;
+
+// rdma_cm_event.status of RDMA_CM_EVENT_REJECTED: the IB CM reject reasons.
+inline constexpr int kRejectNoListener = 8;  // IB_CM_REJ_INVALID_SERVICE_ID: nobody listens
+inline constexpr int kRejectConsumer = 28;   // IB_CM_REJ_CONSUMER_DEFINED: rdma_reject & co.
+
+struct SimCmId;
+
+// An event waiting on a channel (the rdma_cm_event is built when it is got).
+struct PendingCmEvent {
+  SimCmId* owner;  // the id whose channel it went to (for CONNECT_REQUEST: the listener)
+  SimCmId* id;
+  SimCmId* listen_id;
+  rdma_cm_event_type type;
+  int status;
+  rdma_conn_param conn;  // private_data unset; see private_data below
+  uint8_t private_data_len;
+  uint8_t private_data[kMaxAcceptPrivateData];
+};
+
+struct SimEventChannel final {
+  rdma_event_channel channel;  // FIRST member
+
+  absl::Mutex mu;
+  std::deque<PendingCmEvent> events ABSL_GUARDED_BY(mu);  // oldest first
+  SignalFd signal;
+
+  SimEventChannel() { channel.fd = -1; }
+  SimEventChannel(const SimEventChannel&) = delete;
+  SimEventChannel& operator=(const SimEventChannel&) = delete;
+};
+
+inline SimEventChannel* to_sim(rdma_event_channel* channel) {
+  return reinterpret_cast<SimEventChannel*>(channel);
+}
+
+// An event handed to the user; freed by RdmaAckCmEvent.
+struct SimCmEvent final {
+  rdma_cm_event event;  // FIRST member
+  SimCmId* owner;
+  uint8_t private_data[kMaxAcceptPrivateData];
+};
+
+struct SimQp;
+
+struct SimCmId final {
+  enum class State : uint8_t {
+    kIdle,             // created
+    kBound,            // rdma_bind_addr
+    kAddrResolved,     // rdma_resolve_addr
+    kRouteResolved,    // rdma_resolve_route
+    kListening,        // rdma_listen
+    kConnecting,       // active: rdma_connect sent, no answer yet
+    kRequestReceived,  // passive: made by a connect request, not accepted or rejected yet
+    kConnected,        // established
+    kDisconnected,     // after rdma_disconnect (either side) or the peer went away
+    kRejected,         // active: rejected; passive: rejected by us
+    kUnreachable,      // the connection could not be completed
+  };
+
+  rdma_cm_id id;  // FIRST member
+
+  uint32_t serial = 0;  // creation order (the key of ConnectionManager::ids_)
+  // Delivered and not yet acknowledged events counted against this id. Changed under the
+  // mutex of the channel the event was on.
+  std::atomic<int> unacked_events{0};
+
+  // Guarded by ConnectionManager::mu_.
+  SimEventChannel* channel = nullptr;
+  State state = State::kIdle;
+  bool bound = false;
+  SimCmId* peer = nullptr;                 // the other end of a pending or established connection
+  SimCmId* listener = nullptr;             // request ids: the listener that got the request
+  std::vector<SimCmId*> pending_requests;  // listeners: request ids not accepted/rejected yet
+
+  SimCmId();
+  SimCmId(const SimCmId&) = delete;
+  SimCmId& operator=(const SimCmId&) = delete;
+};
+
+inline SimCmId* to_sim(rdma_cm_id* id) { return reinterpret_cast<SimCmId*>(id); }
+
+// The connection manager of the simulated device. Each method is the rdma_* call of the same
+// name; contracts in backend.h, model in the file comment. Thread-safe.
+class ConnectionManager final {
+ public:
+  explicit ConnectionManager(SimDevice* device) : device_(device) {}
+  ConnectionManager(const ConnectionManager&) = delete;
+  ConnectionManager& operator=(const ConnectionManager&) = delete;
+
+  int CreateEventChannel(rdma_event_channel** channel);
+  void DestroyEventChannel(SimEventChannel* channel) ABSL_LOCKS_EXCLUDED(mu_);
+  int CreateId(SimEventChannel* channel, rdma_cm_id** id, void* context, rdma_port_space ps)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  int DestroyId(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
+  int MigrateId(SimCmId* id, SimEventChannel* channel) ABSL_LOCKS_EXCLUDED(mu_);
+  int BindAddr(SimCmId* id, const sockaddr* addr) ABSL_LOCKS_EXCLUDED(mu_);
+  int ResolveAddr(SimCmId* id, const sockaddr* src_addr, const sockaddr* dst_addr)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  int ResolveRoute(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
+  int Listen(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
+  int CreateQp(SimCmId* id, SimPd* pd, ibv_qp_init_attr* attr) ABSL_LOCKS_EXCLUDED(mu_);
+  void DestroyQp(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
+  int Connect(SimCmId* id, const rdma_conn_param* param) ABSL_LOCKS_EXCLUDED(mu_);
+  int Accept(SimCmId* id, const rdma_conn_param* param) ABSL_LOCKS_EXCLUDED(mu_);
+  int Reject(SimCmId* id, const void* private_data, uint8_t private_data_len)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  int Disconnect(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Take only the channel's mutex.
+  static int GetEvent(SimEventChannel* channel, rdma_cm_event** event);
+  static int AckEvent(SimCmEvent* event);
+
+ private:
+  // Binds id to addr (port 0: the next free port). Errors: EADDRINUSE, EADDRNOTAVAIL.
+  int BindLocked(SimCmId* id, const sockaddr* addr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnbindLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The listening id for a connect to `dst`, or nullptr.
+  SimCmId* FindListenerLocked(const sockaddr* dst) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues an event on owner's channel (dropped when owner is synchronous).
+  void QueueLocked(SimCmId* owner, rdma_cm_event_type type, int status, SimCmId* event_id,
+                   SimCmId* listen_id, const rdma_conn_param* conn, const void* private_data,
+                   uint8_t private_data_len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes owner's undelivered events from its channel; returns them.
+  std::vector<PendingCmEvent> TakeEventsLocked(SimCmId* owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends a request id that will never be accepted: its requester gets REJECTED (`status`, the
+  // private data), it leaves its listener's list; when `free_it` it is also destroyed (the
+  // user never saw it).
+  void DropRequestLocked(SimCmId* request, int status, const void* private_data,
+                         uint8_t private_data_len, bool free_it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the undelivered CONNECT_REQUEST of `request` from its listener's channel. Returns
+  // false when it was delivered already (or the listener is gone).
+  bool RemoveConnectRequestLocked(SimCmId* request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The peer of a connected id that is going away: QP to ERROR, DISCONNECTED queued.
+  void PeerGoneLocked(SimCmId* peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FreeIdLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  SimDevice* const device_;
+  absl::Mutex mu_;
+  uint32_t next_serial_ ABSL_GUARDED_BY(mu_) = 1;
+  uint16_t next_ephemeral_port_ ABSL_GUARDED_BY(mu_) = kFirstEphemeralPort;
+  std::map<uint32_t, SimCmId*> ids_ ABSL_GUARDED_BY(mu_);  // by serial: ordered iteration
+  // Bound ids by port (looked up, never iterated across ports).
+  absl::flat_hash_map<uint16_t, std::vector<SimCmId*>> bound_ ABSL_GUARDED_BY(mu_);
+
+  static constexpr uint16_t kFirstEphemeralPort = 49152;
+};
+
+}  // namespace softrpma::sim
+
+#endif  // SOFTRPMA_SIMVERBS_SIM_CM_H_

@@ -1,0 +1,448 @@
+// The simulated connection manager, through the Backend interface: getaddrinfo, binding and
+// listening, connect / accept / reject with private data, REJECTED without a listener,
+// disconnect, destroy rules, migration of pending events, the pollable event channel.
+
+#include "simverbs/sim/cm.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "simverbs/backend.h"
+#include "simverbs/sim/test_util.h"
+
+namespace softrpma::sim::testing {
+namespace {
+
+sockaddr_in Ipv4(const char* text, uint16_t port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  inet_pton(AF_INET, text, &addr.sin_addr);
+  return addr;
+}
+
+sockaddr* AsSockaddr(sockaddr_in* addr) { return reinterpret_cast<sockaddr*>(addr); }
+
+class CmTest : public ::testing::Test {
+ protected:
+  Backend* backend_ = SimBackend();
+};
+
+TEST_F(CmTest, Getaddrinfo_PassiveFillsSrc_ActiveFillsDst) {
+  rdma_addrinfo hints{};
+  hints.ai_flags = RAI_PASSIVE;
+  hints.ai_port_space = RDMA_PS_TCP;
+  rdma_addrinfo* passive = nullptr;
+  ASSERT_EQ(backend_->RdmaGetaddrinfo("127.0.0.1", "7204", &hints, &passive), 0);
+  ASSERT_NE(passive->ai_src_addr, nullptr);
+  EXPECT_EQ(passive->ai_dst_addr, nullptr);
+  EXPECT_EQ(ntohs(reinterpret_cast<sockaddr_in*>(passive->ai_src_addr)->sin_port), 7204);
+  EXPECT_EQ(passive->ai_qp_type, IBV_QPT_RC);
+  EXPECT_EQ(passive->ai_port_space, RDMA_PS_TCP);
+  backend_->RdmaFreeaddrinfo(passive);
+
+  hints.ai_flags = 0;
+  rdma_addrinfo* active = nullptr;
+  ASSERT_EQ(backend_->RdmaGetaddrinfo("::1", "7204", &hints, &active), 0);
+  EXPECT_EQ(active->ai_src_addr, nullptr);
+  ASSERT_NE(active->ai_dst_addr, nullptr);
+  EXPECT_EQ(active->ai_family, AF_INET6);
+  EXPECT_EQ(active->ai_dst_addr->sa_family, AF_INET6);
+  backend_->RdmaFreeaddrinfo(active);
+}
+
+TEST_F(CmTest, Getaddrinfo_Unparsable_Einval) {
+  rdma_addrinfo hints{};
+  hints.ai_flags = RAI_NUMERICHOST;
+  rdma_addrinfo* res = nullptr;
+
+  EXPECT_EQ(backend_->RdmaGetaddrinfo("not-an-address", "1", &hints, &res), EINVAL);
+  EXPECT_EQ(backend_->RdmaGetaddrinfo(nullptr, nullptr, &hints, &res), EINVAL);
+  EXPECT_EQ(res, nullptr);
+}
+
+TEST_F(CmTest, SyncId_ResolveAddrAndRoute_SetVerbs) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
+  EXPECT_EQ(id->verbs, nullptr);
+  EXPECT_EQ(backend_->RdmaResolveRoute(id, 100), EINVAL);  // address not resolved yet
+  sockaddr_in dst = Ipv4("192.0.2.7", 7204);
+
+  ASSERT_EQ(backend_->RdmaResolveAddr(id, nullptr, AsSockaddr(&dst), 100), 0);
+  ASSERT_EQ(backend_->RdmaResolveRoute(id, 100), 0);
+
+  ASSERT_NE(id->verbs, nullptr);
+  EXPECT_STREQ(id->verbs->device->name, "softrpma_sim0");
+  EXPECT_EQ(id->ps, RDMA_PS_TCP);
+  EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+}
+
+TEST_F(CmTest, AsyncId_ResolveQueuesEvents) {
+  rdma_event_channel* channel = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateEventChannel(&channel), 0);
+  rdma_cm_id* id = nullptr;
+  int marker = 0;
+  ASSERT_EQ(backend_->RdmaCreateId(channel, &id, &marker, RDMA_PS_TCP), 0);
+  EXPECT_EQ(id->channel, channel);
+  EXPECT_EQ(id->context, &marker);
+  sockaddr_in dst = Ipv4("127.0.0.1", 7204);
+
+  ASSERT_EQ(backend_->RdmaResolveAddr(id, nullptr, AsSockaddr(&dst), 100), 0);
+  EXPECT_TRUE(ExpectCmEvent(backend_, channel, RDMA_CM_EVENT_ADDR_RESOLVED).ok());
+  ASSERT_EQ(backend_->RdmaResolveRoute(id, 100), 0);
+  EXPECT_TRUE(ExpectCmEvent(backend_, channel, RDMA_CM_EVENT_ROUTE_RESOLVED).ok());
+
+  EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+  backend_->RdmaDestroyEventChannel(channel);
+}
+
+TEST_F(CmTest, BindAddr_SpecificSetsVerbs_WildcardDoesNot) {
+  rdma_cm_id* specific = nullptr;
+  rdma_cm_id* wildcard = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &specific, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &wildcard, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in a = Ipv4("127.0.0.1", 0);
+  sockaddr_in any = Ipv4("0.0.0.0", 0);
+
+  ASSERT_EQ(backend_->RdmaBindAddr(specific, AsSockaddr(&a)), 0);
+  ASSERT_EQ(backend_->RdmaBindAddr(wildcard, AsSockaddr(&any)), 0);
+
+  EXPECT_NE(specific->verbs, nullptr);
+  EXPECT_EQ(wildcard->verbs, nullptr);
+  // Port 0 picks ports from a counter: consecutive binds get consecutive ports.
+  const uint16_t p1 =
+      ntohs(reinterpret_cast<sockaddr_in*>(&specific->route.addr.src_addr)->sin_port);
+  const uint16_t p2 =
+      ntohs(reinterpret_cast<sockaddr_in*>(&wildcard->route.addr.src_addr)->sin_port);
+  EXPECT_GE(p1, 49152);
+  EXPECT_EQ(p2, p1 + 1);
+  EXPECT_EQ(backend_->RdmaDestroyId(specific), 0);
+  EXPECT_EQ(backend_->RdmaDestroyId(wildcard), 0);
+}
+
+TEST_F(CmTest, BindAddr_SameAddrPortTwice_Eaddrinuse_WildcardOverlaps) {
+  const uint16_t port = NextTestPort();
+  rdma_cm_id* first = nullptr;
+  rdma_cm_id* second = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &first, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &second, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in addr = Ipv4("127.0.0.1", port);
+  sockaddr_in any = Ipv4("0.0.0.0", port);
+  sockaddr_in other = Ipv4("127.0.0.2", port);
+  ASSERT_EQ(backend_->RdmaBindAddr(first, AsSockaddr(&addr)), 0);
+
+  EXPECT_EQ(backend_->RdmaBindAddr(second, AsSockaddr(&addr)), EADDRINUSE);
+  EXPECT_EQ(backend_->RdmaBindAddr(second, AsSockaddr(&any)), EADDRINUSE);
+  EXPECT_EQ(backend_->RdmaBindAddr(second, AsSockaddr(&other)), 0);  // another address
+
+  EXPECT_EQ(backend_->RdmaDestroyId(first), 0);
+  EXPECT_EQ(backend_->RdmaDestroyId(second), 0);
+}
+
+TEST_F(CmTest, Listen_SyncId_Einval) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in addr = Ipv4("127.0.0.1", NextTestPort());
+  ASSERT_EQ(backend_->RdmaBindAddr(id, AsSockaddr(&addr)), 0);
+
+  EXPECT_EQ(backend_->RdmaListen(id, 0), EINVAL);
+  EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+}
+
+TEST_F(CmTest, Connect_Accept_EstablishedWithPrivateDataBothWays) {
+  TestConnection conn(backend_);
+  ConnectionOptions options;
+  options.connect_private_data = std::vector<uint8_t>(kMaxConnectPrivateData, 0x11);
+  options.accept_private_data = std::vector<uint8_t>(kMaxAcceptPrivateData, 0x22);
+  ASSERT_TRUE(conn.Listen(options.address, NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(options, conn.port).ok());
+  EXPECT_FALSE(FdReadable(conn.active.channel->fd));  // nothing for the active side yet
+
+  absl::StatusOr<rdma_cm_event*> request = GetCmEventNow(backend_, conn.listen_channel);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ((*request)->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  EXPECT_EQ((*request)->listen_id, conn.listener);
+  EXPECT_NE((*request)->id, conn.listener);
+  EXPECT_NE((*request)->id->verbs, nullptr);
+  ASSERT_EQ((*request)->param.conn.private_data_len, kMaxConnectPrivateData);
+  EXPECT_EQ(std::memcmp((*request)->param.conn.private_data, options.connect_private_data.data(),
+                        kMaxConnectPrivateData),
+            0);
+  conn.passive.id = (*request)->id;
+  EXPECT_EQ(backend_->RdmaAckCmEvent(*request), 0);
+  // Finish by hand what TestConnection::Connect would do.
+  ibv_context* ctx = conn.passive.id->verbs;
+  ASSERT_EQ(backend_->IbvAllocPd(ctx, &conn.passive.pd), 0);
+  ASSERT_EQ(backend_->IbvCreateCq(ctx, 8, nullptr, nullptr, 0, &conn.passive.send_cq), 0);
+  conn.passive.recv_cq = conn.passive.send_cq;
+  ibv_qp_init_attr attr{};
+  attr.send_cq = attr.recv_cq = conn.passive.send_cq;
+  attr.cap.max_send_wr = attr.cap.max_recv_wr = 4;
+  attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+  attr.qp_type = IBV_QPT_RC;
+  ASSERT_EQ(backend_->RdmaCreateQp(conn.passive.id, conn.passive.pd, &attr), 0);
+  EXPECT_EQ(conn.passive.id->qp->state, IBV_QPS_INIT);
+  rdma_conn_param param{};
+  param.private_data = options.accept_private_data.data();
+  param.private_data_len = kMaxAcceptPrivateData;
+
+  ASSERT_EQ(backend_->RdmaAccept(conn.passive.id, &param), 0);
+
+  EXPECT_EQ(conn.passive.id->qp->state, IBV_QPS_RTS);
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_RTS);
+  absl::StatusOr<rdma_cm_event*> established = GetCmEventNow(backend_, conn.active.channel);
+  ASSERT_TRUE(established.ok()) << established.status();
+  EXPECT_EQ((*established)->event, RDMA_CM_EVENT_ESTABLISHED);
+  EXPECT_EQ((*established)->id, conn.active.id);
+  ASSERT_EQ((*established)->param.conn.private_data_len, kMaxAcceptPrivateData);
+  EXPECT_EQ(std::memcmp((*established)->param.conn.private_data, options.accept_private_data.data(),
+                        kMaxAcceptPrivateData),
+            0);
+  EXPECT_EQ(backend_->RdmaAckCmEvent(*established), 0);
+  // The passive side's ESTABLISHED went to the listener's channel (no migration here).
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.listen_channel, RDMA_CM_EVENT_ESTABLISHED).ok());
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.listen_channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+}
+
+TEST_F(CmTest, PrivateDataTooLong_Einval) {
+  TestConnection conn(backend_);
+  ConnectionOptions options;
+  options.connect_private_data = std::vector<uint8_t>(kMaxConnectPrivateData + 1, 0);
+  ASSERT_TRUE(conn.Listen(options.address, NextTestPort()).ok());
+
+  absl::Status status = conn.StartActive(options, conn.port);
+
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("rdma_connect failed: 22"));
+  EXPECT_FALSE(FdReadable(conn.listen_channel->fd));
+}
+
+TEST_F(CmTest, AcceptPrivateDataTooLong_Einval) {
+  TestConnection conn(backend_);
+  ConnectionOptions options;
+  options.accept_private_data = std::vector<uint8_t>(kMaxAcceptPrivateData + 1, 0);
+
+  absl::Status status = conn.Connect(options);
+
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("rdma_accept failed: 22"));
+}
+
+TEST_F(CmTest, Connect_NoListener_Rejected) {
+  TestConnection conn(backend_);
+
+  ASSERT_TRUE(conn.StartActive(ConnectionOptions(), NextTestPort()).ok());
+
+  int status = 0;
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_REJECTED, &status).ok());
+  EXPECT_EQ(status, kRejectNoListener);
+  // As in the kernel, disconnecting a rejected id succeeds and only moves its QP to ERROR.
+  EXPECT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_ERR);
+  EXPECT_FALSE(FdReadable(conn.active.channel->fd));
+}
+
+TEST_F(CmTest, QpNumbersAndPortsComeFromCounters) {
+  TestConnection conn(backend_);
+
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+
+  // Created one after the other: consecutive numbers (no randomness).
+  EXPECT_EQ(conn.passive.qp()->qp_num, conn.active.qp()->qp_num + 1);
+}
+
+TEST_F(CmTest, Reject_WithPrivateData_ActiveGetsRejectedWithIt) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Listen("127.0.0.1", NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(ConnectionOptions(), conn.port).ok());
+  absl::StatusOr<rdma_cm_event*> request = GetCmEventNow(backend_, conn.listen_channel);
+  ASSERT_TRUE(request.ok());
+  rdma_cm_id* request_id = (*request)->id;
+  const char reason[] = "go away";
+  EXPECT_EQ(backend_->RdmaReject(request_id, reason, kMaxRejectPrivateData + 1), EINVAL);
+
+  ASSERT_EQ(backend_->RdmaReject(request_id, reason, sizeof(reason)), 0);
+  ASSERT_EQ(backend_->RdmaAckCmEvent(*request), 0);
+
+  absl::StatusOr<rdma_cm_event*> rejected = GetCmEventNow(backend_, conn.active.channel);
+  ASSERT_TRUE(rejected.ok());
+  EXPECT_EQ((*rejected)->event, RDMA_CM_EVENT_REJECTED);
+  EXPECT_EQ((*rejected)->status, kRejectConsumer);
+  ASSERT_EQ((*rejected)->param.conn.private_data_len, sizeof(reason));
+  EXPECT_STREQ(static_cast<const char*>((*rejected)->param.conn.private_data), reason);
+  EXPECT_EQ(backend_->RdmaAckCmEvent(*rejected), 0);
+  EXPECT_EQ(backend_->RdmaDestroyId(request_id), 0);
+}
+
+TEST_F(CmTest, DestroyListener_WithPendingRequest_RequesterRejected) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Listen("127.0.0.1", NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(ConnectionOptions(), conn.port).ok());
+
+  ASSERT_EQ(backend_->RdmaDestroyId(conn.listener), 0);
+  conn.listener = nullptr;
+
+  EXPECT_FALSE(FdReadable(conn.listen_channel->fd));  // the request went with the listener
+  int status = 0;
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_REJECTED, &status).ok());
+  EXPECT_EQ(status, kRejectConsumer);
+}
+
+TEST_F(CmTest, WildcardListener_AcceptsAnyAddressOfItsPort) {
+  TestConnection conn(backend_);
+  ConnectionOptions options;
+  options.address = "127.0.0.5";
+  ASSERT_TRUE(conn.Listen("0.0.0.0", NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(options, conn.port).ok());
+
+  absl::StatusOr<rdma_cm_event*> request = GetCmEventNow(backend_, conn.listen_channel);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ((*request)->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  rdma_cm_id* request_id = (*request)->id;
+  ASSERT_EQ(backend_->RdmaAckCmEvent(*request), 0);
+  ASSERT_EQ(backend_->RdmaDestroyId(request_id), 0);  // not accepted: rejects it
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_REJECTED).ok());
+}
+
+TEST_F(CmTest, Disconnect_BothSidesGetDisconnected_SecondIsHarmless) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+
+  ASSERT_TRUE(conn.Disconnect().ok());
+
+  EXPECT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+  EXPECT_EQ(backend_->RdmaDisconnect(conn.passive.id), 0);
+  EXPECT_FALSE(FdReadable(conn.active.channel->fd));
+  EXPECT_FALSE(FdReadable(conn.passive.channel->fd));
+}
+
+TEST_F(CmTest, Disconnect_NotConnected_Einval) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
+
+  EXPECT_EQ(backend_->RdmaDisconnect(id), EINVAL);
+  EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+}
+
+TEST_F(CmTest, DestroyId_WithQp_Ebusy_WithUnackedEvent_Ebusy) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  EXPECT_EQ(backend_->RdmaDestroyId(conn.active.id), EBUSY);  // QP attached
+
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+  backend_->RdmaDestroyQp(conn.active.id);
+  absl::StatusOr<rdma_cm_event*> event = GetCmEventNow(backend_, conn.active.channel);
+  ASSERT_TRUE(event.ok());
+
+  EXPECT_EQ(backend_->RdmaDestroyId(conn.active.id), EBUSY);  // event not acked
+  EXPECT_EQ(backend_->RdmaAckCmEvent(*event), 0);
+  EXPECT_EQ(backend_->RdmaDestroyId(conn.active.id), 0);
+  conn.active.id = nullptr;
+}
+
+TEST_F(CmTest, DestroyConnectedId_PeerGetsDisconnected) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  backend_->RdmaDestroyQp(conn.active.id);
+
+  ASSERT_EQ(backend_->RdmaDestroyId(conn.active.id), 0);
+  conn.active.id = nullptr;
+
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_ERR);
+}
+
+TEST_F(CmTest, Accept_ActiveGone_Unreachable) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Listen("127.0.0.1", NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(ConnectionOptions(), conn.port).ok());
+  absl::StatusOr<rdma_cm_event*> request = GetCmEventNow(backend_, conn.listen_channel);
+  ASSERT_TRUE(request.ok());
+  rdma_cm_id* request_id = (*request)->id;
+  ASSERT_EQ(backend_->RdmaAckCmEvent(*request), 0);
+  backend_->RdmaDestroyQp(conn.active.id);
+  ASSERT_EQ(backend_->RdmaDestroyId(conn.active.id), 0);
+  conn.active.id = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ASSERT_EQ(backend_->IbvAllocPd(request_id->verbs, &pd), 0);
+  ASSERT_EQ(backend_->IbvCreateCq(request_id->verbs, 4, nullptr, nullptr, 0, &cq), 0);
+  ibv_qp_init_attr attr{};
+  attr.send_cq = attr.recv_cq = cq;
+  attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
+  attr.qp_type = IBV_QPT_RC;
+  ASSERT_EQ(backend_->RdmaCreateQp(request_id, pd, &attr), 0);
+
+  ASSERT_EQ(backend_->RdmaAccept(request_id, nullptr), 0);
+
+  int status = 0;
+  ASSERT_TRUE(
+      ExpectCmEvent(backend_, conn.listen_channel, RDMA_CM_EVENT_UNREACHABLE, &status).ok());
+  EXPECT_EQ(status, -ETIMEDOUT);
+  backend_->RdmaDestroyQp(request_id);
+  EXPECT_EQ(backend_->RdmaDestroyId(request_id), 0);
+  EXPECT_EQ(backend_->IbvDestroyCq(cq), 0);
+  EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
+}
+
+TEST_F(CmTest, MigrateId_MovesPendingEvents) {
+  rdma_event_channel* from = nullptr;
+  rdma_event_channel* to = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateEventChannel(&from), 0);
+  ASSERT_EQ(backend_->RdmaCreateEventChannel(&to), 0);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(from, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in dst = Ipv4("127.0.0.1", 7204);
+  ASSERT_EQ(backend_->RdmaResolveAddr(id, nullptr, AsSockaddr(&dst), 100), 0);
+  EXPECT_TRUE(FdReadable(from->fd));
+
+  ASSERT_EQ(backend_->RdmaMigrateId(id, to), 0);
+
+  EXPECT_EQ(id->channel, to);
+  EXPECT_FALSE(FdReadable(from->fd));
+  EXPECT_TRUE(ExpectCmEvent(backend_, to, RDMA_CM_EVENT_ADDR_RESOLVED).ok());
+  EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+  backend_->RdmaDestroyEventChannel(from);
+  backend_->RdmaDestroyEventChannel(to);
+}
+
+TEST_F(CmTest, EventChannel_NonBlockingAndEmpty_Eagain) {
+  rdma_event_channel* channel = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateEventChannel(&channel), 0);
+  ASSERT_EQ(fcntl(channel->fd, F_SETFL, fcntl(channel->fd, F_GETFL) | O_NONBLOCK), 0);
+  rdma_cm_event* event = nullptr;
+
+  EXPECT_EQ(backend_->RdmaGetCmEvent(channel, &event), EAGAIN);
+
+  EXPECT_EQ(event, nullptr);
+  backend_->RdmaDestroyEventChannel(channel);
+}
+
+TEST_F(CmTest, CreateQp_NonRc_Einval_CapsAboveLimits_Einval) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in dst = Ipv4("127.0.0.1", 7204);
+  ASSERT_EQ(backend_->RdmaResolveAddr(id, nullptr, AsSockaddr(&dst), 100), 0);
+  ibv_qp_init_attr attr{};
+  attr.send_cq = attr.recv_cq = conn.active.send_cq;
+  attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
+  attr.qp_type = IBV_QPT_UD;
+
+  EXPECT_EQ(backend_->RdmaCreateQp(id, conn.active.pd, &attr), EINVAL);
+  attr.qp_type = IBV_QPT_RC;
+  attr.cap.max_send_sge = 1000;
+  EXPECT_EQ(backend_->RdmaCreateQp(id, conn.active.pd, &attr), EINVAL);
+  EXPECT_EQ(id->qp, nullptr);
+  EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+}
+
+}  // namespace
+}  // namespace softrpma::sim::testing

@@ -1,0 +1,120 @@
+// cq.h: completion channels (SimCompChannel) and completion queues (SimCq) of the simulator.
+//
+// A CQ is a fixed-capacity ring of work completions (capacity = the cqe asked for at creation;
+// no allocation on the data path). Pushing to a full CQ is an overflow: the completion is lost,
+// the CQ enters an error state for good (IbvPollCq then fails with EOVERFLOW) and the QPs using
+// it go to the error state (qp.cc: when they are next used, see SimQp).
+//
+// Notification follows hardware: IbvReqNotifyCq arms the CQ; the next completion added to an
+// armed CQ (solicited or error only, for a solicited-only arm) disarms it and queues one event
+// (the CQ) on its channel, raising the channel's eventfd. Completions already in the CQ when it
+// is armed send nothing; completions on an unarmed CQ send nothing.
+//
+// Each CQ counts the events IbvGetCqEvent delivered and IbvAckCqEvents acknowledged;
+// destroying a CQ with unacknowledged events is EBUSY (libibverbs would block forever).
+//
+// Lock order (the whole simulator): SimLink::mu -> SimPd::mu (shared) -> SimSrq::mu ->
+// SimCq::mu_ -> SimCompChannel::mu. IbvPollCq takes only the CQ's mutex.
+
+#ifndef SOFTRPMA_SIMVERBS_SIM_CQ_H_
+#define SOFTRPMA_SIMVERBS_SIM_CQ_H_
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "simverbs/sim/device.h"
+#include "simverbs/sim/signal_fd.h"
+
+namespace softrpma::sim {
+
+struct SimCq;
+
+// A completion channel: a queue of CQ events behind a pollable eventfd.
+struct SimCompChannel final {
+  ibv_comp_channel channel;  // FIRST member
+
+  absl::Mutex mu;
+  std::deque<SimCq*> events ABSL_GUARDED_BY(mu);  // CQs with a pending event, oldest first
+  int num_cqs ABSL_GUARDED_BY(mu) = 0;            // CQs created on this channel
+  SignalFd signal;
+
+  explicit SimCompChannel(SimDevice* device);
+  SimCompChannel(const SimCompChannel&) = delete;
+  SimCompChannel& operator=(const SimCompChannel&) = delete;
+};
+
+inline SimCompChannel* to_sim(ibv_comp_channel* channel) {
+  return reinterpret_cast<SimCompChannel*>(channel);
+}
+
+// One queued completion. `retire` send-queue slots of the QP owning `sq_slots` are released
+// when the user polls it (see SimQp::sq_in_use).
+struct CqEntry {
+  ibv_wc wc;
+  std::atomic<uint32_t>* sq_slots;
+  uint32_t retire;
+};
+
+struct SimCq final {
+  ibv_cq cq;  // FIRST member
+  SimDevice* device;
+  SimCompChannel* channel;  // may be nullptr
+  bool is_dummy;            // the "unknown_cq" fault's CQ: on no channel, never destroyed
+
+  // Events got with IbvGetCqEvent / acknowledged with IbvAckCqEvents. Updated under the
+  // channel's mutex (delivered) or lock-free (acked).
+  std::atomic<uint64_t> events_delivered{0};
+  std::atomic<uint64_t> events_acked{0};
+  // QPs using this CQ (for EBUSY on destroy).
+  std::atomic<int> users{0};
+  // Set once, on the first overflow.
+  std::atomic<bool> overflowed{false};
+
+  SimCq(SimDevice* device, int cqe, void* cq_context, SimCompChannel* channel, bool is_dummy);
+  SimCq(const SimCq&) = delete;
+  SimCq& operator=(const SimCq&) = delete;
+  ~SimCq();
+
+  // Adds one completion (`solicited`: the sender asked for a solicited event). Queues an
+  // event when armed. Returns false when the CQ has overflowed (now or before): the completion
+  // was dropped.
+  bool Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* sq_slots, uint32_t retire)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // ibv_poll_cq. Returns 0 or EOVERFLOW.
+  int Poll(int num_entries, ibv_wc* wc, int* num_polled) ABSL_LOCKS_EXCLUDED(mu_);
+  // ibv_req_notify_cq. Returns 0 or EINVAL (no channel).
+  int ReqNotify(bool solicited_only) ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets the send-queue slots of a QP being destroyed (its completions stay pollable).
+  void ForgetSqSlots(std::atomic<uint32_t>* sq_slots) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  enum class Arm : uint8_t { kNone, kAny, kSolicited };
+
+  absl::Mutex mu_;
+  std::vector<CqEntry> ring_ ABSL_GUARDED_BY(mu_);  // capacity cqe, preallocated
+  size_t head_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t count_ ABSL_GUARDED_BY(mu_) = 0;
+  Arm arm_ ABSL_GUARDED_BY(mu_) = Arm::kNone;
+};
+
+inline SimCq* to_sim(ibv_cq* cq) { return reinterpret_cast<SimCq*>(cq); }
+
+// ---- The verbs calls of this module (see backend.h for each contract) -------------------
+int CreateCompChannel(SimDevice* device, ibv_comp_channel** channel);
+int DestroyCompChannel(SimCompChannel* channel);
+int CreateCq(SimDevice* device, int cqe, void* cq_context, SimCompChannel* channel, int comp_vector,
+             ibv_cq** cq);
+int DestroyCq(SimCq* cq);
+// Blocks (or EAGAIN on an O_NONBLOCK fd) until the channel has an event; returns its CQ.
+int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context);
+void AckCqEvents(SimCq* cq, unsigned int nevents);
+
+}  // namespace softrpma::sim
+
+#endif  // SOFTRPMA_SIMVERBS_SIM_CQ_H_

@@ -1,0 +1,259 @@
+// Completion queues and completion channels of the simulator, through the Backend interface:
+// creation limits, empty polls, overflow, arming, the eventfd, O_NONBLOCK, event counting.
+
+#include <fcntl.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "simverbs/backend.h"
+#include "simverbs/sim/test_util.h"
+
+namespace softrpma::sim::testing {
+namespace {
+
+constexpr int kRemoteAccess =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+class CqTest : public ::testing::Test {
+ protected:
+  void Connect(const ConnectionOptions& options = ConnectionOptions()) {
+    absl::Status status = conn_.Connect(options);
+    ASSERT_TRUE(status.ok()) << status;
+    local_ = std::make_unique<TestBuffer>(backend_, conn_.active.pd, 64, IBV_ACCESS_LOCAL_WRITE);
+    remote_ = std::make_unique<TestBuffer>(backend_, conn_.passive.pd, 64, kRemoteAccess);
+  }
+
+  // One signaled 8-byte write from the active side.
+  int Write(uint64_t wr_id, unsigned int flags = IBV_SEND_SIGNALED) {
+    ibv_sge sge = local_->Sge(0, 8);
+    return PostWrite(backend_, conn_.active.qp(), wr_id, &sge, 1, remote_->addr(),
+                     remote_->mr()->rkey, flags);
+  }
+
+  void TearDown() override {
+    local_.reset();
+    remote_.reset();
+  }
+
+  Backend* backend_ = SimBackend();
+  TestConnection conn_{backend_};
+  std::unique_ptr<TestBuffer> local_;
+  std::unique_ptr<TestBuffer> remote_;
+};
+
+TEST_F(CqTest, CreateCq_CqeOutOfRange_Einval) {
+  ibv_context* ctx = SimContext();
+  ASSERT_NE(ctx, nullptr);
+  ibv_cq* cq = nullptr;
+  EXPECT_EQ(backend_->IbvCreateCq(ctx, 0, nullptr, nullptr, 0, &cq), EINVAL);
+  ibv_device_attr_ex attr;
+  ASSERT_EQ(backend_->IbvQueryDeviceEx(ctx, &attr), 0);
+  EXPECT_EQ(backend_->IbvCreateCq(ctx, attr.orig_attr.max_cqe + 1, nullptr, nullptr, 0, &cq),
+            EINVAL);
+  EXPECT_EQ(cq, nullptr);  // outputs are written only on success
+}
+
+TEST_F(CqTest, CreateCq_FillsFields) {
+  ibv_context* ctx = SimContext();
+  ibv_comp_channel* channel = nullptr;
+  ASSERT_EQ(backend_->IbvCreateCompChannel(ctx, &channel), 0);
+  EXPECT_EQ(channel->context, ctx);
+  EXPECT_GE(channel->fd, 0);
+  int marker = 0;
+  ibv_cq* cq = nullptr;
+
+  ASSERT_EQ(backend_->IbvCreateCq(ctx, 10, &marker, channel, 0, &cq), 0);
+
+  EXPECT_EQ(cq->context, ctx);
+  EXPECT_EQ(cq->channel, channel);
+  EXPECT_EQ(cq->cq_context, &marker);
+  EXPECT_EQ(cq->cqe, 10);
+  EXPECT_EQ(backend_->IbvDestroyCompChannel(channel), EBUSY);  // the CQ uses it
+  EXPECT_EQ(backend_->IbvDestroyCq(cq), 0);
+  EXPECT_EQ(backend_->IbvDestroyCompChannel(channel), 0);
+}
+
+TEST_F(CqTest, PollCq_Empty_ReturnsZeroPolled) {
+  Connect();
+  ibv_wc wc[4];
+  int polled = -1;
+
+  EXPECT_EQ(backend_->IbvPollCq(conn_.active.send_cq, 4, wc, &polled), 0);
+
+  EXPECT_EQ(polled, 0);
+}
+
+TEST_F(CqTest, PollCq_OldestFirst_AtMostNumEntries) {
+  Connect();
+  for (uint64_t i = 1; i <= 3; ++i) ASSERT_EQ(Write(i), 0);
+  ibv_wc wc[2];
+  int polled = 0;
+
+  ASSERT_EQ(backend_->IbvPollCq(conn_.active.send_cq, 2, wc, &polled), 0);
+  ASSERT_EQ(polled, 2);
+  EXPECT_EQ(wc[0].wr_id, 1u);
+  EXPECT_EQ(wc[1].wr_id, 2u);
+  ASSERT_EQ(backend_->IbvPollCq(conn_.active.send_cq, 2, wc, &polled), 0);
+  ASSERT_EQ(polled, 1);
+  EXPECT_EQ(wc[0].wr_id, 3u);
+}
+
+TEST_F(CqTest, Overflow_PollFailsWithEoverflow_QpGoesToError) {
+  ConnectionOptions options;
+  options.cqe = 2;
+  Connect(options);
+  ASSERT_EQ(Write(1), 0);
+  ASSERT_EQ(Write(2), 0);
+  EXPECT_EQ(conn_.active.qp()->state, IBV_QPS_RTS);
+
+  ASSERT_EQ(Write(3), 0);  // the third completion does not fit
+
+  ibv_wc wc[4];
+  int polled = -1;
+  EXPECT_EQ(backend_->IbvPollCq(conn_.active.send_cq, 4, wc, &polled), EOVERFLOW);
+  EXPECT_EQ(polled, -1);
+  EXPECT_EQ(conn_.active.qp()->state, IBV_QPS_ERR);
+  EXPECT_EQ(backend_->IbvPollCq(conn_.active.send_cq, 4, wc, &polled), EOVERFLOW);  // for good
+}
+
+TEST_F(CqTest, ReqNotify_NoChannel_Einval) {
+  ConnectionOptions options;
+  options.comp_channel = false;
+  Connect(options);
+
+  EXPECT_EQ(backend_->IbvReqNotifyCq(conn_.active.send_cq, 0), EINVAL);
+}
+
+TEST_F(CqTest, ArmedCq_CompletionMakesFdReadable_GetReturnsCqAndContext) {
+  Connect();
+  const int fd = conn_.active.comp_channel->fd;
+  ASSERT_EQ(backend_->IbvReqNotifyCq(conn_.active.send_cq, 0), 0);
+  EXPECT_FALSE(FdReadable(fd));
+
+  ASSERT_EQ(Write(1), 0);
+
+  EXPECT_TRUE(FdReadable(fd));
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+  ASSERT_EQ(backend_->IbvGetCqEvent(conn_.active.comp_channel, &cq, &context), 0);
+  EXPECT_EQ(cq, conn_.active.send_cq);
+  EXPECT_EQ(context, &conn_.active);  // the cq_context given at creation
+  EXPECT_FALSE(FdReadable(fd));
+  backend_->IbvAckCqEvents(cq, 1);
+}
+
+TEST_F(CqTest, UnarmedCq_CompletionSendsNothing) {
+  Connect();
+
+  ASSERT_EQ(Write(1), 0);
+
+  EXPECT_FALSE(FdReadable(conn_.active.comp_channel->fd));
+}
+
+TEST_F(CqTest, Arming_DoesNotFireForCompletionsAlreadyThere) {
+  Connect();
+  ASSERT_EQ(Write(1), 0);
+
+  ASSERT_EQ(backend_->IbvReqNotifyCq(conn_.active.send_cq, 0), 0);
+
+  EXPECT_FALSE(FdReadable(conn_.active.comp_channel->fd));
+}
+
+TEST_F(CqTest, OneEventPerArm) {
+  Connect();
+  const int fd = conn_.active.comp_channel->fd;
+  ASSERT_EQ(backend_->IbvReqNotifyCq(conn_.active.send_cq, 0), 0);
+  ASSERT_EQ(Write(1), 0);
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+  ASSERT_EQ(backend_->IbvGetCqEvent(conn_.active.comp_channel, &cq, &context), 0);
+  backend_->IbvAckCqEvents(cq, 1);
+
+  ASSERT_EQ(Write(2), 0);  // disarmed by the first completion
+  EXPECT_FALSE(FdReadable(fd));
+
+  ASSERT_EQ(backend_->IbvReqNotifyCq(conn_.active.send_cq, 0), 0);
+  ASSERT_EQ(Write(3), 0);
+  EXPECT_TRUE(FdReadable(fd));
+  ASSERT_EQ(backend_->IbvGetCqEvent(conn_.active.comp_channel, &cq, &context), 0);
+  backend_->IbvAckCqEvents(cq, 1);
+}
+
+TEST_F(CqTest, SolicitedOnly_FiresOnErrorCompletion) {
+  Connect();
+  ASSERT_EQ(backend_->IbvReqNotifyCq(conn_.active.send_cq, /*solicited_only=*/1), 0);
+  ASSERT_EQ(Write(1), 0);  // a success, not solicited
+  EXPECT_FALSE(FdReadable(conn_.active.comp_channel->fd));
+
+  ibv_sge sge = local_->Sge(0, 8);
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 2, &sge, 1, remote_->addr(), 0xdead), 0);
+
+  EXPECT_TRUE(FdReadable(conn_.active.comp_channel->fd));
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+  ASSERT_EQ(backend_->IbvGetCqEvent(conn_.active.comp_channel, &cq, &context), 0);
+  backend_->IbvAckCqEvents(cq, 1);
+}
+
+TEST_F(CqTest, GetCqEvent_NonBlockingFdAndNoEvent_Eagain) {
+  Connect();
+  const int fd = conn_.active.comp_channel->fd;
+  ASSERT_EQ(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+
+  EXPECT_EQ(backend_->IbvGetCqEvent(conn_.active.comp_channel, &cq, &context), EAGAIN);
+  EXPECT_EQ(cq, nullptr);
+}
+
+TEST_F(CqTest, GetCqEvent_Blocks_UntilArmedCqGetsCompletion) {
+  Connect();
+  ASSERT_EQ(backend_->IbvReqNotifyCq(conn_.active.send_cq, 0), 0);
+  absl::Notification got;
+  ibv_cq* cq = nullptr;
+  int err = -100;
+  std::thread waiter([&] {
+    void* context = nullptr;
+    err = backend_->IbvGetCqEvent(conn_.active.comp_channel, &cq, &context);
+    got.Notify();
+  });
+
+  ASSERT_EQ(Write(1), 0);
+
+  // A bound on liveness, not a timing assertion.
+  ASSERT_TRUE(got.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  waiter.join();
+  EXPECT_EQ(err, 0);
+  EXPECT_EQ(cq, conn_.active.send_cq);
+  backend_->IbvAckCqEvents(cq, 1);
+}
+
+TEST_F(CqTest, DestroyCq_UnackedEvents_Ebusy_ThenOkAfterAck) {
+  Connect();
+  ASSERT_EQ(backend_->IbvReqNotifyCq(conn_.active.send_cq, 0), 0);
+  ASSERT_EQ(Write(1), 0);
+  ibv_cq* event_cq = nullptr;
+  void* context = nullptr;
+  ASSERT_EQ(backend_->IbvGetCqEvent(conn_.active.comp_channel, &event_cq, &context), 0);
+  backend_->RdmaDestroyQp(conn_.active.id);  // no QP keeps the CQ busy any more
+
+  EXPECT_EQ(backend_->IbvDestroyCq(event_cq), EBUSY);  // one event got, none acked
+  backend_->IbvAckCqEvents(event_cq, 1);
+  EXPECT_EQ(backend_->IbvDestroyCq(event_cq), 0);
+  conn_.active.send_cq = conn_.active.recv_cq = nullptr;  // destroyed here
+}
+
+TEST_F(CqTest, DestroyCq_UsedByQp_Ebusy) {
+  Connect();
+
+  EXPECT_EQ(backend_->IbvDestroyCq(conn_.active.send_cq), EBUSY);
+}
+
+}  // namespace
+}  // namespace softrpma::sim::testing

@@ -1,0 +1,222 @@
+#include "simverbs/sim/device.h"
+
+#include <pthread.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "simverbs/alloc.h"
+
+namespace softrpma::sim {
+namespace {
+
+std::atomic<bool> g_odp_supported{false};
+
+// The static ibv_device every SimDevice context points at.
+ibv_device MakeDevice() {
+  ibv_device device;
+  std::memset(&device, 0, sizeof(device));
+  device.node_type = IBV_NODE_CA;
+  device.transport_type = IBV_TRANSPORT_IB;
+  std::strncpy(device.name, kDeviceName, sizeof(device.name) - 1);
+  std::strncpy(device.dev_name, "uverbs_softrpma0", sizeof(device.dev_name) - 1);
+  std::strncpy(device.dev_path, "/sys/class/infiniband_verbs/uverbs_softrpma0",
+               sizeof(device.dev_path) - 1);
+  std::strncpy(device.ibdev_path, "/sys/class/infiniband/softrpma_sim0",
+               sizeof(device.ibdev_path) - 1);
+  return device;
+}
+
+ibv_device* StaticDevice() {
+  static ibv_device device = MakeDevice();
+  return &device;
+}
+
+// lkey and rkey of the n-th MR: distinct from each other (so that mixing them up is caught)
+// and unique per MR.
+constexpr uint32_t LkeyOf(uint32_t index) { return (index << 8) | 0x0A; }
+constexpr uint32_t RkeyOf(uint32_t index) { return (index << 8) | 0x0B; }
+
+}  // namespace
+
+void SetOdpSupported(bool supported) {
+  g_odp_supported.store(supported, std::memory_order_relaxed);
+}
+
+bool OdpSupported() { return g_odp_supported.load(std::memory_order_relaxed); }
+
+SimDevice::SimDevice() {
+  std::memset(&context, 0, sizeof(context));
+  context.device = StaticDevice();
+  context.cmd_fd = -1;
+  context.async_fd = -1;
+  context.num_comp_vectors = 1;
+  pthread_mutex_init(&context.mutex, nullptr);
+}
+
+SimDevice::~SimDevice() { pthread_mutex_destroy(&context.mutex); }
+
+void SimDevice::Query(ibv_device_attr_ex* attr) const {
+  std::memset(attr, 0, sizeof(*attr));
+  ibv_device_attr& a = attr->orig_attr;
+  std::strncpy(a.fw_ver, "softrpma-sim 1.0", sizeof(a.fw_ver) - 1);
+  a.node_guid = 0x0100000000000000ULL;  // big-endian 1: any fixed value will do
+  a.sys_image_guid = a.node_guid;
+  a.max_mr_size = kMaxMrSize;
+  a.page_size_cap = 4096;
+  a.vendor_id = 0;
+  a.vendor_part_id = 0;
+  a.hw_ver = 1;
+  a.max_qp = 1 << 16;
+  a.max_qp_wr = kMaxQpWr;
+  a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE;
+  a.max_sge = kMaxSge;
+  a.max_sge_rd = kMaxSge;
+  a.max_cq = 1 << 16;
+  a.max_cqe = kMaxCqe;
+  a.max_mr = 1 << 20;
+  a.max_pd = 1 << 16;
+  a.max_qp_rd_atom = kMaxQpRdAtom;
+  a.max_res_rd_atom = kMaxQpRdAtom << 16;
+  a.max_qp_init_rd_atom = kMaxQpRdAtom;
+  a.atomic_cap = IBV_ATOMIC_NONE;
+  a.max_srq = 1 << 16;
+  a.max_srq_wr = kMaxSrqWr;
+  a.max_srq_sge = kMaxSrqSge;
+  a.max_pkeys = 1;
+  a.local_ca_ack_delay = 15;
+  a.phys_port_cnt = 1;
+  attr->phys_port_cnt_ex = 1;
+  if (OdpSupported()) {
+    attr->odp_caps.general_caps = IBV_ODP_SUPPORT;
+    attr->odp_caps.per_transport_caps.rc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+                                                    IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                                                    IBV_ODP_SUPPORT_SRQ_RECV;
+  }
+}
+
+SimPd::SimPd(SimDevice* dev) : device(dev) {
+  std::memset(&pd, 0, sizeof(pd));
+  pd.context = &dev->context;
+  pd.handle = dev->next_pd_handle.fetch_add(1, std::memory_order_relaxed);
+}
+
+const SimMr* SimPd::FindLocal(uint32_t lkey, uint64_t addr, uint64_t length,
+                              int need_access) const {
+  auto it = mrs_by_lkey.find(lkey);
+  if (it == mrs_by_lkey.end()) return nullptr;
+  const SimMr* mr = it->second;
+  if ((mr->access & need_access) != need_access || !mr->Contains(addr, length)) return nullptr;
+  return mr;
+}
+
+const SimMr* SimPd::FindRemote(uint32_t rkey, uint64_t addr, uint64_t length,
+                               int need_access) const {
+  auto it = mrs_by_rkey.find(rkey);
+  if (it == mrs_by_rkey.end()) return nullptr;
+  const SimMr* mr = it->second;
+  if ((mr->access & need_access) != need_access || !mr->Contains(addr, length)) return nullptr;
+  return mr;
+}
+
+bool SimMr::Contains(uint64_t addr, uint64_t length) const {
+  const uint64_t begin = reinterpret_cast<uintptr_t>(mr.addr);
+  const uint64_t size = mr.length;
+  return addr >= begin && length <= size && addr - begin <= size - length;
+}
+
+PdReadLocks::PdReadLocks(SimPd* a, SimPd* b) : first_(a), second_(b) {
+  if (first_ == nullptr) std::swap(first_, second_);
+  if (second_ == first_) second_ = nullptr;
+  if (second_ != nullptr && second_->pd.handle < first_->pd.handle) std::swap(first_, second_);
+  if (first_ != nullptr) first_->mu.ReaderLock();
+  if (second_ != nullptr) second_->mu.ReaderLock();
+}
+
+PdReadLocks::~PdReadLocks() {
+  if (second_ != nullptr) second_->mu.ReaderUnlock();
+  if (first_ != nullptr) first_->mu.ReaderUnlock();
+}
+
+int AllocPd(SimDevice* device, ibv_pd** pd) {
+  SimPd* sim_pd = New<SimPd>(device);
+  if (sim_pd == nullptr) return ENOMEM;
+  *pd = &sim_pd->pd;
+  return 0;
+}
+
+int DeallocPd(SimPd* pd) {
+  {
+    absl::MutexLock lock(&pd->mu);
+    if (!pd->mrs_by_lkey.empty() || pd->users.load(std::memory_order_acquire) != 0) return EBUSY;
+  }
+  Delete(pd);
+  return 0;
+}
+
+int RegMr(SimPd* pd, void* addr, size_t length, int access, ibv_mr** mr) {
+  if (length == 0 || addr == nullptr) return EINVAL;
+  if ((access & ~kKnownAccessFlags) != 0) return EINVAL;
+  // Remote write and remote atomic need local write (as on hardware).
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) != 0 &&
+      (access & IBV_ACCESS_LOCAL_WRITE) == 0) {
+    return EINVAL;
+  }
+  if ((access & IBV_ACCESS_ON_DEMAND) != 0 && !OdpSupported()) return EINVAL;
+  const uint64_t begin = reinterpret_cast<uintptr_t>(addr);
+  if (length > ~uint64_t{0} - begin) return EINVAL;
+  SimMr* sim_mr = New<SimMr>();
+  if (sim_mr == nullptr) return ENOMEM;
+  const uint32_t index = pd->device->next_mr_index.fetch_add(1, std::memory_order_relaxed);
+  std::memset(&sim_mr->mr, 0, sizeof(sim_mr->mr));
+  sim_mr->mr.context = pd->pd.context;
+  sim_mr->mr.pd = &pd->pd;
+  sim_mr->mr.addr = addr;
+  sim_mr->mr.length = length;
+  sim_mr->mr.handle = index;
+  sim_mr->mr.lkey = LkeyOf(index);
+  sim_mr->mr.rkey = RkeyOf(index);
+  sim_mr->pd = pd;
+  sim_mr->access = access;
+  {
+    absl::MutexLock lock(&pd->mu);
+    pd->mrs_by_lkey[sim_mr->mr.lkey] = sim_mr;
+    pd->mrs_by_rkey[sim_mr->mr.rkey] = sim_mr;
+  }
+  *mr = &sim_mr->mr;
+  return 0;
+}
+
+int DeregMr(SimMr* mr) {
+  SimPd* pd = mr->pd;
+  {
+    absl::MutexLock lock(&pd->mu);
+    auto it = pd->mrs_by_lkey.find(mr->mr.lkey);
+    if (it == pd->mrs_by_lkey.end() || it->second != mr) return EINVAL;
+    pd->mrs_by_lkey.erase(it);
+    pd->mrs_by_rkey.erase(mr->mr.rkey);
+  }
+  Delete(mr);
+  return 0;
+}
+
+int AdviseMr(SimPd* pd, ibv_advise_mr_advice advice, uint32_t flags, const ibv_sge* sg_list,
+             uint32_t num_sge) {
+  if (!OdpSupported()) return EOPNOTSUPP;
+  if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+      advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT) {
+    return EINVAL;
+  }
+  if ((flags & ~static_cast<uint32_t>(IBV_ADVISE_MR_FLAG_FLUSH)) != 0) return EINVAL;
+  if (num_sge == 0 || sg_list == nullptr) return EINVAL;
+  const int need = advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE ? IBV_ACCESS_LOCAL_WRITE : 0;
+  absl::ReaderMutexLock lock(&pd->mu);
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    if (pd->FindLocal(sg_list[i].lkey, sg_list[i].addr, sg_list[i].length, need) == nullptr) {
+      return EFAULT;
+    }
+  }
+  return 0;  // Prefetching is a no-op: simulated memory is always present.
+}
+
+}  // namespace softrpma::sim

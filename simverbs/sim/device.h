@@ -1,0 +1,140 @@
+// device.h: the simulated device (SimDevice, the one fake ibv_context of the process), its
+// limits and capabilities, protection domains (SimPd) and memory regions (SimMr).
+//
+// Each Sim* struct embeds the verbs struct it stands for as its FIRST member, so a pointer to
+// the verbs struct is a pointer to the Sim* struct (to_sim() converts, as rxe's to_rqp() does:
+// no virtual functions and no base classes, so the first member sits at offset 0; sim_test.cc
+// checks it for every type).
+//
+// MR lookup: each PD owns its MR tables (by lkey and by rkey) under its own reader/writer lock,
+// so lookups on different connections never contend on one lock, and lookups on the same PD
+// share it as readers. A data-path operation holds the PD's reader lock while it copies, so an
+// MR cannot be deregistered under a copy.
+
+#ifndef SOFTRPMA_SIMVERBS_SIM_DEVICE_H_
+#define SOFTRPMA_SIMVERBS_SIM_DEVICE_H_
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+
+namespace softrpma::sim {
+
+// ---- Device limits, as reported by IbvQueryDeviceEx and enforced at creation ----------------
+inline constexpr int kMaxCqe = 1 << 16;
+inline constexpr int kMaxQpWr = 1 << 14;
+inline constexpr int kMaxSge = 32;
+inline constexpr int kMaxInlineData = 256;
+inline constexpr int kMaxSrqWr = 1 << 14;
+inline constexpr int kMaxSrqSge = 32;
+inline constexpr int kMaxQpRdAtom = 16;
+inline constexpr uint64_t kMaxMrSize = ~uint64_t{0};
+inline constexpr char kDeviceName[] = "softrpma_sim0";
+
+// The access flags ibv_reg_mr knows (the optional range, bits 20..29, is accepted and ignored).
+inline constexpr int kKnownAccessFlags =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND |
+    IBV_ACCESS_HUGETLB | IBV_ACCESS_OPTIONAL_RANGE;
+
+// Whether the device reports on-demand paging (default false). Thread-safe.
+void SetOdpSupported(bool supported);
+bool OdpSupported();
+
+// The one simulated device. Created once by the backend and never destroyed.
+struct SimDevice final {
+  ibv_context context;  // FIRST member (see file comment)
+
+  SimDevice();
+  SimDevice(const SimDevice&) = delete;
+  SimDevice& operator=(const SimDevice&) = delete;
+  ~SimDevice();
+
+  // Fills `attr` with the device's limits and capabilities.
+  void Query(ibv_device_attr_ex* attr) const;
+
+  // Counters that name objects deterministically (same program, same numbers).
+  std::atomic<uint32_t> next_pd_handle{1};
+  std::atomic<uint32_t> next_mr_index{1};
+  std::atomic<uint32_t> next_cq_handle{1};
+  std::atomic<uint32_t> next_srq_handle{1};
+  std::atomic<uint32_t> next_qp_num{0x11};  // 0 and 1 are special QPs in InfiniBand
+};
+
+inline SimDevice* to_sim(ibv_context* context) { return reinterpret_cast<SimDevice*>(context); }
+
+struct SimMr;
+
+// A protection domain: owns the MR tables.
+struct SimPd final {
+  ibv_pd pd;  // FIRST member
+  SimDevice* device;
+
+  absl::Mutex mu;  // guards the tables; readers on the data path, writer on reg/dereg
+  absl::flat_hash_map<uint32_t, SimMr*> mrs_by_lkey ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<uint32_t, SimMr*> mrs_by_rkey ABSL_GUARDED_BY(mu);
+  // QPs and SRQs created on this PD (for EBUSY on dealloc).
+  std::atomic<int> users{0};
+
+  explicit SimPd(SimDevice* device);
+  SimPd(const SimPd&) = delete;
+  SimPd& operator=(const SimPd&) = delete;
+
+  // The MR with that key whose range holds [addr, addr + length) and whose access flags
+  // include all of `need_access` (0: only the range is checked), or nullptr.
+  // REQUIRES: mu held (shared is enough).
+  const SimMr* FindLocal(uint32_t lkey, uint64_t addr, uint64_t length, int need_access) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu);
+  const SimMr* FindRemote(uint32_t rkey, uint64_t addr, uint64_t length, int need_access) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu);
+};
+
+inline SimPd* to_sim(ibv_pd* pd) { return reinterpret_cast<SimPd*>(pd); }
+
+// A registered memory region.
+struct SimMr final {
+  ibv_mr mr;  // FIRST member
+  SimPd* pd;
+  int access;
+
+  SimMr() = default;
+  SimMr(const SimMr&) = delete;
+  SimMr& operator=(const SimMr&) = delete;
+
+  // True when [addr, addr + length) lies inside the region (overflow-safe).
+  bool Contains(uint64_t addr, uint64_t length) const;
+};
+
+inline SimMr* to_sim(ibv_mr* mr) { return reinterpret_cast<SimMr*>(mr); }
+
+// Holds the reader locks of one or two PDs (the same PD once), taken in handle order so that
+// two threads locking the same pair never deadlock against a waiting writer.
+class PdReadLocks final {
+ public:
+  PdReadLocks(SimPd* a, SimPd* b);
+  PdReadLocks(const PdReadLocks&) = delete;
+  PdReadLocks& operator=(const PdReadLocks&) = delete;
+  ~PdReadLocks();
+
+ private:
+  SimPd* first_;
+  SimPd* second_;  // nullptr when both are the same PD (or b was nullptr)
+};
+
+// ---- The verbs calls of this module (see backend.h for each contract) -------------------
+int AllocPd(SimDevice* device, ibv_pd** pd);
+int DeallocPd(SimPd* pd);
+int RegMr(SimPd* pd, void* addr, size_t length, int access, ibv_mr** mr);
+int DeregMr(SimMr* mr);
+int AdviseMr(SimPd* pd, ibv_advise_mr_advice advice, uint32_t flags, const ibv_sge* sg_list,
+             uint32_t num_sge);
+
+}  // namespace softrpma::sim
+
+#endif  // SOFTRPMA_SIMVERBS_SIM_DEVICE_H_

@@ -1,0 +1,299 @@
+// The simulated device, PDs and MRs, through the Backend interface: query, layout of the sim
+// structs, MR registration rules, EBUSY on dealloc, ODP, and the local / remote protection
+// checks of the data path.
+
+#include "simverbs/sim/device.h"
+
+#include <cstring>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "simverbs/backend.h"
+#include "simverbs/sim/cm.h"
+#include "simverbs/sim/cq.h"
+#include "simverbs/sim/qp.h"
+#include "simverbs/sim/sim_control.h"
+#include "simverbs/sim/test_util.h"
+
+namespace softrpma::sim::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Field;
+
+constexpr int kRemoteAccess =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+// The verbs struct is the first member of every sim struct, so to_sim() is a plain cast.
+template <typename Sim, typename Verbs>
+bool VerbsStructIsFirst(Sim* sim, Verbs* verbs) {
+  return static_cast<void*>(sim) == static_cast<void*>(verbs);
+}
+
+TEST(SimLayoutTest, SimStructs_EmbedVerbsStructFirst) {
+  SimDevice device;
+  EXPECT_TRUE(VerbsStructIsFirst(&device, &device.context));
+  SimPd pd(&device);
+  EXPECT_TRUE(VerbsStructIsFirst(&pd, &pd.pd));
+  SimMr mr;
+  EXPECT_TRUE(VerbsStructIsFirst(&mr, &mr.mr));
+  SimCompChannel channel(&device);
+  EXPECT_TRUE(VerbsStructIsFirst(&channel, &channel.channel));
+  SimCq cq(&device, 1, nullptr, nullptr, false);
+  EXPECT_TRUE(VerbsStructIsFirst(&cq, &cq.cq));
+  ibv_srq_init_attr srq_attr{};
+  srq_attr.attr.max_wr = 1;
+  srq_attr.attr.max_sge = 1;
+  SimSrq srq(&pd, srq_attr);
+  EXPECT_TRUE(VerbsStructIsFirst(&srq, &srq.srq));
+  ibv_qp_init_attr qp_attr{};
+  qp_attr.send_cq = qp_attr.recv_cq = &cq.cq;
+  SimQp qp(&pd, qp_attr, std::make_shared<SimLink>(), 0);
+  EXPECT_TRUE(VerbsStructIsFirst(&qp, &qp.qp));
+  SimEventChannel event_channel;
+  EXPECT_TRUE(VerbsStructIsFirst(&event_channel, &event_channel.channel));
+  SimCmId id;
+  EXPECT_TRUE(VerbsStructIsFirst(&id, &id.id));
+  SimCmEvent event;
+  EXPECT_TRUE(VerbsStructIsFirst(&event, &event.event));
+}
+
+class DeviceTest : public ::testing::Test {
+ protected:
+  Backend* backend_ = SimBackend();
+  ibv_context* ctx_ = SimContext();
+};
+
+TEST_F(DeviceTest, Context_IsTheSimDevice) {
+  ASSERT_NE(ctx_, nullptr);
+  EXPECT_STREQ(ctx_->device->name, "softrpma_sim0");
+  EXPECT_EQ(ctx_->num_comp_vectors, 1);
+  EXPECT_STREQ(backend_->Name(), "sim");
+}
+
+TEST_F(DeviceTest, QueryDeviceEx_SaneLimits_NoOdpByDefault) {
+  ibv_device_attr_ex attr;
+
+  ASSERT_EQ(backend_->IbvQueryDeviceEx(ctx_, &attr), 0);
+
+  EXPECT_EQ(attr.orig_attr.max_cqe, kMaxCqe);
+  EXPECT_EQ(attr.orig_attr.max_qp_wr, kMaxQpWr);
+  EXPECT_EQ(attr.orig_attr.max_sge, kMaxSge);
+  EXPECT_EQ(attr.orig_attr.max_srq_wr, kMaxSrqWr);
+  EXPECT_EQ(attr.orig_attr.phys_port_cnt, 1);
+  EXPECT_EQ(attr.odp_caps.general_caps, 0u);
+}
+
+TEST_F(DeviceTest, QueryDeviceEx_OdpWhenConfigured) {
+  SetOdpSupported(true);
+  ibv_device_attr_ex attr;
+
+  ASSERT_EQ(backend_->IbvQueryDeviceEx(ctx_, &attr), 0);
+  SetOdpSupported(false);
+
+  EXPECT_NE(attr.odp_caps.general_caps & IBV_ODP_SUPPORT, 0u);
+  EXPECT_NE(attr.odp_caps.per_transport_caps.rc_odp_caps & IBV_ODP_SUPPORT_WRITE, 0u);
+  EXPECT_NE(attr.odp_caps.per_transport_caps.rc_odp_caps & IBV_ODP_SUPPORT_READ, 0u);
+}
+
+TEST_F(DeviceTest, QueryDeviceEx_UnknownContext_Einval) {
+  ibv_context other{};
+  ibv_device_attr_ex attr;
+
+  EXPECT_EQ(backend_->IbvQueryDeviceEx(&other, &attr), EINVAL);
+}
+
+TEST_F(DeviceTest, RegMr_FillsFields_KeysUniqueAndDistinct) {
+  ibv_pd* pd = nullptr;
+  ASSERT_EQ(backend_->IbvAllocPd(ctx_, &pd), 0);
+  EXPECT_EQ(pd->context, ctx_);
+  char a[64], b[64];
+  ibv_mr* mr_a = nullptr;
+  ibv_mr* mr_b = nullptr;
+
+  ASSERT_EQ(backend_->IbvRegMr(pd, a, sizeof(a), IBV_ACCESS_LOCAL_WRITE, &mr_a), 0);
+  ASSERT_EQ(backend_->IbvRegMr(pd, b, sizeof(b), IBV_ACCESS_LOCAL_WRITE, &mr_b), 0);
+
+  EXPECT_EQ(mr_a->addr, a);
+  EXPECT_EQ(mr_a->length, sizeof(a));
+  EXPECT_EQ(mr_a->pd, pd);
+  EXPECT_EQ(mr_a->context, ctx_);
+  EXPECT_NE(mr_a->lkey, mr_a->rkey);
+  EXPECT_NE(mr_a->lkey, mr_b->lkey);
+  EXPECT_NE(mr_a->rkey, mr_b->rkey);
+  EXPECT_EQ(backend_->IbvDeallocPd(pd), EBUSY);  // MRs alive
+  EXPECT_EQ(backend_->IbvDeregMr(mr_a), 0);
+  EXPECT_EQ(backend_->IbvDeregMr(mr_b), 0);
+  EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
+}
+
+TEST_F(DeviceTest, RegMr_BadArguments_Einval) {
+  ibv_pd* pd = nullptr;
+  ASSERT_EQ(backend_->IbvAllocPd(ctx_, &pd), 0);
+  char buf[16];
+  ibv_mr* mr = nullptr;
+
+  EXPECT_EQ(backend_->IbvRegMr(pd, buf, 0, IBV_ACCESS_LOCAL_WRITE, &mr), EINVAL);
+  EXPECT_EQ(backend_->IbvRegMr(pd, buf, sizeof(buf), IBV_ACCESS_REMOTE_WRITE, &mr), EINVAL)
+      << "remote write needs local write";
+  EXPECT_EQ(backend_->IbvRegMr(pd, buf, sizeof(buf), IBV_ACCESS_ON_DEMAND, &mr), EINVAL)
+      << "no ODP";
+  EXPECT_EQ(backend_->IbvRegMr(pd, buf, sizeof(buf), 1 << 15, &mr), EINVAL) << "unknown flag";
+  EXPECT_EQ(mr, nullptr);
+  EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
+}
+
+TEST_F(DeviceTest, AdviseMr_NoOdp_Eopnotsupp_WithOdp_ChecksRange) {
+  ibv_pd* pd = nullptr;
+  ASSERT_EQ(backend_->IbvAllocPd(ctx_, &pd), 0);
+  char buf[64];
+  ibv_mr* mr = nullptr;
+  ASSERT_EQ(backend_->IbvRegMr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE, &mr), 0);
+  ibv_sge inside{reinterpret_cast<uintptr_t>(buf), 32, mr->lkey};
+  ibv_sge outside{reinterpret_cast<uintptr_t>(buf) + 40, 32, mr->lkey};
+
+  EXPECT_EQ(backend_->IbvAdviseMr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &inside, 1), EOPNOTSUPP);
+  SetOdpSupported(true);
+  EXPECT_EQ(backend_->IbvAdviseMr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH,
+                                  &inside, 1),
+            0);
+  EXPECT_EQ(backend_->IbvAdviseMr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &outside, 1), EFAULT);
+  SetOdpSupported(false);
+
+  EXPECT_EQ(backend_->IbvDeregMr(mr), 0);
+  EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
+}
+
+// ---- Protection checks on the data path ---------------------------------------------------
+
+class MrAccessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::Status status = conn_.Connect(ConnectionOptions());
+    ASSERT_TRUE(status.ok()) << status;
+  }
+
+  // The one completion of the active side, its status.
+  ibv_wc_status OnlyStatus() {
+    std::vector<ibv_wc> wcs = PollAll(backend_, conn_.active.send_cq);
+    EXPECT_EQ(wcs.size(), 1u);
+    return wcs.empty() ? IBV_WC_GENERAL_ERR : wcs[0].status;
+  }
+
+  Backend* backend_ = SimBackend();
+  TestConnection conn_{backend_};
+};
+
+TEST_F(MrAccessTest, RemoteWriteOutOfBounds_RemAccessErr_MemoryUntouched) {
+  TestBuffer local(backend_, conn_.active.pd, 32, IBV_ACCESS_LOCAL_WRITE);
+  std::vector<uint8_t> backing(64, 0xAA);  // the MR covers bytes [16, 48) only
+  ibv_mr* remote_mr = nullptr;
+  ASSERT_EQ(
+      backend_->IbvRegMr(conn_.passive.pd, backing.data() + 16, 32, kRemoteAccess, &remote_mr), 0);
+  std::memset(local.data(), 0x55, 32);
+  ibv_sge sge = local.Sge(0, 16);
+  const uint64_t last_bytes = reinterpret_cast<uintptr_t>(backing.data()) + 40;  // 40..56
+
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 1, &sge, 1, last_bytes, remote_mr->rkey), 0);
+
+  EXPECT_EQ(OnlyStatus(), IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(backing, std::vector<uint8_t>(64, 0xAA));
+  EXPECT_EQ(conn_.active.qp()->state, IBV_QPS_ERR);
+  EXPECT_EQ(backend_->IbvDeregMr(remote_mr), 0);
+}
+
+TEST_F(MrAccessTest, RemoteWriteWithoutRemoteWriteAccess_RemAccessErr) {
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16,
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+  std::memset(local.data(), 0x55, 16);
+  ibv_sge sge = local.Sge(0, 8);
+
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey),
+            0);
+
+  EXPECT_EQ(OnlyStatus(), IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(remote.data()[0], 0);
+}
+
+TEST_F(MrAccessTest, RemoteReadWithoutRemoteReadAccess_RemAccessErr) {
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16,
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ibv_sge sge = local.Sge(0, 8);
+
+  ASSERT_EQ(PostRead(backend_, conn_.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey), 0);
+
+  EXPECT_EQ(OnlyStatus(), IBV_WC_REM_ACCESS_ERR);
+}
+
+TEST_F(MrAccessTest, RkeyOfAnotherPd_RemAccessErr) {
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer mine(backend_, conn_.active.pd, 16, kRemoteAccess);  // on the requester's PD
+  ibv_sge sge = local.Sge(0, 8);
+
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 1, &sge, 1, mine.addr(), mine.mr()->rkey), 0);
+
+  EXPECT_EQ(OnlyStatus(), IBV_WC_REM_ACCESS_ERR);
+}
+
+TEST_F(MrAccessTest, LocalSgeWithUnknownLkey_LocProtErr) {
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  ibv_sge sge = local.Sge(0, 8);
+  sge.lkey = local.mr()->rkey;  // an rkey is not an lkey
+
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey),
+            0);
+
+  EXPECT_EQ(OnlyStatus(), IBV_WC_LOC_PROT_ERR);
+}
+
+TEST_F(MrAccessTest, LocalSgeOutsideItsMr_LocProtErr) {
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 64, kRemoteAccess);
+  ibv_sge sge = local.Sge(8, 16);  // 8 bytes past the end
+
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey),
+            0);
+
+  EXPECT_EQ(OnlyStatus(), IBV_WC_LOC_PROT_ERR);
+}
+
+TEST_F(MrAccessTest, ReadIntoMrWithoutLocalWrite_LocProtErr) {
+  TestBuffer local(backend_, conn_.active.pd, 16, /*access=*/0);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  ibv_sge sge = local.Sge(0, 8);
+
+  ASSERT_EQ(PostRead(backend_, conn_.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey), 0);
+
+  EXPECT_EQ(OnlyStatus(), IBV_WC_LOC_PROT_ERR);
+}
+
+TEST_F(MrAccessTest, ZeroLengthWrite_ChecksNoKey) {
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 1, nullptr, 0, 0, /*rkey=*/0xbad), 0);
+
+  EXPECT_EQ(OnlyStatus(), IBV_WC_SUCCESS);
+}
+
+TEST_F(MrAccessTest, AfterAnError_LaterWrsFlush) {
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  ibv_sge sge = local.Sge(0, 8);
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 1, &sge, 1, remote.addr(), 0xbad), 0);
+
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 2, &sge, 1, remote.addr(), remote.mr()->rkey),
+            0);
+
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(Field(&ibv_wc::status, IBV_WC_REM_ACCESS_ERR),
+                          Field(&ibv_wc::status, IBV_WC_WR_FLUSH_ERR)));
+  EXPECT_EQ(remote.data()[0], 0);
+}
+
+TEST_F(MrAccessTest, DeallocPd_WithQp_Ebusy) {
+  EXPECT_EQ(backend_->IbvDeallocPd(conn_.passive.pd), EBUSY);
+}
+
+}  // namespace
+}  // namespace softrpma::sim::testing

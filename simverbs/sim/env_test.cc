@@ -1,0 +1,47 @@
+// RPMA_SIM_FAULTS: read once, when GetSimBackend() first succeeds; a malformed value is an
+// error of GetSimBackend() (nothing cached, so a fixed value is read by the next call).
+// Its own binary: the backend must not have started before this test runs.
+
+#include <cstdlib>
+
+#include "gtest/gtest.h"
+#include "simverbs/backend.h"
+#include "simverbs/sim/sim_backend.h"
+#include "simverbs/sim/sim_control.h"
+#include "simverbs/sim/test_util.h"
+
+namespace softrpma::sim::testing {
+namespace {
+
+TEST(EnvTest, MalformedSpecFailsStart_ValidSpecInstalledOnce) {
+  ASSERT_EQ(setenv("RPMA_SIM_FAULTS", "ibv_alloc_pd:fail=EBADNAME", 1), 0);
+
+  absl::StatusOr<Backend*> failed = GetSimBackend();
+
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(failed.status().message(),
+            "RPMA_SIM_FAULTS: fault spec rule 1, column 19: unknown errno name \"EBADNAME\" in "
+            "\"fail=EBADNAME\"");
+
+  ASSERT_EQ(setenv("RPMA_SIM_FAULTS", " ibv_alloc_pd : fail=EIO : nth=1 ", 1), 0);
+  absl::StatusOr<Backend*> started = GetSimBackend();
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(CurrentFaultPlan(), "ibv_alloc_pd:fail=EIO:nth=1");
+  ibv_context* ctx = SimContext();
+  ibv_pd* pd = nullptr;
+  EXPECT_EQ((*started)->IbvAllocPd(ctx, &pd), EIO);
+  ASSERT_EQ((*started)->IbvAllocPd(ctx, &pd), 0);
+  EXPECT_EQ((*started)->IbvDeallocPd(pd), 0);
+
+  // Read once: a later value is not looked at.
+  ASSERT_EQ(setenv("RPMA_SIM_FAULTS", "nonsense", 1), 0);
+  absl::StatusOr<Backend*> again = GetSimBackend();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *started);
+  EXPECT_EQ(CurrentFaultPlan(), "ibv_alloc_pd:fail=EIO:nth=1");
+  ClearFaultPlan();
+}
+
+}  // namespace
+}  // namespace softrpma::sim::testing

@@ -1,0 +1,647 @@
+#include "simverbs/sim/qp.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "simverbs/alloc.h"
+
+namespace softrpma::sim {
+namespace {
+
+// The largest message (as on most RC NICs): byte_len must fit in a uint32_t.
+constexpr uint64_t kMaxMessageSize = uint64_t{1} << 31;
+
+// A contiguous piece of memory on one side of a copy.
+struct Segment {
+  uint8_t* ptr;
+  uint64_t length;
+};
+
+// The memory of one side of a WR: at most kMaxSge pieces.
+struct Segments {
+  std::array<Segment, kMaxSge> pieces;
+  int count = 0;
+  uint64_t total = 0;
+
+  void Add(uint8_t* ptr, uint64_t length) {
+    pieces[count++] = Segment{ptr, length};
+    total += length;
+  }
+};
+
+uint8_t* AsPtr(uint64_t addr) { return reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(addr)); }
+
+// Copies `src` into `dst` piece by piece. REQUIRES: dst.total >= src.total. memmove: the two
+// sides may be the same memory (a loopback connection).
+void Copy(const Segments& src, const Segments& dst) {
+  int d = 0;
+  uint64_t d_off = 0;
+  for (int s = 0; s < src.count; ++s) {
+    uint64_t s_off = 0;
+    while (s_off < src.pieces[s].length) {
+      while (d_off == dst.pieces[d].length) {
+        ++d;
+        d_off = 0;
+      }
+      const uint64_t n = std::min(src.pieces[s].length - s_off, dst.pieces[d].length - d_off);
+      std::memmove(dst.pieces[d].ptr + d_off, src.pieces[s].ptr + s_off, n);
+      s_off += n;
+      d_off += n;
+    }
+  }
+}
+
+ibv_wc_opcode SendWcOpcode(ibv_wr_opcode opcode) {
+  switch (opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ:
+      return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_WRITE:
+      return IBV_WC_ATOMIC_WRITE;
+    default:
+      return IBV_WC_SEND;
+  }
+}
+
+bool SupportedOpcode(ibv_wr_opcode opcode) {
+  switch (opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_WRITE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+ibv_wc MakeWc(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint64_t byte_len,
+              uint32_t qp_num) {
+  ibv_wc wc;
+  std::memset(&wc, 0, sizeof(wc));
+  wc.wr_id = wr_id;
+  wc.status = status;
+  wc.opcode = opcode;
+  wc.byte_len = static_cast<uint32_t>(byte_len);
+  wc.qp_num = qp_num;
+  wc.vendor_err = 0;
+  return wc;
+}
+
+void EnterErrorLocked(SimQp* qp);
+
+// Completes a send WR of `qp`. A successful unsignaled WR only waits to be retired by the next
+// completion. REQUIRES: qp->link->mu held; the WR is no longer in qp->sq.
+void CompleteSend(SimQp* qp, uint64_t wr_id, ibv_wr_opcode opcode, bool signaled,
+                  ibv_wc_status status, uint64_t byte_len) {
+  if (status == IBV_WC_SUCCESS && !signaled) {
+    ++qp->unretired;
+    return;
+  }
+  const ibv_wc wc = MakeWc(wr_id, status, SendWcOpcode(opcode),
+                           status == IBV_WC_SUCCESS ? byte_len : 0, qp->qp.qp_num);
+  const uint32_t retire = qp->unretired + 1;
+  qp->unretired = 0;
+  if (!qp->send_cq->Push(wc, /*solicited=*/false, &qp->sq_in_use, retire)) EnterErrorLocked(qp);
+}
+
+// Completes a receive WR of `qp` (consumed from its RQ or its SRQ).
+// REQUIRES: qp->link->mu held; the WR is no longer queued.
+void CompleteRecv(SimQp* qp, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode,
+                  uint64_t byte_len, const SendWqe* sender_wqe, uint32_t src_qp) {
+  ibv_wc wc = MakeWc(wr_id, status, opcode, status == IBV_WC_SUCCESS ? byte_len : 0, qp->qp.qp_num);
+  wc.src_qp = src_qp;
+  bool solicited = false;
+  if (sender_wqe != nullptr) {
+    solicited = sender_wqe->solicited;
+    if (status == IBV_WC_SUCCESS && (sender_wqe->opcode == IBV_WR_SEND_WITH_IMM ||
+                                     sender_wqe->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
+      wc.wc_flags |= IBV_WC_WITH_IMM;
+      wc.imm_data = sender_wqe->imm_data;
+    }
+  }
+  if (!qp->recv_cq->Push(wc, solicited, nullptr, 0)) EnterErrorLocked(qp);
+}
+
+// Moves `qp` to ERROR and flushes its send and receive queues. REQUIRES: qp->link->mu held.
+void EnterErrorLocked(SimQp* qp) {
+  if (qp->state == IBV_QPS_ERR) return;
+  qp->state = IBV_QPS_ERR;
+  qp->qp.state = IBV_QPS_ERR;
+  while (!qp->sq.empty()) {
+    const SendWqe& wqe = qp->sq.front();
+    const uint64_t wr_id = wqe.wr_id;
+    const ibv_wr_opcode opcode = wqe.opcode;
+    qp->sq.pop_front();
+    CompleteSend(qp, wr_id, opcode, true, IBV_WC_WR_FLUSH_ERR, 0);
+  }
+  while (!qp->rq.empty()) {
+    const uint64_t wr_id = qp->rq.front().wr_id;
+    qp->rq.pop_front();
+    CompleteRecv(qp, wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, nullptr, 0);
+  }
+}
+
+// An overflow of one of its CQs moves a QP to ERROR; this is where the QPs that did not cause
+// the overflow notice it. REQUIRES: qp->link->mu held.
+void CheckOverflowLocked(SimQp* qp) {
+  if (qp->state == IBV_QPS_ERR) return;
+  if (qp->send_cq->overflowed.load(std::memory_order_acquire) ||
+      qp->recv_cq->overflowed.load(std::memory_order_acquire)) {
+    EnterErrorLocked(qp);
+  }
+}
+
+// The local memory of `wqe` (inline data, or its SGEs checked against `pd` with
+// `need_access`). Returns false on a protection error. REQUIRES: pd->mu held (shared).
+bool GatherLocal(SimQp* qp, SendWqe& wqe, int need_access, Segments* out) {
+  if (wqe.is_inline) {
+    out->Add(wqe.inline_data.data(), wqe.length);
+    return true;
+  }
+  for (int i = 0; i < wqe.num_sge; ++i) {
+    const ibv_sge& sge = wqe.sges[i];
+    if (sge.length == 0) continue;
+    if (qp->pd->FindLocal(sge.lkey, sge.addr, sge.length, need_access) == nullptr) return false;
+    out->Add(AsPtr(sge.addr), sge.length);
+  }
+  return true;
+}
+
+// The result of executing the head of a send queue.
+struct Outcome {
+  bool wait;  // receiver not ready: the WR stays at the head
+  ibv_wc_status status;
+  uint64_t byte_len;
+};
+
+constexpr Outcome kWait{true, IBV_WC_SUCCESS, 0};
+Outcome Done(ibv_wc_status status, uint64_t byte_len = 0) {
+  return Outcome{false, status, byte_len};
+}
+
+void AddWaiterLocked(SimSrq* srq, const std::shared_ptr<SimLink>& link)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(srq->mu) {
+  for (const std::weak_ptr<SimLink>& waiter : srq->waiters) {
+    if (waiter.lock() == link) return;
+  }
+  srq->waiters.push_back(link);
+}
+
+// SEND / SEND_WITH_IMM / WRITE_WITH_IMM: consumes the responder's oldest receive and completes
+// it. `src` is the message; for WRITE_WITH_IMM the data has already been checked and is copied
+// here, to `remote`. REQUIRES: link mu and both PDs' reader locks held.
+Outcome DeliverToReceive(SimQp* qp, SimQp* peer, SendWqe& wqe, const Segments& src,
+                         const Segments* remote) {
+  SimSrq* srq = peer->srq;
+  Ring<RecvWqe>* rq = srq != nullptr ? &srq->rq : &peer->rq;
+  if (srq != nullptr) srq->mu.Lock();
+  if (rq->empty()) {
+    if (srq != nullptr) {
+      AddWaiterLocked(srq, qp->link);
+      srq->mu.Unlock();
+    }
+    return kWait;
+  }
+  RecvWqe& recv = rq->front();
+  const uint64_t recv_wr_id = recv.wr_id;
+  ibv_wc_status recv_status = IBV_WC_SUCCESS;
+  ibv_wc_status send_status = IBV_WC_SUCCESS;
+  ibv_wc_opcode recv_opcode = IBV_WC_RECV;
+  if (remote != nullptr) {  // WRITE_WITH_IMM: the data goes to the remote range, not the receive
+    recv_opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+    Copy(src, *remote);
+  } else {
+    uint64_t capacity = 0;
+    for (int i = 0; i < recv.num_sge; ++i) capacity += recv.sges[i].length;
+    if (capacity < src.total) {
+      recv_status = IBV_WC_LOC_LEN_ERR;
+      send_status = IBV_WC_REM_INV_REQ_ERR;
+    } else {
+      Segments dst;
+      for (int i = 0; i < recv.num_sge && dst.total < src.total; ++i) {
+        const ibv_sge& sge = recv.sges[i];
+        if (sge.length == 0) continue;
+        if (peer->pd->FindLocal(sge.lkey, sge.addr, sge.length, IBV_ACCESS_LOCAL_WRITE) ==
+            nullptr) {
+          recv_status = IBV_WC_LOC_PROT_ERR;
+          send_status = IBV_WC_REM_OP_ERR;
+          break;
+        }
+        dst.Add(AsPtr(sge.addr), sge.length);
+      }
+      if (recv_status == IBV_WC_SUCCESS) Copy(src, dst);
+    }
+  }
+  rq->pop_front();
+  if (srq != nullptr) srq->mu.Unlock();
+  CompleteRecv(peer, recv_wr_id, recv_status, recv_opcode, src.total, &wqe, qp->qp.qp_num);
+  if (recv_status != IBV_WC_SUCCESS) EnterErrorLocked(peer);
+  return Done(send_status, src.total);
+}
+
+// Executes the WR at the head of qp's send queue against its peer.
+// REQUIRES: link->mu held; qp is RTS.
+Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  SimQp* peer = link->side[1 - qp->side];
+  if (peer != nullptr) CheckOverflowLocked(peer);
+  if (peer == nullptr || peer->state != IBV_QPS_RTS) return Done(IBV_WC_RETRY_EXC_ERR);
+
+  PdReadLocks pd_locks(qp->pd, peer->pd);
+  const bool is_read = wqe.opcode == IBV_WR_RDMA_READ;
+  Segments local;
+  if (!GatherLocal(qp, wqe, is_read ? IBV_ACCESS_LOCAL_WRITE : 0, &local)) {
+    return Done(IBV_WC_LOC_PROT_ERR);
+  }
+  if (wqe.opcode == IBV_WR_SEND || wqe.opcode == IBV_WR_SEND_WITH_IMM) {
+    return DeliverToReceive(qp, peer, wqe, local, nullptr);
+  }
+
+  // One-sided: check the remote range (a zero-length operation checks no key).
+  Segments remote;
+  if (local.total > 0) {
+    const int need = is_read ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
+    if (peer->pd->FindRemote(wqe.rkey, wqe.remote_addr, local.total, need) == nullptr) {
+      return Done(IBV_WC_REM_ACCESS_ERR);
+    }
+    remote.Add(AsPtr(wqe.remote_addr), local.total);
+  }
+  switch (wqe.opcode) {
+    case IBV_WR_RDMA_READ:
+      Copy(remote, local);
+      return Done(IBV_WC_SUCCESS, local.total);
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      return DeliverToReceive(qp, peer, wqe, local, &remote);
+    case IBV_WR_ATOMIC_WRITE: {
+      if (wqe.remote_addr % sizeof(uint64_t) != 0) return Done(IBV_WC_REM_INV_REQ_ERR);
+      uint64_t value = 0;
+      Segments value_segment;
+      value_segment.Add(reinterpret_cast<uint8_t*>(&value), sizeof(value));
+      Copy(local, value_segment);
+      __atomic_store_n(reinterpret_cast<uint64_t*>(AsPtr(wqe.remote_addr)), value,
+                       __ATOMIC_SEQ_CST);
+      return Done(IBV_WC_SUCCESS, sizeof(value));
+    }
+    default:  // IBV_WR_RDMA_WRITE
+      Copy(local, remote);
+      return Done(IBV_WC_SUCCESS, local.total);
+  }
+}
+
+// THE PROGRESS STEP of one QP: executes its send queue from the head until it is empty or the
+// head waits for a receive. Every WR executes here and nowhere else, which is the seam for a
+// seeded scheduler (it would call this for the link/QP it picks instead of the posting thread
+// doing it). REQUIRES: link->mu held.
+void ProgressQpLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  CheckOverflowLocked(qp);
+  while (qp->state == IBV_QPS_RTS && !qp->sq.empty()) {
+    SendWqe& wqe = qp->sq.front();
+    const Outcome outcome = ExecuteLocked(link, qp, wqe);
+    if (outcome.wait) return;
+    const uint64_t wr_id = wqe.wr_id;
+    const ibv_wr_opcode opcode = wqe.opcode;
+    const bool signaled = wqe.signaled;
+    qp->sq.pop_front();
+    CompleteSend(qp, wr_id, opcode, signaled, outcome.status, outcome.byte_len);
+    if (outcome.status != IBV_WC_SUCCESS) EnterErrorLocked(qp);
+  }
+}
+
+// The progress step of both QPs of a link, side 0 first.
+void ProgressLinkLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  for (SimQp* qp : link->side) {
+    if (qp != nullptr) ProgressQpLocked(link, qp);
+  }
+}
+
+// Checks one send WR against the QP's limits. Returns 0 or EINVAL; sets *length.
+int ValidateSend(const SimQp* qp, const ibv_send_wr* wr, uint64_t* length) {
+  if (!SupportedOpcode(wr->opcode)) return EINVAL;
+  if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp->cap.max_send_sge) {
+    return EINVAL;
+  }
+  if (wr->num_sge > 0 && wr->sg_list == nullptr) return EINVAL;
+  uint64_t total = 0;
+  for (int i = 0; i < wr->num_sge; ++i) total += wr->sg_list[i].length;
+  if (total > kMaxMessageSize) return EINVAL;
+  if ((wr->send_flags & IBV_SEND_INLINE) != 0) {
+    if (wr->opcode == IBV_WR_RDMA_READ) return EINVAL;
+    if (total > qp->cap.max_inline_data) return EINVAL;
+  }
+  if (wr->opcode == IBV_WR_ATOMIC_WRITE && total != sizeof(uint64_t)) return EINVAL;
+  *length = total;
+  return 0;
+}
+
+int ValidateRecv(const ibv_recv_wr* wr, uint32_t max_sge) {
+  if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > max_sge) return EINVAL;
+  if (wr->num_sge > 0 && wr->sg_list == nullptr) return EINVAL;
+  return 0;
+}
+
+void FillRecv(const ibv_recv_wr* wr, RecvWqe* wqe) {
+  wqe->wr_id = wr->wr_id;
+  wqe->num_sge = wr->num_sge;
+  std::copy(wr->sg_list, wr->sg_list + wr->num_sge, wqe->sges.begin());
+}
+
+}  // namespace
+
+SimSrq::SimSrq(SimPd* sim_pd, const ibv_srq_init_attr& attr)
+    : pd(sim_pd), max_wr(attr.attr.max_wr), max_sge(attr.attr.max_sge) {
+  std::memset(&srq, 0, sizeof(srq));
+  srq.context = sim_pd->pd.context;
+  srq.srq_context = attr.srq_context;
+  srq.pd = &sim_pd->pd;
+  srq.handle = sim_pd->device->next_srq_handle.fetch_add(1, std::memory_order_relaxed);
+  pthread_mutex_init(&srq.mutex, nullptr);
+  pthread_cond_init(&srq.cond, nullptr);
+  absl::MutexLock lock(&mu);
+  const uint32_t sges = max_sge;
+  rq.Init(max_wr, [sges] {
+    RecvWqe wqe;
+    wqe.sges.resize(sges);
+    return wqe;
+  });
+}
+
+SimSrq::~SimSrq() {
+  pthread_cond_destroy(&srq.cond);
+  pthread_mutex_destroy(&srq.mutex);
+}
+
+SimQp::SimQp(SimPd* sim_pd, const ibv_qp_init_attr& attr, std::shared_ptr<SimLink> qp_link,
+             int qp_side)
+    : device(sim_pd->device),
+      pd(sim_pd),
+      send_cq(to_sim(attr.send_cq)),
+      recv_cq(to_sim(attr.recv_cq)),
+      srq(attr.srq != nullptr ? to_sim(attr.srq) : nullptr),
+      cap(attr.cap),
+      sq_sig_all(attr.sq_sig_all != 0),
+      link(std::move(qp_link)),
+      side(qp_side) {
+  std::memset(&qp, 0, sizeof(qp));
+  qp.context = sim_pd->pd.context;
+  qp.qp_context = attr.qp_context;
+  qp.pd = &sim_pd->pd;
+  qp.send_cq = attr.send_cq;
+  qp.recv_cq = attr.recv_cq;
+  qp.srq = attr.srq;
+  qp.qp_num = device->next_qp_num.fetch_add(1, std::memory_order_relaxed);
+  qp.handle = qp.qp_num;
+  qp.state = IBV_QPS_INIT;
+  qp.qp_type = IBV_QPT_RC;
+  pthread_mutex_init(&qp.mutex, nullptr);
+  pthread_cond_init(&qp.cond, nullptr);
+  const uint32_t send_sges = cap.max_send_sge;
+  const uint32_t inline_bytes = cap.max_inline_data;
+  sq.Init(cap.max_send_wr, [send_sges, inline_bytes] {
+    SendWqe wqe;
+    wqe.sges.resize(send_sges);
+    wqe.inline_data.resize(inline_bytes);
+    return wqe;
+  });
+  const uint32_t recv_sges = cap.max_recv_sge;
+  rq.Init(cap.max_recv_wr, [recv_sges] {
+    RecvWqe wqe;
+    wqe.sges.resize(recv_sges);
+    return wqe;
+  });
+}
+
+SimQp::~SimQp() {
+  pthread_cond_destroy(&qp.cond);
+  pthread_mutex_destroy(&qp.mutex);
+}
+
+int CreateQp(SimPd* pd, ibv_qp_init_attr* attr, const std::shared_ptr<SimLink>& join, SimQp** qp) {
+  if (attr == nullptr || attr->qp_type != IBV_QPT_RC) return EINVAL;
+  if (attr->send_cq == nullptr || attr->recv_cq == nullptr) return EINVAL;
+  ibv_context* context = pd->pd.context;
+  if (attr->send_cq->context != context || attr->recv_cq->context != context) return EINVAL;
+  if (to_sim(attr->send_cq)->is_dummy || to_sim(attr->recv_cq)->is_dummy) return EINVAL;
+  ibv_qp_cap& cap = attr->cap;
+  if (cap.max_send_wr > static_cast<uint32_t>(kMaxQpWr) ||
+      cap.max_send_sge > static_cast<uint32_t>(kMaxSge) ||
+      cap.max_inline_data > static_cast<uint32_t>(kMaxInlineData)) {
+    return EINVAL;
+  }
+  if (attr->srq != nullptr) {
+    if (to_sim(attr->srq)->pd != pd) return EINVAL;
+    cap.max_recv_wr = 0;  // receives come from the SRQ
+    cap.max_recv_sge = 0;
+  } else if (cap.max_recv_wr > static_cast<uint32_t>(kMaxQpWr) ||
+             cap.max_recv_sge > static_cast<uint32_t>(kMaxSge)) {
+    return EINVAL;
+  }
+
+  // Join the peer's link when it has a free side, else start a new one.
+  std::shared_ptr<SimLink> link;
+  int side = 0;
+  if (join != nullptr) {
+    absl::MutexLock lock(&join->mu);
+    if (join->side[0] == nullptr || join->side[1] == nullptr) {
+      link = join;
+      side = join->side[0] == nullptr ? 0 : 1;
+    }
+  }
+  if (link == nullptr) link = std::make_shared<SimLink>();
+  SimQp* sim_qp = New<SimQp>(pd, *attr, link, side);
+  if (sim_qp == nullptr) return ENOMEM;
+  {
+    absl::MutexLock lock(&link->mu);
+    if (link->side[side] != nullptr) side = 1 - side;  // the peer raced us; its other side
+    if (link->side[side] != nullptr) {
+      Delete(sim_qp);
+      return EINVAL;
+    }
+    sim_qp->side = side;
+    link->side[side] = sim_qp;
+  }
+  pd->users.fetch_add(1, std::memory_order_acq_rel);
+  sim_qp->send_cq->users.fetch_add(1, std::memory_order_acq_rel);
+  sim_qp->recv_cq->users.fetch_add(1, std::memory_order_acq_rel);
+  if (sim_qp->srq != nullptr) sim_qp->srq->users.fetch_add(1, std::memory_order_acq_rel);
+  *qp = sim_qp;
+  return 0;
+}
+
+void DestroyQp(SimQp* qp) {
+  {
+    absl::MutexLock lock(&qp->link->mu);
+    qp->link->side[qp->side] = nullptr;
+  }
+  qp->send_cq->ForgetSqSlots(&qp->sq_in_use);
+  if (qp->srq != nullptr) qp->srq->users.fetch_sub(1, std::memory_order_acq_rel);
+  qp->recv_cq->users.fetch_sub(1, std::memory_order_acq_rel);
+  qp->send_cq->users.fetch_sub(1, std::memory_order_acq_rel);
+  qp->pd->users.fetch_sub(1, std::memory_order_acq_rel);
+  Delete(qp);
+}
+
+bool EstablishLink(SimLink* link) {
+  absl::MutexLock lock(&link->mu);
+  if (link->side[0] == nullptr || link->side[1] == nullptr) return false;
+  for (SimQp* qp : link->side) {
+    CheckOverflowLocked(qp);
+    if (qp->state == IBV_QPS_INIT) {
+      qp->state = IBV_QPS_RTS;
+      qp->qp.state = IBV_QPS_RTS;
+    }
+  }
+  return true;
+}
+
+void SetQpError(SimQp* qp) {
+  absl::MutexLock lock(&qp->link->mu);
+  EnterErrorLocked(qp);
+}
+
+int CreateSrq(SimPd* pd, ibv_srq_init_attr* attr, ibv_srq** srq) {
+  if (attr == nullptr) return EINVAL;
+  if (attr->attr.max_wr < 1 || attr->attr.max_wr > static_cast<uint32_t>(kMaxSrqWr) ||
+      attr->attr.max_sge < 1 || attr->attr.max_sge > static_cast<uint32_t>(kMaxSrqSge)) {
+    return EINVAL;
+  }
+  SimSrq* sim_srq = New<SimSrq>(pd, *attr);
+  if (sim_srq == nullptr) return ENOMEM;
+  pd->users.fetch_add(1, std::memory_order_acq_rel);
+  *srq = &sim_srq->srq;
+  return 0;
+}
+
+int DestroySrq(SimSrq* srq) {
+  if (srq->users.load(std::memory_order_acquire) != 0) return EBUSY;
+  srq->pd->users.fetch_sub(1, std::memory_order_acq_rel);
+  Delete(srq);
+  return 0;
+}
+
+int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  SimLink* link = qp->link.get();
+  absl::MutexLock lock(&link->mu);
+  CheckOverflowLocked(qp);
+  int err = 0;
+  for (; wr != nullptr; wr = wr->next) {
+    if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) {
+      err = EINVAL;
+      break;
+    }
+    uint64_t length = 0;
+    err = ValidateSend(qp, wr, &length);
+    if (err != 0) break;
+    if (qp->sq_in_use.load(std::memory_order_acquire) >= qp->cap.max_send_wr) {
+      err = ENOMEM;
+      break;
+    }
+    qp->sq_in_use.fetch_add(1, std::memory_order_acq_rel);
+    if (qp->state == IBV_QPS_ERR) {
+      CompleteSend(qp, wr->wr_id, wr->opcode, true, IBV_WC_WR_FLUSH_ERR, 0);
+      continue;
+    }
+    SendWqe& wqe = qp->sq.push_back();
+    wqe.wr_id = wr->wr_id;
+    wqe.opcode = wr->opcode;
+    wqe.signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED) != 0;
+    wqe.solicited = (wr->send_flags & IBV_SEND_SOLICITED) != 0;
+    wqe.is_inline = (wr->send_flags & IBV_SEND_INLINE) != 0;
+    wqe.imm_data = wr->imm_data;
+    wqe.remote_addr = wr->wr.rdma.remote_addr;
+    wqe.rkey = wr->wr.rdma.rkey;
+    wqe.length = length;
+    wqe.num_sge = wr->num_sge;
+    if (wqe.is_inline) {
+      // Inline data is copied now: the caller may reuse its buffers once the post returns.
+      uint64_t offset = 0;
+      for (int i = 0; i < wr->num_sge; ++i) {
+        std::memcpy(wqe.inline_data.data() + offset, AsPtr(wr->sg_list[i].addr),
+                    wr->sg_list[i].length);
+        offset += wr->sg_list[i].length;
+      }
+      wqe.num_sge = 0;
+    } else {
+      std::copy(wr->sg_list, wr->sg_list + wr->num_sge, wqe.sges.begin());
+    }
+  }
+  ProgressQpLocked(link, qp);  // the WRs before a bad one were posted
+  if (err != 0) {
+    *bad_wr = wr;
+    return err;
+  }
+  return 0;
+}
+
+int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  if (qp->srq != nullptr) {
+    *bad_wr = wr;
+    return EINVAL;
+  }
+  SimLink* link = qp->link.get();
+  absl::MutexLock lock(&link->mu);
+  CheckOverflowLocked(qp);
+  int err = 0;
+  for (; wr != nullptr; wr = wr->next) {
+    err = ValidateRecv(wr, qp->cap.max_recv_sge);
+    if (err != 0) break;
+    if (qp->rq.full()) {
+      err = ENOMEM;
+      break;
+    }
+    if (qp->state == IBV_QPS_ERR) {
+      CompleteRecv(qp, wr->wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, nullptr, 0);
+      continue;
+    }
+    FillRecv(wr, &qp->rq.push_back());
+  }
+  // A sender waiting for a receive of this QP may go on now.
+  SimQp* peer = link->side[1 - qp->side];
+  if (peer != nullptr) ProgressQpLocked(link, peer);
+  if (err != 0) {
+    *bad_wr = wr;
+    return err;
+  }
+  return 0;
+}
+
+int PostSrqRecv(SimSrq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  int err = 0;
+  std::vector<std::weak_ptr<SimLink>> waiters;
+  {
+    absl::MutexLock lock(&srq->mu);
+    for (; wr != nullptr; wr = wr->next) {
+      err = ValidateRecv(wr, srq->max_sge);
+      if (err != 0) break;
+      if (srq->rq.full()) {
+        err = ENOMEM;
+        break;
+      }
+      FillRecv(wr, &srq->rq.push_back());
+    }
+    waiters.swap(srq->waiters);
+  }
+  // Resume the senders that waited for a receive of this SRQ, in the order they began waiting.
+  for (const std::weak_ptr<SimLink>& weak : waiters) {
+    std::shared_ptr<SimLink> link = weak.lock();
+    if (link == nullptr) continue;
+    absl::MutexLock lock(&link->mu);
+    ProgressLinkLocked(link.get());
+  }
+  if (err != 0) {
+    *bad_wr = wr;
+    return err;
+  }
+  return 0;
+}
+
+}  // namespace softrpma::sim

@@ -1,0 +1,207 @@
+// qp.h: the data path of the simulator: RC queue pairs (SimQp), shared receive queues (SimSrq)
+// and the link (SimLink) that joins the two QPs of a connection.
+//
+// THE MODEL
+//   * RC only. A QP is INIT after creation, RTS once the connection manager established its
+//     connection, ERROR after a disconnect, an error completion or an overflow of one of its CQs.
+//   * Execution is in order per QP and happens inside the "progress step" of a link
+//     (ProgressLocked in qp.cc): each QP's send queue is executed from its head until it is
+//     empty or its head must wait. Today the step runs in the posting thread, right after
+//     ibv_post_send, and on the peer's link right after a receive is posted (which is what
+//     resumes a sender waiting for one). A later seeded scheduler can instead call the step
+//     itself, interleaving links in a seed-decided order; nothing else executes work requests.
+//   * RDMA WRITE / READ check the local SGEs against the QP's PD (lkey, range, LOCAL_WRITE for
+//     the READ target) -> IBV_WC_LOC_PROT_ERR, and the remote range against the responder QP's
+//     PD (rkey, range, REMOTE_WRITE / REMOTE_READ) -> IBV_WC_REM_ACCESS_ERR with the remote
+//     memory untouched. A zero-length operation checks no key (as the IB spec says).
+//   * SEND and WRITE_WITH_IMM consume the responder's oldest receive (its own or its SRQ's).
+//     With none posted the WR waits at the head of the send queue, with the WRs behind it
+//     (receiver-not-ready retried forever, as with rnr_retry = 7). A receive too small gives
+//     IBV_WC_LOC_LEN_ERR to the receiver and IBV_WC_REM_INV_REQ_ERR to the sender; a bad
+//     receive SGE gives IBV_WC_LOC_PROT_ERR / IBV_WC_REM_OP_ERR; both QPs then go to ERROR.
+//   * A responder that is gone (QP destroyed) or in ERROR makes the requester's WR complete with
+//     IBV_WC_RETRY_EXC_ERR (a real requester would time out).
+//   * Any error completion moves the QP to ERROR; entering ERROR flushes every outstanding send
+//     and receive WR with IBV_WC_WR_FLUSH_ERR (receives on the recv CQ; SRQ receives stay in the
+//     SRQ). WRs posted in ERROR complete at once with IBV_WC_WR_FLUSH_ERR.
+//   * Unsignaled WRs (no IBV_SEND_SIGNALED, sq_sig_all = 0) produce no success completion but
+//     do produce error completions.
+//   * Send-queue occupancy follows hardware: a send WR holds its slot from ibv_post_send until
+//     the user POLLS the completion that retires it; a completion retires its own WR and every
+//     unsignaled WR before it. So a QP posting only unsignaled WRs fills up (ENOMEM), exactly
+//     as on a real NIC. A receive WR holds its slot only until it is consumed (simpler; noted).
+//   * Completions: wr_id, status, opcode, byte_len (the message length: bytes written, read,
+//     sent or received), qp_num, src_qp (the sender, on receives), imm_data + IBV_WC_WITH_IMM,
+//     vendor_err 0. Flushed completions carry the WR's opcode and byte_len 0.
+//   * IBV_WR_ATOMIC_WRITE (defined by the installed verbs.h) writes 8 bytes atomically;
+//     IBV_WR_FLUSH is not defined by the installed verbs.h, so it is not modelled.
+//
+// LOCKING: one mutex per link guards both QPs of a connection (state, queues); the PD tables are
+// read-locked while copying; SRQ, CQ and channel mutexes follow (order in cq.h). Posting and
+// polling make no syscall except the eventfd write of an armed CQ's event. An overflow of a CQ
+// moves the QP that caused it to ERROR at once and the other QPs on that CQ the next time they
+// are posted to or executed (they cannot be locked from inside the overflowing push).
+
+#ifndef SOFTRPMA_SIMVERBS_SIM_QP_H_
+#define SOFTRPMA_SIMVERBS_SIM_QP_H_
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "simverbs/sim/cq.h"
+#include "simverbs/sim/device.h"
+
+namespace softrpma::sim {
+
+// A fixed-capacity FIFO whose slots are built once (no allocation when used).
+template <typename T>
+class Ring final {
+ public:
+  Ring() = default;
+  // `make` builds each slot.
+  template <typename Make>
+  void Init(size_t capacity, Make make) {
+    slots_.clear();
+    slots_.reserve(capacity);
+    for (size_t i = 0; i < capacity; ++i) slots_.push_back(make());
+    head_ = size_ = 0;
+  }
+  bool empty() const { return size_ == 0; }
+  bool full() const { return size_ == slots_.size(); }
+  size_t size() const { return size_; }
+  T& front() { return slots_[head_]; }
+  // REQUIRES: !full(). The slot keeps its old contents; the caller overwrites it.
+  T& push_back() {
+    T& slot = slots_[(head_ + size_) % slots_.size()];
+    ++size_;
+    return slot;
+  }
+  // REQUIRES: !empty().
+  void pop_front() {
+    head_ = (head_ + 1) % slots_.size();
+    --size_;
+  }
+
+ private:
+  std::vector<T> slots_;
+  size_t head_ = 0;
+  size_t size_ = 0;
+};
+
+// A posted send WR, copied at post time.
+struct SendWqe {
+  uint64_t wr_id = 0;
+  ibv_wr_opcode opcode = IBV_WR_RDMA_WRITE;
+  bool signaled = false;
+  bool solicited = false;
+  bool is_inline = false;
+  uint32_t imm_data = 0;  // network order, as given
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t length = 0;  // total bytes of the SGEs (or of the inline data)
+  int num_sge = 0;
+  std::vector<ibv_sge> sges;         // max_send_sge slots
+  std::vector<uint8_t> inline_data;  // max_inline_data bytes
+};
+
+// A posted receive WR.
+struct RecvWqe {
+  uint64_t wr_id = 0;
+  int num_sge = 0;
+  std::vector<ibv_sge> sges;  // max_recv_sge slots
+};
+
+struct SimQp;
+
+// The two QPs of a connection and the one mutex that guards them both. Shared (std::shared_ptr)
+// by the QPs and weakly by the SRQs a sender waits on, so that it outlives whichever goes first.
+struct SimLink final {
+  absl::Mutex mu;
+  SimQp* side[2] ABSL_GUARDED_BY(mu) = {nullptr, nullptr};
+};
+
+struct SimSrq final {
+  ibv_srq srq;  // FIRST member
+  SimPd* pd;
+  uint32_t max_wr;
+  uint32_t max_sge;
+  std::atomic<int> users{0};  // QPs using it
+
+  absl::Mutex mu;
+  Ring<RecvWqe> rq ABSL_GUARDED_BY(mu);
+  // Links with a sender waiting for a receive of this SRQ, resumed by the next post.
+  std::vector<std::weak_ptr<SimLink>> waiters ABSL_GUARDED_BY(mu);
+
+  SimSrq(SimPd* pd, const ibv_srq_init_attr& attr);
+  SimSrq(const SimSrq&) = delete;
+  SimSrq& operator=(const SimSrq&) = delete;
+  ~SimSrq();
+};
+
+inline SimSrq* to_sim(ibv_srq* srq) { return reinterpret_cast<SimSrq*>(srq); }
+
+struct SimQp final {
+  ibv_qp qp;  // FIRST member. qp.state mirrors `state` (written under link->mu).
+  SimDevice* device;
+  SimPd* pd;
+  SimCq* send_cq;
+  SimCq* recv_cq;
+  SimSrq* srq;  // may be nullptr
+  ibv_qp_cap cap;
+  bool sq_sig_all;
+  std::shared_ptr<SimLink> link;  // never changes after creation
+  int side;                       // this QP's index in link->side
+
+  // Send-queue slots in use: posted and not yet retired by a polled completion. Incremented
+  // under link->mu by posts, decremented lock-free by IbvPollCq (see CqEntry).
+  std::atomic<uint32_t> sq_in_use{0};
+
+  // Guarded by link->mu.
+  ibv_qp_state state = IBV_QPS_INIT;
+  Ring<SendWqe> sq;
+  Ring<RecvWqe> rq;
+  uint32_t unretired = 0;  // executed unsignaled WRs whose slots the next completion retires
+
+  SimQp(SimPd* pd, const ibv_qp_init_attr& attr, std::shared_ptr<SimLink> link, int side);
+  SimQp(const SimQp&) = delete;
+  SimQp& operator=(const SimQp&) = delete;
+  ~SimQp();
+};
+
+inline SimQp* to_sim(ibv_qp* qp) { return reinterpret_cast<SimQp*>(qp); }
+
+// ---- Creation and teardown (called by the connection manager) ---------------------------
+
+// Validates `attr` against the device limits and creates an RC QP on `pd` in INIT. `join`: the
+// link of the peer QP (the active side of a connection request) when there is one with a free
+// side, else nullptr for a new link. Writes the granted capabilities back into attr->cap.
+// Errors: EINVAL (not RC, missing CQ, caps above limits, SRQ on another PD), ENOMEM.
+int CreateQp(SimPd* pd, ibv_qp_init_attr* attr, const std::shared_ptr<SimLink>& join, SimQp** qp);
+// Detaches `qp` from its link (its outstanding WRs vanish without completions, as on
+// ibv_destroy_qp), forgets its unpolled send slots, and frees it.
+void DestroyQp(SimQp* qp);
+// Moves both QPs of `link` to RTS. Returns false when the link does not hold two QPs.
+bool EstablishLink(SimLink* link);
+// Moves `qp` to ERROR (flushing), if it is not there already.
+void SetQpError(SimQp* qp);
+
+// ---- Shared receive queues --------------------------------------------------------------
+// Errors: EINVAL (max_wr / max_sge zero or above the limits), ENOMEM.
+int CreateSrq(SimPd* pd, ibv_srq_init_attr* attr, ibv_srq** srq);
+// Errors: EBUSY (a QP uses it).
+int DestroySrq(SimSrq* srq);
+
+// ---- The data path (contracts in backend.h) ---------------------------------------------
+int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
+int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+int PostSrqRecv(SimSrq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+
+}  // namespace softrpma::sim
+
+#endif  // SOFTRPMA_SIMVERBS_SIM_QP_H_

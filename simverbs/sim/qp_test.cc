@@ -1,0 +1,512 @@
+// The RC data path of the simulator, through the Backend interface: WRITE / READ / SEND /
+// RECV (with and without immediate data), RNR waiting, order, signaling, send-queue occupancy,
+// SGE limits, receive length errors, flushing, SRQs, inline data, atomic write, inline verbs.
+
+#include <arpa/inet.h>
+
+#include <cstring>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "simverbs/backend.h"
+#include "simverbs/sim/test_util.h"
+
+namespace softrpma::sim::testing {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::Field;
+
+constexpr int kRemoteAccess =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+class QpTest : public ::testing::Test {
+ protected:
+  void Connect(const ConnectionOptions& options = ConnectionOptions()) {
+    absl::Status status = conn_.Connect(options);
+    ASSERT_TRUE(status.ok()) << status;
+  }
+
+  Backend* backend_ = SimBackend();
+  TestConnection conn_{backend_};
+};
+
+TEST_F(QpTest, Write_CopiesLocalToRemote_CompletesWithWcFields) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 64, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 64, kRemoteAccess);
+  std::memcpy(local.data(), "hello, remote", 13);
+  ibv_sge sge = local.Sge(0, 13);
+
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 42, &sge, 1, remote.addr(8), remote.mr()->rkey),
+            0);
+
+  EXPECT_EQ(std::memcmp(remote.data() + 8, "hello, remote", 13), 0);
+  std::vector<ibv_wc> wcs = PollAll(backend_, conn_.active.send_cq);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 42u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wcs[0].opcode, IBV_WC_RDMA_WRITE);
+  EXPECT_EQ(wcs[0].byte_len, 13u);
+  EXPECT_EQ(wcs[0].qp_num, conn_.active.qp()->qp_num);
+  EXPECT_EQ(wcs[0].vendor_err, 0u);
+  EXPECT_TRUE(PollAll(backend_, conn_.passive.recv_cq).empty());  // one-sided: nothing there
+}
+
+TEST_F(QpTest, Write_GathersSeveralSges) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 64, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 64, kRemoteAccess);
+  std::memcpy(local.data(), "abcdefgh", 8);
+  ibv_sge sges[3] = {local.Sge(6, 2), local.Sge(0, 3), local.Sge(3, 3)};
+
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 1, sges, 3, remote.addr(), remote.mr()->rkey),
+            0);
+
+  EXPECT_EQ(std::memcmp(remote.data(), "ghabcdef", 8), 0);
+  std::vector<ibv_wc> wcs = PollAll(backend_, conn_.active.send_cq);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].byte_len, 8u);
+}
+
+TEST_F(QpTest, Read_CopiesRemoteToLocal_ByteLenIsBytesRead) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 64, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 64, kRemoteAccess);
+  std::memcpy(remote.data() + 4, "remote bytes", 12);
+  ibv_sge sge = local.Sge(0, 12);
+
+  ASSERT_EQ(PostRead(backend_, conn_.active.qp(), 7, &sge, 1, remote.addr(4), remote.mr()->rkey),
+            0);
+
+  EXPECT_EQ(std::memcmp(local.data(), "remote bytes", 12), 0);
+  std::vector<ibv_wc> wcs = PollAll(backend_, conn_.active.send_cq);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 7u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wcs[0].opcode, IBV_WC_RDMA_READ);
+  EXPECT_EQ(wcs[0].byte_len, 12u);
+}
+
+TEST_F(QpTest, SendRecv_RecvPostedFirst_DataAndBothCompletions) {
+  Connect();
+  TestBuffer out(backend_, conn_.active.pd, 32, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer in(backend_, conn_.passive.pd, 32, IBV_ACCESS_LOCAL_WRITE);
+  std::memcpy(out.data(), "message", 7);
+  ibv_sge recv_sge = in.Sge(0, 32);
+  ASSERT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 100, &recv_sge, 1), 0);
+  ibv_sge send_sge = out.Sge(0, 7);
+
+  ASSERT_EQ(PostSendMsg(backend_, conn_.active.qp(), 200, &send_sge, 1), 0);
+
+  EXPECT_EQ(std::memcmp(in.data(), "message", 7), 0);
+  std::vector<ibv_wc> recvs = PollAll(backend_, conn_.passive.recv_cq);
+  ASSERT_EQ(recvs.size(), 1u);
+  EXPECT_EQ(recvs[0].wr_id, 100u);
+  EXPECT_EQ(recvs[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(recvs[0].opcode, IBV_WC_RECV);
+  EXPECT_EQ(recvs[0].byte_len, 7u);
+  EXPECT_EQ(recvs[0].qp_num, conn_.passive.qp()->qp_num);
+  EXPECT_EQ(recvs[0].src_qp, conn_.active.qp()->qp_num);
+  EXPECT_EQ(recvs[0].wc_flags & IBV_WC_WITH_IMM, 0u);
+  std::vector<ibv_wc> sends = PollAll(backend_, conn_.active.send_cq);
+  ASSERT_EQ(sends.size(), 1u);
+  EXPECT_EQ(sends[0].wr_id, 200u);
+  EXPECT_EQ(sends[0].opcode, IBV_WC_SEND);
+}
+
+TEST_F(QpTest, Send_NoRecvPosted_WaitsUntilRecvPosted) {
+  Connect();
+  TestBuffer out(backend_, conn_.active.pd, 32, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer in(backend_, conn_.passive.pd, 32, IBV_ACCESS_LOCAL_WRITE);
+  std::memcpy(out.data(), "late", 4);
+  ibv_sge send_sge = out.Sge(0, 4);
+
+  ASSERT_EQ(PostSendMsg(backend_, conn_.active.qp(), 1, &send_sge, 1), 0);
+  EXPECT_TRUE(PollAll(backend_, conn_.active.send_cq).empty());  // receiver not ready: waits
+
+  ibv_sge recv_sge = in.Sge(0, 32);
+  ASSERT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 2, &recv_sge, 1), 0);
+
+  EXPECT_EQ(std::memcmp(in.data(), "late", 4), 0);
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(Field(&ibv_wc::status, IBV_WC_SUCCESS)));
+  EXPECT_THAT(PollAll(backend_, conn_.passive.recv_cq), ElementsAre(Field(&ibv_wc::byte_len, 4u)));
+}
+
+TEST_F(QpTest, InOrderPerQp_WriteBehindWaitingSendWaitsToo) {
+  Connect();
+  TestBuffer out(backend_, conn_.active.pd, 32, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer in(backend_, conn_.passive.pd, 32, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 32, kRemoteAccess);
+  std::memcpy(out.data(), "XY", 2);
+  ibv_sge send_sge = out.Sge(0, 1);
+  ibv_sge write_sge = out.Sge(1, 1);
+
+  ASSERT_EQ(PostSendMsg(backend_, conn_.active.qp(), 1, &send_sge, 1), 0);
+  ASSERT_EQ(
+      PostWrite(backend_, conn_.active.qp(), 2, &write_sge, 1, remote.addr(), remote.mr()->rkey),
+      0);
+  EXPECT_EQ(remote.data()[0], 0);  // the write waits behind the send
+  EXPECT_TRUE(PollAll(backend_, conn_.active.send_cq).empty());
+
+  ibv_sge recv_sge = in.Sge(0, 32);
+  ASSERT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 9, &recv_sge, 1), 0);
+
+  EXPECT_EQ(remote.data()[0], 'Y');
+  EXPECT_EQ(in.data()[0], 'X');
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(Field(&ibv_wc::wr_id, 1u), Field(&ibv_wc::wr_id, 2u)));
+}
+
+TEST_F(QpTest, SendWithImm_RecvCarriesImmData) {
+  Connect();
+  TestBuffer out(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer in(backend_, conn_.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge recv_sge = in.Sge(0, 16);
+  ASSERT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 1, &recv_sge, 1), 0);
+  ibv_sge sge = out.Sge(0, 4);
+  ibv_send_wr wr{};
+  wr.wr_id = 5;
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(0xC0FFEE);
+  ibv_send_wr* bad = nullptr;
+
+  ASSERT_EQ(backend_->IbvPostSend(conn_.active.qp(), &wr, &bad), 0);
+
+  std::vector<ibv_wc> recvs = PollAll(backend_, conn_.passive.recv_cq);
+  ASSERT_EQ(recvs.size(), 1u);
+  EXPECT_EQ(recvs[0].opcode, IBV_WC_RECV);
+  EXPECT_NE(recvs[0].wc_flags & IBV_WC_WITH_IMM, 0u);
+  EXPECT_EQ(ntohl(recvs[0].imm_data), 0xC0FFEEu);
+}
+
+TEST_F(QpTest, WriteWithImm_WritesRemoteAndConsumesRecv) {
+  Connect();
+  TestBuffer out(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  std::memcpy(out.data(), "imm!", 4);
+  ibv_sge sge = out.Sge(0, 4);
+  ibv_send_wr wr{};
+  wr.wr_id = 5;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(77);
+  wr.wr.rdma.remote_addr = remote.addr();
+  wr.wr.rdma.rkey = remote.mr()->rkey;
+  ibv_send_wr* bad = nullptr;
+
+  ASSERT_EQ(backend_->IbvPostSend(conn_.active.qp(), &wr, &bad), 0);
+  EXPECT_EQ(remote.data()[0], 0);  // needs a receive first
+  ASSERT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 3, nullptr, 0), 0);
+
+  EXPECT_EQ(std::memcmp(remote.data(), "imm!", 4), 0);
+  std::vector<ibv_wc> recvs = PollAll(backend_, conn_.passive.recv_cq);
+  ASSERT_EQ(recvs.size(), 1u);
+  EXPECT_EQ(recvs[0].wr_id, 3u);
+  EXPECT_EQ(recvs[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_EQ(recvs[0].byte_len, 4u);
+  EXPECT_NE(recvs[0].wc_flags & IBV_WC_WITH_IMM, 0u);
+  EXPECT_EQ(ntohl(recvs[0].imm_data), 77u);
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(Field(&ibv_wc::opcode, IBV_WC_RDMA_WRITE)));
+}
+
+TEST_F(QpTest, Unsignaled_NoSuccessCompletion_ButErrorCompletion) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  ibv_sge sge = local.Sge(0, 8);
+
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey,
+                      /*flags=*/0),
+            0);
+  EXPECT_TRUE(PollAll(backend_, conn_.active.send_cq).empty());
+
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 2, &sge, 1, remote.addr(),
+                      remote.mr()->rkey + 1000, /*flags=*/0),
+            0);
+  EXPECT_THAT(
+      PollAll(backend_, conn_.active.send_cq),
+      ElementsAre(AllOf(Field(&ibv_wc::wr_id, 2u), Field(&ibv_wc::status, IBV_WC_REM_ACCESS_ERR))));
+}
+
+TEST_F(QpTest, SqSigAll_EveryWrCompletes) {
+  ConnectionOptions options;
+  options.sq_sig_all = 1;
+  Connect(options);
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  ibv_sge sge = local.Sge(0, 8);
+
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey,
+                      /*flags=*/0),
+            0);
+
+  EXPECT_EQ(PollAll(backend_, conn_.active.send_cq).size(), 1u);
+}
+
+TEST_F(QpTest, SendQueueFull_Enomem_SlotsFreedWhenCompletionPolled) {
+  ConnectionOptions options;
+  options.max_send_wr = 4;
+  Connect(options);
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  ibv_sge sge = local.Sge(0, 8);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), i, &sge, 1, remote.addr(), remote.mr()->rkey,
+                        /*flags=*/0),
+              0);
+  }
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 3, &sge, 1, remote.addr(), remote.mr()->rkey),
+            0);
+
+  // 3 unsignaled + 1 signaled hold all 4 slots until the completion is polled.
+  EXPECT_EQ(PostWrite(backend_, conn_.active.qp(), 4, &sge, 1, remote.addr(), remote.mr()->rkey),
+            ENOMEM);
+  ASSERT_EQ(PollAll(backend_, conn_.active.send_cq).size(), 1u);  // retires all four
+  EXPECT_EQ(PostWrite(backend_, conn_.active.qp(), 5, &sge, 1, remote.addr(), remote.mr()->rkey),
+            0);
+}
+
+TEST_F(QpTest, PostSend_BadWrStopsTheChain_EarlierWrsPosted) {
+  ConnectionOptions options;
+  options.max_sge = 2;
+  Connect(options);
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  ibv_sge sges[3] = {local.Sge(0, 1), local.Sge(1, 1), local.Sge(2, 1)};
+  ibv_send_wr second{};
+  second.wr_id = 2;
+  second.opcode = IBV_WR_RDMA_WRITE;
+  second.sg_list = sges;
+  second.num_sge = 3;  // above max_send_sge
+  second.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr first = second;
+  first.wr_id = 1;
+  first.num_sge = 1;
+  first.next = &second;
+  first.wr.rdma.remote_addr = second.wr.rdma.remote_addr = remote.addr();
+  first.wr.rdma.rkey = second.wr.rdma.rkey = remote.mr()->rkey;
+  ibv_send_wr* bad = nullptr;
+
+  EXPECT_EQ(backend_->IbvPostSend(conn_.active.qp(), &first, &bad), EINVAL);
+
+  EXPECT_EQ(bad, &second);
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq), ElementsAre(Field(&ibv_wc::wr_id, 1u)));
+}
+
+TEST_F(QpTest, PostRecv_TooManySges_Einval) {
+  ConnectionOptions options;
+  options.max_sge = 1;
+  Connect(options);
+  TestBuffer in(backend_, conn_.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge sges[2] = {in.Sge(0, 8), in.Sge(8, 8)};
+
+  EXPECT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 1, sges, 2), EINVAL);
+}
+
+TEST_F(QpTest, PostRecv_QueueFull_Enomem) {
+  ConnectionOptions options;
+  options.max_recv_wr = 2;
+  Connect(options);
+  TestBuffer in(backend_, conn_.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge sge = in.Sge(0, 8);
+  ASSERT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 1, &sge, 1), 0);
+  ASSERT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 2, &sge, 1), 0);
+
+  EXPECT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 3, &sge, 1), ENOMEM);
+}
+
+TEST_F(QpTest, PostSend_BeforeConnected_Einval) {
+  ASSERT_TRUE(conn_.Listen("127.0.0.1", NextTestPort()).ok());
+  ASSERT_TRUE(conn_.StartActive(ConnectionOptions(), conn_.port).ok());
+  EXPECT_EQ(conn_.active.qp()->state, IBV_QPS_INIT);
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge sge = local.Sge(0, 8);
+
+  EXPECT_EQ(PostSendMsg(backend_, conn_.active.qp(), 1, &sge, 1), EINVAL);
+  // Receives may be posted from INIT on.
+  EXPECT_EQ(PostRecvBuf(backend_, conn_.active.qp(), 2, &sge, 1), 0);
+}
+
+TEST_F(QpTest, RecvTooSmall_LocLenErrOnReceiver_RemInvReqErrOnSender_BothQpsError) {
+  Connect();
+  TestBuffer out(backend_, conn_.active.pd, 32, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer in(backend_, conn_.passive.pd, 32, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge recv_sge = in.Sge(0, 4);
+  ASSERT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 1, &recv_sge, 1), 0);
+  ibv_sge send_sge = out.Sge(0, 16);
+
+  ASSERT_EQ(PostSendMsg(backend_, conn_.active.qp(), 2, &send_sge, 1), 0);
+
+  EXPECT_THAT(PollAll(backend_, conn_.passive.recv_cq),
+              ElementsAre(Field(&ibv_wc::status, IBV_WC_LOC_LEN_ERR)));
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(Field(&ibv_wc::status, IBV_WC_REM_INV_REQ_ERR)));
+  EXPECT_EQ(conn_.active.qp()->state, IBV_QPS_ERR);
+  EXPECT_EQ(conn_.passive.qp()->state, IBV_QPS_ERR);
+}
+
+TEST_F(QpTest, Disconnect_FlushesOutstandingWrs_LaterPostsFlushToo) {
+  Connect();
+  TestBuffer buf(backend_, conn_.active.pd, 32, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge sge = buf.Sge(0, 8);
+  ASSERT_EQ(PostRecvBuf(backend_, conn_.active.qp(), 11, &sge, 1), 0);
+  ASSERT_EQ(PostRecvBuf(backend_, conn_.active.qp(), 12, &sge, 1), 0);
+  ASSERT_EQ(PostSendMsg(backend_, conn_.active.qp(), 13, &sge, 1), 0);  // waits: no recv there
+
+  ASSERT_TRUE(conn_.Disconnect().ok());
+
+  EXPECT_EQ(conn_.active.qp()->state, IBV_QPS_ERR);
+  EXPECT_EQ(conn_.passive.qp()->state, IBV_QPS_ERR);
+  std::vector<ibv_wc> wcs = PollAll(backend_, conn_.active.send_cq);  // send and recv CQ
+  ASSERT_EQ(wcs.size(), 3u);
+  EXPECT_EQ(wcs[0].wr_id, 13u);
+  EXPECT_EQ(wcs[1].wr_id, 11u);
+  EXPECT_EQ(wcs[1].opcode, IBV_WC_RECV);
+  EXPECT_EQ(wcs[2].wr_id, 12u);
+  for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+
+  ASSERT_EQ(PostSendMsg(backend_, conn_.active.qp(), 14, &sge, 1, /*flags=*/0), 0);
+  EXPECT_THAT(
+      PollAll(backend_, conn_.active.send_cq),
+      ElementsAre(AllOf(Field(&ibv_wc::wr_id, 14u), Field(&ibv_wc::status, IBV_WC_WR_FLUSH_ERR))));
+}
+
+TEST_F(QpTest, Srq_SenderWaitsForSrqReceive_ResumedBySrqPost) {
+  ConnectionOptions options;
+  options.passive_srq = true;
+  Connect(options);
+  TestBuffer out(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer in(backend_, conn_.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  std::memcpy(out.data(), "srq", 3);
+  ibv_sge send_sge = out.Sge(0, 3);
+  ASSERT_EQ(PostSendMsg(backend_, conn_.active.qp(), 1, &send_sge, 1), 0);
+  EXPECT_TRUE(PollAll(backend_, conn_.active.send_cq).empty());
+  // Receives go to the SRQ, not the QP.
+  ibv_sge recv_sge = in.Sge(0, 16);
+  EXPECT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 2, &recv_sge, 1), EINVAL);
+  ibv_recv_wr recv{};
+  recv.wr_id = 3;
+  recv.sg_list = &recv_sge;
+  recv.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+
+  ASSERT_EQ(backend_->IbvPostSrqRecv(conn_.passive.srq, &recv, &bad), 0);
+
+  EXPECT_EQ(std::memcmp(in.data(), "srq", 3), 0);
+  std::vector<ibv_wc> recvs = PollAll(backend_, conn_.passive.recv_cq);
+  ASSERT_EQ(recvs.size(), 1u);
+  EXPECT_EQ(recvs[0].wr_id, 3u);
+  EXPECT_EQ(recvs[0].qp_num, conn_.passive.qp()->qp_num);
+  EXPECT_EQ(PollAll(backend_, conn_.active.send_cq).size(), 1u);
+  EXPECT_EQ(backend_->IbvDestroySrq(conn_.passive.srq), EBUSY);  // the QP still uses it
+}
+
+TEST_F(QpTest, Inline_NoLkeyNeeded) {
+  Connect();
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  char data[] = "inline";
+  ibv_sge sge{reinterpret_cast<uintptr_t>(data), 6, /*lkey=*/0};
+
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey,
+                      IBV_SEND_SIGNALED | IBV_SEND_INLINE),
+            0);
+
+  EXPECT_EQ(std::memcmp(remote.data(), "inline", 6), 0);
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(Field(&ibv_wc::status, IBV_WC_SUCCESS)));
+}
+
+TEST_F(QpTest, Inline_AboveMaxInlineData_Einval) {
+  ConnectionOptions options;
+  options.max_inline_data = 4;
+  Connect(options);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  char data[8] = {};
+  ibv_sge sge{reinterpret_cast<uintptr_t>(data), 8, 0};
+
+  EXPECT_EQ(PostWrite(backend_, conn_.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey,
+                      IBV_SEND_SIGNALED | IBV_SEND_INLINE),
+            EINVAL);
+}
+
+TEST_F(QpTest, AtomicWrite_Writes8Bytes) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  const uint64_t value = 0x1122334455667788ULL;
+  std::memcpy(local.data(), &value, 8);
+  ibv_sge sge = local.Sge(0, 8);
+  ibv_send_wr wr{};
+  wr.wr_id = 1;
+  wr.opcode = IBV_WR_ATOMIC_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = remote.addr(8);
+  wr.wr.rdma.rkey = remote.mr()->rkey;
+  ibv_send_wr* bad = nullptr;
+
+  ASSERT_EQ(backend_->IbvPostSend(conn_.active.qp(), &wr, &bad), 0);
+
+  uint64_t got = 0;
+  std::memcpy(&got, remote.data() + 8, 8);
+  EXPECT_EQ(got, value);
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(Field(&ibv_wc::opcode, IBV_WC_ATOMIC_WRITE)));
+  sge.length = 4;  // not 8 bytes
+  EXPECT_EQ(backend_->IbvPostSend(conn_.active.qp(), &wr, &bad), EINVAL);
+}
+
+TEST_F(QpTest, InlineVerbs_ReachTheSimulator) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  std::memcpy(local.data(), "ops", 3);
+  ibv_sge sge = local.Sge(0, 3);
+  ibv_send_wr wr{};
+  wr.wr_id = 9;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = remote.addr();
+  wr.wr.rdma.rkey = remote.mr()->rkey;
+  ibv_send_wr* bad = nullptr;
+
+  ASSERT_EQ(ibv_post_send(conn_.active.qp(), &wr, &bad), 0);
+  ibv_wc wc[2];
+  ASSERT_EQ(ibv_poll_cq(conn_.active.send_cq, 2, wc), 1);
+
+  EXPECT_EQ(wc[0].wr_id, 9u);
+  EXPECT_EQ(std::memcmp(remote.data(), "ops", 3), 0);
+  EXPECT_EQ(ibv_poll_cq(conn_.active.send_cq, 2, wc), 0);
+}
+
+TEST_F(QpTest, PeerQpDestroyed_RetryExceeded) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  const uint32_t rkey = remote.mr()->rkey;
+  const uint64_t remote_addr = remote.addr();
+  backend_->RdmaDestroyQp(conn_.passive.id);
+  ibv_sge sge = local.Sge(0, 8);
+
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 1, &sge, 1, remote_addr, rkey), 0);
+
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(Field(&ibv_wc::status, IBV_WC_RETRY_EXC_ERR)));
+  EXPECT_EQ(conn_.active.qp()->state, IBV_QPS_ERR);
+}
+
+}  // namespace
+}  // namespace softrpma::sim::testing
