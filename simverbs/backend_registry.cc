@@ -6,7 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "simverbs/mutex.h"
 #include "simverbs/ibverbs/ibverbs_backend.h"
 #include "simverbs/sim/sim_backend.h"
 
@@ -14,7 +14,7 @@ namespace softrpma {
 namespace {
 
 struct Registry {
-  absl::Mutex mu;
+  softrpma::Mutex mu;
   absl::flat_hash_map<ibv_context*, Backend*> contexts ABSL_GUARDED_BY(mu);
   Backend* override_backend ABSL_GUARDED_BY(mu) = nullptr;
 };
@@ -37,7 +37,7 @@ absl::StatusOr<Backend*> BackendByName(absl::string_view name) {
 absl::StatusOr<Backend*> SelectedBackend() {
   Registry& registry = GetRegistry();
   {
-    absl::MutexLock lock(&registry.mu);
+    softrpma::MutexLock lock(&registry.mu);
     if (registry.override_backend != nullptr) return registry.override_backend;
   }
   const char* name = std::getenv(kBackendEnvVar);
@@ -46,7 +46,7 @@ absl::StatusOr<Backend*> SelectedBackend() {
 
 void RegisterContext(ibv_context* ctx, Backend* backend) {
   Registry& registry = GetRegistry();
-  absl::MutexLock lock(&registry.mu);
+  softrpma::MutexLock lock(&registry.mu);
   registry.contexts[ctx] = backend;
 }
 
@@ -54,7 +54,7 @@ Backend* BackendForContext(ibv_context* ctx) {
   if (ctx == nullptr) return nullptr;
   Registry& registry = GetRegistry();
   {
-    absl::MutexLock lock(&registry.mu);
+    softrpma::MutexLock lock(&registry.mu);
     auto it = registry.contexts.find(ctx);
     if (it != registry.contexts.end()) return it->second;
   }
@@ -64,14 +64,14 @@ Backend* BackendForContext(ibv_context* ctx) {
 
 ScopedBackendOverride::ScopedBackendOverride(Backend* backend) {
   Registry& registry = GetRegistry();
-  absl::MutexLock lock(&registry.mu);
+  softrpma::MutexLock lock(&registry.mu);
   previous_ = registry.override_backend;
   registry.override_backend = backend;
 }
 
 ScopedBackendOverride::~ScopedBackendOverride() {
   Registry& registry = GetRegistry();
-  absl::MutexLock lock(&registry.mu);
+  softrpma::MutexLock lock(&registry.mu);
   registry.override_backend = previous_;
 }
 

@@ -13,7 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "simverbs/mutex.h"
 #include "simverbs/ibverbs/verbs_errors.h"
 
 namespace softrpma::ibverbs {
@@ -185,14 +185,14 @@ std::string NoDeviceReason(bool listed, int err, int num_devices) {
   return absl::StrCat("ibv_get_device_list() failed with errno ", err);
 }
 
-ABSL_CONST_INIT absl::Mutex backend_mu(absl::kConstInit);
+ABSL_CONST_INIT softrpma::Mutex backend_mu;
 // Set once the backend has started; never destroyed (used until exit).
 Backend* started_backend ABSL_GUARDED_BY(backend_mu) = nullptr;
 
 }  // namespace
 
 absl::StatusOr<Backend*> GetIbverbsBackend() {
-  absl::MutexLock lock(&backend_mu);
+  softrpma::MutexLock lock(&backend_mu);
   if (started_backend != nullptr) return started_backend;
 
   int num_devices = 0;

@@ -39,7 +39,7 @@ int ConnectionManager::CreateEventChannel(rdma_event_channel** channel) {
 }
 
 void ConnectionManager::DestroyEventChannel(SimEventChannel* channel) {
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   // librdmacm REQUIRES every id on the channel to be destroyed first. If some are not, they
   // become synchronous (their later events are dropped) rather than point at freed memory.
   for (auto& [serial, id] : ids_) {
@@ -50,7 +50,7 @@ void ConnectionManager::DestroyEventChannel(SimEventChannel* channel) {
   }
   std::deque<PendingCmEvent> events;
   {
-    absl::MutexLock channel_lock(&channel->mu);
+    softrpma::MutexLock channel_lock(&channel->mu);
     events.swap(channel->events);
   }
   for (const PendingCmEvent& event : events) {
@@ -70,7 +70,7 @@ int ConnectionManager::CreateId(SimEventChannel* channel, rdma_cm_id** id, void*
   sim_id->id.context = context;
   sim_id->id.ps = ps;
   sim_id->id.qp_type = IBV_QPT_RC;
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   sim_id->channel = channel;
   sim_id->serial = next_serial_++;
   ids_[sim_id->serial] = sim_id;
@@ -79,11 +79,11 @@ int ConnectionManager::CreateId(SimEventChannel* channel, rdma_cm_id** id, void*
 }
 
 int ConnectionManager::DestroyId(SimCmId* id) {
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   if (id->id.qp != nullptr) return EBUSY;
   std::vector<PendingCmEvent> undelivered;
   if (id->channel != nullptr) {
-    absl::MutexLock channel_lock(&id->channel->mu);
+    softrpma::MutexLock channel_lock(&id->channel->mu);
     // Deliveries count under this mutex, so the check and the removal are one step.
     if (id->unacked_events.load(std::memory_order_acquire) != 0) return EBUSY;
     auto& events = id->channel->events;
@@ -141,14 +141,14 @@ int ConnectionManager::DestroyId(SimCmId* id) {
 
 int ConnectionManager::MigrateId(SimCmId* id, SimEventChannel* channel) {
   if (channel == nullptr) return EINVAL;
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   if (id->channel == channel) return 0;
   std::vector<PendingCmEvent> moving;
   if (id->channel != nullptr) moving = TakeEventsLocked(id);
   id->channel = channel;
   id->id.channel = &channel->channel;
   if (!moving.empty()) {
-    absl::MutexLock channel_lock(&channel->mu);
+    softrpma::MutexLock channel_lock(&channel->mu);
     if (channel->events.empty()) channel->signal.Raise();
     for (PendingCmEvent& event : moving) channel->events.push_back(event);
   }
@@ -208,7 +208,7 @@ void ConnectionManager::UnbindLocked(SimCmId* id) {
 }
 
 int ConnectionManager::BindAddr(SimCmId* id, const sockaddr* addr) {
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   if (id->bound || id->state != State::kIdle) return EINVAL;
   const int err = BindLocked(id, addr);
   if (err != 0) return err;
@@ -220,7 +220,7 @@ int ConnectionManager::ResolveAddr(SimCmId* id, const sockaddr* src_addr,
                                    const sockaddr* dst_addr) {
   if (!IsIpAddress(dst_addr)) return EINVAL;
   if (src_addr != nullptr && !IsIpAddress(src_addr)) return EINVAL;
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   if (id->state != State::kIdle && id->state != State::kBound) return EINVAL;
   if (!id->bound) {
     // Every address is local: without a source, the source is the destination host itself.
@@ -239,7 +239,7 @@ int ConnectionManager::ResolveAddr(SimCmId* id, const sockaddr* src_addr,
 }
 
 int ConnectionManager::ResolveRoute(SimCmId* id) {
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   if (id->state != State::kAddrResolved) return EINVAL;
   id->state = State::kRouteResolved;
   QueueLocked(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, id, nullptr, nullptr, nullptr, 0);
@@ -247,7 +247,7 @@ int ConnectionManager::ResolveRoute(SimCmId* id) {
 }
 
 int ConnectionManager::Listen(SimCmId* id) {
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   if (id->state != State::kBound || id->channel == nullptr) return EINVAL;
   id->state = State::kListening;
   return 0;
@@ -255,7 +255,7 @@ int ConnectionManager::Listen(SimCmId* id) {
 
 int ConnectionManager::CreateQp(SimCmId* id, SimPd* pd, ibv_qp_init_attr* attr) {
   if (pd == nullptr || attr == nullptr) return EINVAL;
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   if (id->id.verbs == nullptr || pd->pd.context != id->id.verbs) return EINVAL;
   if (id->id.qp != nullptr) return EINVAL;
   // The passive QP of a connection request joins the active QP's link.
@@ -278,7 +278,7 @@ int ConnectionManager::CreateQp(SimCmId* id, SimPd* pd, ibv_qp_init_attr* attr) 
 }
 
 void ConnectionManager::DestroyQp(SimCmId* id) {
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   if (id->id.qp == nullptr) return;
   sim::DestroyQp(to_sim(id->id.qp));
   id->id.qp = nullptr;
@@ -289,7 +289,7 @@ int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param) {
       !ValidPrivateData(param->private_data, param->private_data_len, kMaxConnectPrivateData)) {
     return EINVAL;
   }
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   if (id->state != State::kRouteResolved || id->channel == nullptr || id->id.qp == nullptr) {
     return EINVAL;
   }
@@ -336,7 +336,7 @@ int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param) {
       !ValidPrivateData(param->private_data, param->private_data_len, kMaxAcceptPrivateData)) {
     return EINVAL;
   }
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   if (id->state != State::kRequestReceived || id->id.qp == nullptr) return EINVAL;
   if (id->listener != nullptr) {
     auto& pending = id->listener->pending_requests;
@@ -381,14 +381,14 @@ int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param) {
 
 int ConnectionManager::Reject(SimCmId* id, const void* private_data, uint8_t private_data_len) {
   if (!ValidPrivateData(private_data, private_data_len, kMaxRejectPrivateData)) return EINVAL;
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   if (id->state != State::kRequestReceived) return EINVAL;
   DropRequestLocked(id, kRejectConsumer, private_data, private_data_len, /*free_it=*/false);
   return 0;
 }
 
 int ConnectionManager::Disconnect(SimCmId* id) {
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   switch (id->state) {
     case State::kIdle:
     case State::kBound:
@@ -449,7 +449,7 @@ bool ConnectionManager::RemoveConnectRequestLocked(SimCmId* request) {
   SimCmId* listener = request->listener;
   if (listener == nullptr || listener->channel == nullptr) return false;
   SimEventChannel* channel = listener->channel;
-  absl::MutexLock channel_lock(&channel->mu);
+  softrpma::MutexLock channel_lock(&channel->mu);
   auto& events = channel->events;
   for (auto it = events.begin(); it != events.end(); ++it) {
     if (it->type == RDMA_CM_EVENT_CONNECT_REQUEST && it->id == request) {
@@ -497,7 +497,7 @@ void ConnectionManager::QueueLocked(SimCmId* owner, rdma_cm_event_type type, int
   event.conn.private_data_len = 0;
   event.private_data_len = private_data_len;
   if (private_data_len > 0) std::memcpy(event.private_data, private_data, private_data_len);
-  absl::MutexLock channel_lock(&channel->mu);
+  softrpma::MutexLock channel_lock(&channel->mu);
   if (channel->events.empty()) channel->signal.Raise();
   channel->events.push_back(event);
 }
@@ -506,7 +506,7 @@ std::vector<PendingCmEvent> ConnectionManager::TakeEventsLocked(SimCmId* owner) 
   std::vector<PendingCmEvent> taken;
   SimEventChannel* channel = owner->channel;
   if (channel == nullptr) return taken;
-  absl::MutexLock channel_lock(&channel->mu);
+  softrpma::MutexLock channel_lock(&channel->mu);
   auto& events = channel->events;
   const bool had_events = !events.empty();
   for (auto it = events.begin(); it != events.end();) {
@@ -524,7 +524,7 @@ std::vector<PendingCmEvent> ConnectionManager::TakeEventsLocked(SimCmId* owner) 
 int ConnectionManager::GetEvent(SimEventChannel* channel, rdma_cm_event** event) {
   while (true) {
     {
-      absl::MutexLock lock(&channel->mu);
+      softrpma::MutexLock lock(&channel->mu);
       if (!channel->events.empty()) {
         SimCmEvent* sim_event = New<SimCmEvent>();
         if (sim_event == nullptr) return ENOMEM;  // the event stays queued

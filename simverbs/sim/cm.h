@@ -57,7 +57,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "simverbs/mutex.h"
 #include "simverbs/sim/device.h"
 #include "simverbs/sim/signal_fd.h"
 
@@ -89,7 +89,7 @@ struct PendingCmEvent {
 struct SimEventChannel final {
   rdma_event_channel channel;  // FIRST member
 
-  absl::Mutex mu;
+  softrpma::Mutex mu;
   std::deque<PendingCmEvent> events ABSL_GUARDED_BY(mu);  // oldest first
   SignalFd signal;
 
@@ -203,7 +203,7 @@ class ConnectionManager final {
   void FreeIdLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   SimDevice* const device_;
-  absl::Mutex mu_;
+  softrpma::Mutex mu_;
   uint32_t next_serial_ ABSL_GUARDED_BY(mu_) = 1;
   uint16_t next_ephemeral_port_ ABSL_GUARDED_BY(mu_) = kFirstEphemeralPort;
   std::map<uint32_t, SimCmId*> ids_ ABSL_GUARDED_BY(mu_);  // by serial: ordered iteration

@@ -26,7 +26,7 @@ SimCq::SimCq(SimDevice* dev, int cqe, void* cq_context, SimCompChannel* comp_cha
   cq.cqe = cqe;
   pthread_mutex_init(&cq.mutex, nullptr);
   pthread_cond_init(&cq.cond, nullptr);
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   ring_.resize(static_cast<size_t>(cqe));
 }
 
@@ -37,7 +37,7 @@ SimCq::~SimCq() {
 
 bool SimCq::Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* sq_slots,
                  uint32_t retire) {
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   if (overflowed.load(std::memory_order_relaxed)) return false;
   if (count_ == ring_.size()) {
     overflowed.store(true, std::memory_order_release);
@@ -52,7 +52,7 @@ bool SimCq::Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* sq_slo
       arm_ == Arm::kAny || (arm_ == Arm::kSolicited && (solicited || wc.status != IBV_WC_SUCCESS));
   if (fire && channel != nullptr) {
     arm_ = Arm::kNone;
-    absl::MutexLock channel_lock(&channel->mu);
+    softrpma::MutexLock channel_lock(&channel->mu);
     if (channel->events.empty()) channel->signal.Raise();
     channel->events.push_back(this);
   }
@@ -60,7 +60,7 @@ bool SimCq::Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* sq_slo
 }
 
 int SimCq::Poll(int num_entries, ibv_wc* wc, int* num_polled) {
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   if (overflowed.load(std::memory_order_relaxed)) return EOVERFLOW;
   const int n = static_cast<int>(std::min<size_t>(count_, std::max(num_entries, 0)));
   for (int i = 0; i < n; ++i) {
@@ -79,7 +79,7 @@ int SimCq::Poll(int num_entries, ibv_wc* wc, int* num_polled) {
 int SimCq::ReqNotify(bool solicited_only) {
   if (is_dummy) return 0;
   if (channel == nullptr) return EINVAL;
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   // A solicited-only request does not weaken an outstanding "any" request.
   if (!solicited_only) {
     arm_ = Arm::kAny;
@@ -90,7 +90,7 @@ int SimCq::ReqNotify(bool solicited_only) {
 }
 
 void SimCq::ForgetSqSlots(std::atomic<uint32_t>* sq_slots) {
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   for (size_t i = 0; i < count_; ++i) {
     CqEntry& entry = ring_[(head_ + i) % ring_.size()];
     if (entry.sq_slots == sq_slots) entry.sq_slots = nullptr;
@@ -112,7 +112,7 @@ int CreateCompChannel(SimDevice* device, ibv_comp_channel** channel) {
 
 int DestroyCompChannel(SimCompChannel* channel) {
   {
-    absl::MutexLock lock(&channel->mu);
+    softrpma::MutexLock lock(&channel->mu);
     if (channel->num_cqs != 0) return EBUSY;
   }
   Delete(channel);
@@ -127,7 +127,7 @@ int CreateCq(SimDevice* device, int cqe, void* cq_context, SimCompChannel* chann
   SimCq* sim_cq = New<SimCq>(device, cqe, cq_context, channel, /*is_dummy=*/false);
   if (sim_cq == nullptr) return ENOMEM;
   if (channel != nullptr) {
-    absl::MutexLock lock(&channel->mu);
+    softrpma::MutexLock lock(&channel->mu);
     ++channel->num_cqs;
   }
   *cq = &sim_cq->cq;
@@ -139,7 +139,7 @@ int DestroyCq(SimCq* cq) {
   if (cq->users.load(std::memory_order_acquire) != 0) return EBUSY;
   SimCompChannel* channel = cq->channel;
   if (channel != nullptr) {
-    absl::MutexLock lock(&channel->mu);
+    softrpma::MutexLock lock(&channel->mu);
     // Delivered counts are updated under this mutex, so the check and the removal of the
     // CQ's pending (not yet got) events are one atomic step.
     if (cq->events_delivered.load(std::memory_order_acquire) !=
@@ -159,7 +159,7 @@ int DestroyCq(SimCq* cq) {
 int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context) {
   while (true) {
     {
-      absl::MutexLock lock(&channel->mu);
+      softrpma::MutexLock lock(&channel->mu);
       if (!channel->events.empty()) {
         SimCq* event_cq = channel->events.front();
         channel->events.pop_front();

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "simverbs/mutex.h"
 #include "simverbs/sim/device.h"
 #include "simverbs/sim/signal_fd.h"
 
@@ -39,7 +39,7 @@ struct SimCq;
 struct SimCompChannel final {
   ibv_comp_channel channel;  // FIRST member
 
-  absl::Mutex mu;
+  softrpma::Mutex mu;
   std::deque<SimCq*> events ABSL_GUARDED_BY(mu);  // CQs with a pending event, oldest first
   int num_cqs ABSL_GUARDED_BY(mu) = 0;            // CQs created on this channel
   SignalFd signal;
@@ -96,7 +96,7 @@ struct SimCq final {
  private:
   enum class Arm : uint8_t { kNone, kAny, kSolicited };
 
-  absl::Mutex mu_;
+  softrpma::Mutex mu_;
   std::vector<CqEntry> ring_ ABSL_GUARDED_BY(mu_);  // capacity cqe, preallocated
   size_t head_ ABSL_GUARDED_BY(mu_) = 0;
   size_t count_ ABSL_GUARDED_BY(mu_) = 0;

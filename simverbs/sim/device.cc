@@ -147,7 +147,7 @@ int AllocPd(SimDevice* device, ibv_pd** pd) {
 
 int DeallocPd(SimPd* pd) {
   {
-    absl::MutexLock lock(&pd->mu);
+    softrpma::WriterMutexLock lock(&pd->mu);
     if (!pd->mrs_by_lkey.empty() || pd->users.load(std::memory_order_acquire) != 0) return EBUSY;
   }
   Delete(pd);
@@ -179,7 +179,7 @@ int RegMr(SimPd* pd, void* addr, size_t length, int access, ibv_mr** mr) {
   sim_mr->pd = pd;
   sim_mr->access = access;
   {
-    absl::MutexLock lock(&pd->mu);
+    softrpma::WriterMutexLock lock(&pd->mu);
     pd->mrs_by_lkey[sim_mr->mr.lkey] = sim_mr;
     pd->mrs_by_rkey[sim_mr->mr.rkey] = sim_mr;
   }
@@ -190,7 +190,7 @@ int RegMr(SimPd* pd, void* addr, size_t length, int access, ibv_mr** mr) {
 int DeregMr(SimMr* mr) {
   SimPd* pd = mr->pd;
   {
-    absl::MutexLock lock(&pd->mu);
+    softrpma::WriterMutexLock lock(&pd->mu);
     auto it = pd->mrs_by_lkey.find(mr->mr.lkey);
     if (it == pd->mrs_by_lkey.end() || it->second != mr) return EINVAL;
     pd->mrs_by_lkey.erase(it);
@@ -210,7 +210,7 @@ int AdviseMr(SimPd* pd, ibv_advise_mr_advice advice, uint32_t flags, const ibv_s
   if ((flags & ~static_cast<uint32_t>(IBV_ADVISE_MR_FLAG_FLUSH)) != 0) return EINVAL;
   if (num_sge == 0 || sg_list == nullptr) return EINVAL;
   const int need = advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE ? IBV_ACCESS_LOCAL_WRITE : 0;
-  absl::ReaderMutexLock lock(&pd->mu);
+  softrpma::ReaderMutexLock lock(&pd->mu);
   for (uint32_t i = 0; i < num_sge; ++i) {
     if (pd->FindLocal(sg_list[i].lkey, sg_list[i].addr, sg_list[i].length, need) == nullptr) {
       return EFAULT;

@@ -22,7 +22,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "simverbs/mutex.h"
 
 namespace softrpma::sim {
 
@@ -76,7 +76,7 @@ struct SimPd final {
   ibv_pd pd;  // FIRST member
   SimDevice* device;
 
-  absl::Mutex mu;  // guards the tables; readers on the data path, writer on reg/dereg
+  softrpma::SharedMutex mu;  // guards the tables; readers on the data path, writer on reg/dereg
   absl::flat_hash_map<uint32_t, SimMr*> mrs_by_lkey ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<uint32_t, SimMr*> mrs_by_rkey ABSL_GUARDED_BY(mu);
   // QPs and SRQs created on this PD (for EBUSY on dealloc).

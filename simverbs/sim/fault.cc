@@ -419,7 +419,7 @@ absl::StatusOr<std::unique_ptr<FaultPlan>> ParseFaultSpec(absl::string_view spec
 }
 
 void FaultInjector::Install(std::unique_ptr<FaultPlan> plan) {
-  absl::MutexLock lock(&mu_);
+  softrpma::MutexLock lock(&mu_);
   FaultPlan* raw = plan.get();
   const bool wants_malloc_hook = raw != nullptr && raw->has_malloc_rule();
   if (plan != nullptr) plans_.push_back(std::move(plan));

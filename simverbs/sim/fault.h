@@ -30,7 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "simverbs/mutex.h"
 
 namespace softrpma::sim {
 
@@ -201,7 +201,7 @@ class FaultInjector final {
 
  private:
   std::atomic<FaultPlan*> plan_{nullptr};
-  absl::Mutex mu_;
+  softrpma::Mutex mu_;
   std::vector<std::unique_ptr<FaultPlan>> plans_ ABSL_GUARDED_BY(mu_);  // current + retired
 };
 

@@ -366,7 +366,7 @@ SimSrq::SimSrq(SimPd* sim_pd, const ibv_srq_init_attr& attr)
   srq.handle = sim_pd->device->next_srq_handle.fetch_add(1, std::memory_order_relaxed);
   pthread_mutex_init(&srq.mutex, nullptr);
   pthread_cond_init(&srq.cond, nullptr);
-  absl::MutexLock lock(&mu);
+  softrpma::MutexLock lock(&mu);
   const uint32_t sges = max_sge;
   rq.Init(max_wr, [sges] {
     RecvWqe wqe;
@@ -450,7 +450,7 @@ int CreateQp(SimPd* pd, ibv_qp_init_attr* attr, const std::shared_ptr<SimLink>& 
   std::shared_ptr<SimLink> link;
   int side = 0;
   if (join != nullptr) {
-    absl::MutexLock lock(&join->mu);
+    softrpma::MutexLock lock(&join->mu);
     if (join->side[0] == nullptr || join->side[1] == nullptr) {
       link = join;
       side = join->side[0] == nullptr ? 0 : 1;
@@ -460,7 +460,7 @@ int CreateQp(SimPd* pd, ibv_qp_init_attr* attr, const std::shared_ptr<SimLink>& 
   SimQp* sim_qp = New<SimQp>(pd, *attr, link, side);
   if (sim_qp == nullptr) return ENOMEM;
   {
-    absl::MutexLock lock(&link->mu);
+    softrpma::MutexLock lock(&link->mu);
     if (link->side[side] != nullptr) side = 1 - side;  // the peer raced us; its other side
     if (link->side[side] != nullptr) {
       Delete(sim_qp);
@@ -479,7 +479,7 @@ int CreateQp(SimPd* pd, ibv_qp_init_attr* attr, const std::shared_ptr<SimLink>& 
 
 void DestroyQp(SimQp* qp) {
   {
-    absl::MutexLock lock(&qp->link->mu);
+    softrpma::MutexLock lock(&qp->link->mu);
     qp->link->side[qp->side] = nullptr;
   }
   qp->send_cq->ForgetSqSlots(&qp->sq_in_use);
@@ -491,7 +491,7 @@ void DestroyQp(SimQp* qp) {
 }
 
 bool EstablishLink(SimLink* link) {
-  absl::MutexLock lock(&link->mu);
+  softrpma::MutexLock lock(&link->mu);
   if (link->side[0] == nullptr || link->side[1] == nullptr) return false;
   for (SimQp* qp : link->side) {
     CheckOverflowLocked(qp);
@@ -504,7 +504,7 @@ bool EstablishLink(SimLink* link) {
 }
 
 void SetQpError(SimQp* qp) {
-  absl::MutexLock lock(&qp->link->mu);
+  softrpma::MutexLock lock(&qp->link->mu);
   EnterErrorLocked(qp);
 }
 
@@ -530,7 +530,7 @@ int DestroySrq(SimSrq* srq) {
 
 int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   SimLink* link = qp->link.get();
-  absl::MutexLock lock(&link->mu);
+  softrpma::MutexLock lock(&link->mu);
   CheckOverflowLocked(qp);
   int err = 0;
   for (; wr != nullptr; wr = wr->next) {
@@ -588,7 +588,7 @@ int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     return EINVAL;
   }
   SimLink* link = qp->link.get();
-  absl::MutexLock lock(&link->mu);
+  softrpma::MutexLock lock(&link->mu);
   CheckOverflowLocked(qp);
   int err = 0;
   for (; wr != nullptr; wr = wr->next) {
@@ -618,7 +618,7 @@ int PostSrqRecv(SimSrq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   int err = 0;
   std::vector<std::weak_ptr<SimLink>> waiters;
   {
-    absl::MutexLock lock(&srq->mu);
+    softrpma::MutexLock lock(&srq->mu);
     for (; wr != nullptr; wr = wr->next) {
       err = ValidateRecv(wr, srq->max_sge);
       if (err != 0) break;
@@ -634,7 +634,7 @@ int PostSrqRecv(SimSrq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   for (const std::weak_ptr<SimLink>& weak : waiters) {
     std::shared_ptr<SimLink> link = weak.lock();
     if (link == nullptr) continue;
-    absl::MutexLock lock(&link->mu);
+    softrpma::MutexLock lock(&link->mu);
     ProgressLinkLocked(link.get());
   }
   if (err != 0) {

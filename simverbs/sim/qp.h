@@ -53,7 +53,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "simverbs/mutex.h"
 #include "simverbs/sim/cq.h"
 #include "simverbs/sim/device.h"
 
@@ -122,7 +122,7 @@ struct SimQp;
 // The two QPs of a connection and the one mutex that guards them both. Shared (std::shared_ptr)
 // by the QPs and weakly by the SRQs a sender waits on, so that it outlives whichever goes first.
 struct SimLink final {
-  absl::Mutex mu;
+  softrpma::Mutex mu;
   SimQp* side[2] ABSL_GUARDED_BY(mu) = {nullptr, nullptr};
 };
 
@@ -133,7 +133,7 @@ struct SimSrq final {
   uint32_t max_sge;
   std::atomic<int> users{0};  // QPs using it
 
-  absl::Mutex mu;
+  softrpma::Mutex mu;
   Ring<RecvWqe> rq ABSL_GUARDED_BY(mu);
   // Links with a sender waiting for a receive of this SRQ, resumed by the next post.
   std::vector<std::weak_ptr<SimLink>> waiters ABSL_GUARDED_BY(mu);

@@ -7,7 +7,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "simverbs/mutex.h"
 #include "simverbs/sim/addr.h"
 #include "simverbs/sim/cm.h"
 #include "simverbs/sim/cq.h"
@@ -342,8 +342,8 @@ void SimBackend::InstallContextOps() {
 }  // namespace
 
 absl::StatusOr<Backend*> GetSimBackend() {
-  static absl::Mutex mu(absl::kConstInit);
-  absl::MutexLock lock(&mu);
+  static softrpma::Mutex mu;
+  softrpma::MutexLock lock(&mu);
   SimBackend* backend = g_backend.load(std::memory_order_acquire);
   if (backend != nullptr) return backend;
   const char* spec = std::getenv(kFaultsEnvVar);
