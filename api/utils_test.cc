@@ -56,6 +56,29 @@ TEST(GetIbvContextTest, BogusBackend_ReturnsInvalAndLogsTheValue) {
   EXPECT_NE(capture.logs()[0].message.find("bogus"), std::string::npos) << capture.Dump();
 }
 
+// The real-NIC backend on a machine without an RDMA device (as in CI): the documented
+// RPMA_E_PROVIDER, and a log line that says why and how to select the simulated NIC.
+TEST(GetIbvContextTest, IbverbsWithoutDevice_ReturnsProviderAndSaysHowToUseTheSim) {
+  int num_devices = 0;
+  ibv_device** devices = ibv_get_device_list(&num_devices);
+  if (devices != nullptr) ibv_free_device_list(devices);
+  if (num_devices > 0) GTEST_SKIP() << "this machine has an RDMA device";
+
+  ASSERT_EQ(setenv("RPMA_BACKEND", "ibverbs", 1), 0);
+  ScopedLogCapture capture;
+  ibv_context* ctx = nullptr;
+  EXPECT_EQ(rpma_utils_get_ibv_context("127.0.0.1", RPMA_UTIL_IBV_CONTEXT_LOCAL, &ctx),
+            RPMA_E_PROVIDER);
+  EXPECT_EQ(ctx, nullptr);
+  unsetenv("RPMA_BACKEND");
+  ASSERT_EQ(capture.logs().size(), 1u) << capture.Dump();
+  EXPECT_EQ(capture.logs()[0].level, RPMA_LOG_LEVEL_ERROR);
+  EXPECT_NE(capture.logs()[0].message.find("no RDMA device"), std::string::npos)
+      << capture.Dump();
+  EXPECT_NE(capture.logs()[0].message.find("RPMA_BACKEND=sim"), std::string::npos)
+      << capture.Dump();
+}
+
 class GetIbvContextMockTest : public ::testing::Test {
  protected:
   NiceMock<MockBackend> backend_;
