@@ -16,7 +16,8 @@ namespace {
 
 using ::softrpma::testing::ConnectedPair;
 using ::softrpma::testing::PairOptions;
-using ::softrpma::testing::RpmaErrorName;
+using ::softrpma::testing::kNeedsSimulatedNic;
+using ::softrpma::testing::SimulatedNicSelected;
 
 // True when fd becomes readable within a bounded time: a test never blocks forever.
 bool Readable(int fd) {
@@ -27,7 +28,7 @@ bool Readable(int fd) {
 class ConnWaitTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    sim::ClearFaultPlan();
+    if (SimulatedNicSelected()) sim::ClearFaultPlan();
     PairOptions options;
     options.shared_channel = true;
     options.rcq_size = 4;
@@ -38,7 +39,9 @@ class ConnWaitTest : public ::testing::Test {
     ASSERT_EQ(rpma_conn_get_rcq(pair_->client(), &client_rcq_), 0);
     ASSERT_EQ(rpma_conn_get_compl_fd(pair_->client(), &compl_fd_), 0);
   }
-  void TearDown() override { sim::ClearFaultPlan(); }
+  void TearDown() override {
+    if (SimulatedNicSelected()) sim::ClearFaultPlan();
+  }
 
   // A completion on the client's CQ: a signaled write.
   void CompleteOnCq() {
@@ -145,6 +148,7 @@ TEST(ConnWaitNotSharedTest, ConnWait_ChannelNotShared_ReturnsNotSharedChnl) {
 }
 
 TEST_F(ConnWaitTest, ConnWait_GetCqEventFails_ReturnsNoCompletion) {
+  if (!SimulatedNicSelected()) GTEST_SKIP() << kNeedsSimulatedNic;
   CompleteOnCq();
   ASSERT_TRUE(Readable(compl_fd_));
   {
@@ -163,6 +167,7 @@ TEST_F(ConnWaitTest, ConnWait_GetCqEventFails_ReturnsNoCompletion) {
 }
 
 TEST_F(ConnWaitTest, ConnWait_GetCqEventReturnsUnknownCq_ReturnsUnknown) {
+  if (!SimulatedNicSelected()) GTEST_SKIP() << kNeedsSimulatedNic;
   CompleteOnCq();
   ASSERT_TRUE(Readable(compl_fd_));
   sim::ScopedFaultPlan faults("ibv_get_cq_event:unknown_cq:nth=1");
@@ -176,6 +181,7 @@ TEST_F(ConnWaitTest, ConnWait_GetCqEventReturnsUnknownCq_ReturnsUnknown) {
 }
 
 TEST_F(ConnWaitTest, ConnWait_ReqNotifyCqFails_ReturnsProviderAndNullCq) {
+  if (!SimulatedNicSelected()) GTEST_SKIP() << kNeedsSimulatedNic;
   CompleteOnRcq();
   ASSERT_TRUE(Readable(compl_fd_));
   sim::ScopedFaultPlan faults("ibv_req_notify_cq:fail=EIO:nth=1");
@@ -191,6 +197,7 @@ TEST_F(ConnWaitTest, ConnWait_ReqNotifyCqFails_ReturnsProviderAndNullCq) {
 }
 
 TEST_F(ConnWaitTest, ConnWait_ReqNotifyCqFailsWithoutErrno_ReturnsProvider) {
+  if (!SimulatedNicSelected()) GTEST_SKIP() << kNeedsSimulatedNic;
   CompleteOnCq();
   ASSERT_TRUE(Readable(compl_fd_));
   sim::ScopedFaultPlan faults("ibv_req_notify_cq:fail=none:nth=1");

@@ -1,14 +1,14 @@
 #include "tests/testing/connected_pair.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace softrpma::testing {
 namespace {
-
-constexpr char kAddress[] = "127.0.0.1";
 
 // Each pair listens on its own port, so pairs never meet.
 std::string NextPort() {
@@ -28,6 +28,16 @@ absl::Status Check(int ret, const char* call) {
   } while (0)
 
 }  // namespace
+
+const char* TestAddress() {
+  const char* addr = std::getenv("SOFTRPMA_TEST_ADDR");
+  return addr != nullptr && *addr != '\0' ? addr : "127.0.0.1";
+}
+
+bool SimulatedNicSelected() {
+  const char* backend = std::getenv("RPMA_BACKEND");
+  return backend == nullptr || *backend == '\0' || std::strcmp(backend, "sim") == 0;
+}
 
 std::string RpmaErrorName(int code) {
   switch (code) {
@@ -60,13 +70,14 @@ absl::Status ConnectedPair::Connect(const PairOptions& options) {
   const std::string port = NextPort();
 
   ibv_context* dev = nullptr;
-  RETURN_IF_RPMA_ERROR(rpma_utils_get_ibv_context(kAddress, RPMA_UTIL_IBV_CONTEXT_LOCAL, &dev));
+  RETURN_IF_RPMA_ERROR(
+      rpma_utils_get_ibv_context(TestAddress(), RPMA_UTIL_IBV_CONTEXT_LOCAL, &dev));
   RETURN_IF_RPMA_ERROR(rpma_peer_new(dev, &peer_));
   RETURN_IF_RPMA_ERROR(rpma_conn_cfg_new(&cfg_));
   RETURN_IF_RPMA_ERROR(rpma_conn_cfg_set_compl_channel(cfg_, options.shared_channel));
   RETURN_IF_RPMA_ERROR(rpma_conn_cfg_set_rcq_size(cfg_, options.rcq_size));
   RETURN_IF_RPMA_ERROR(rpma_conn_cfg_set_cq_size(cfg_, options.cq_size));
-  RETURN_IF_RPMA_ERROR(rpma_ep_listen(peer_, kAddress, port.c_str(), &ep_));
+  RETURN_IF_RPMA_ERROR(rpma_ep_listen(peer_, TestAddress(), port.c_str(), &ep_));
 
   const int usage = RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_READ_DST | RPMA_MR_USAGE_WRITE_SRC |
                     RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_SEND | RPMA_MR_USAGE_RECV;
@@ -76,7 +87,8 @@ absl::Status ConnectedPair::Connect(const PairOptions& options) {
       rpma_mr_reg(peer_, server_buf_.data(), server_buf_.size(), usage, &server_mr_));
 
   rpma_conn_req* client_req = nullptr;
-  RETURN_IF_RPMA_ERROR(rpma_conn_req_new(peer_, kAddress, port.c_str(), cfg_, &client_req));
+  RETURN_IF_RPMA_ERROR(
+      rpma_conn_req_new(peer_, TestAddress(), port.c_str(), cfg_, &client_req));
   int ret = rpma_conn_req_connect(&client_req, nullptr, &client_);
   if (ret != 0) {
     if (client_req != nullptr) rpma_conn_req_delete(&client_req);
