@@ -12,6 +12,8 @@
 #include "api/internal/cq.h"
 #include "api/internal/errors.h"
 #include "api/internal/log.h"
+#include "api/internal/mr.h"
+#include "api/internal/peer.h"
 #include "api/internal/private_data.h"
 #include "librpma.h"
 #include "simverbs/alloc.h"
@@ -28,6 +30,8 @@ struct rpma_conn {
   // Written only by rpma_conn_next_event (ESTABLISHED), read by rpma_conn_get_private_data.
   std::atomic<softrpma::api::PrivateData*> private_data{nullptr};
   std::atomic<bool> direct_write_to_pmem{false};
+  // Where rpma_flush's RDMA READ lands (see ops.cc); made with the connection.
+  softrpma::api::FlushScratch* flush_scratch = nullptr;
 };
 
 namespace softrpma::api {
@@ -35,9 +39,15 @@ namespace softrpma::api {
 int ConnNew(const ConnParts& parts, rpma_conn** conn_ptr) {
   rpma_conn* conn = New<rpma_conn>();
   if (conn == nullptr) return RPMA_E_NOMEM;
+  int ret = FlushScratchNew(parts.backend, PeerPd(parts.peer), &conn->flush_scratch);
+  if (ret != 0) {
+    Delete(conn);
+    return ret;
+  }
   int err = parts.backend->RdmaCreateEventChannel(&conn->event_channel);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_create_event_channel");
+    (void)FlushScratchDelete(&conn->flush_scratch);
     Delete(conn);
     return RpmaErrorFromBackend(err);
   }
@@ -45,6 +55,7 @@ int ConnNew(const ConnParts& parts, rpma_conn** conn_ptr) {
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_migrate_id");
     parts.backend->RdmaDestroyEventChannel(conn->event_channel);
+    (void)FlushScratchDelete(&conn->flush_scratch);
     Delete(conn);
     return RpmaErrorFromBackend(err);
   }
@@ -65,6 +76,7 @@ ibv_qp* ConnQp(const rpma_conn* conn) { return conn->id->qp; }
 bool ConnDirectWriteToPmem(const rpma_conn* conn) {
   return conn->direct_write_to_pmem.load(std::memory_order_relaxed);
 }
+const FlushScratch* ConnFlushScratch(const rpma_conn* conn) { return conn->flush_scratch; }
 
 }  // namespace softrpma::api
 
@@ -244,9 +256,10 @@ int rpma_conn_delete(struct rpma_conn** conn_ptr) {
   if (conn == nullptr) return 0;
   softrpma::Backend* backend = conn->backend;
   int ret = 0;
-  // The QP goes first (it uses the CQs), the CQs before their channel, the id after its QP,
-  // the event channel after the id that reports to it.
+  // The QP goes first (it uses the CQs and reads into the flush scratch), the CQs before their
+  // channel, the id after its QP, the event channel after the id that reports to it.
   backend->RdmaDestroyQp(conn->id);
+  KeepFirstError(&ret, softrpma::api::FlushScratchDelete(&conn->flush_scratch));
   KeepFirstError(&ret, softrpma::api::CqDelete(&conn->rcq));
   KeepFirstError(&ret, softrpma::api::CqDelete(&conn->cq));
   if (conn->shared_channel != nullptr) {

@@ -1175,18 +1175,6 @@ TEST_F(OpsTest, Recv_PostsReceive) {
   EXPECT_EQ(rpma_recv(conn_, local_, 3, 7, &context_), RPMA_E_PROVIDER);
 }
 
-TEST_F(OpsTest, NotImplemented_ReturnNosupp) {
-  ScopedLogCapture capture;
-  const char src[8] = {};
-  EXPECT_EQ(rpma_atomic_write(conn_, remote_, 0, src, RPMA_F_COMPLETION_ALWAYS, nullptr),
-            RPMA_E_NOSUPP);
-  EXPECT_EQ(rpma_flush(conn_, remote_, 0, 8, RPMA_FLUSH_TYPE_VISIBILITY,
-                       RPMA_F_COMPLETION_ALWAYS, nullptr),
-            RPMA_E_NOSUPP);
-  EXPECT_TRUE(capture.Contains(RPMA_LOG_LEVEL_ERROR, "rpma_flush() is not implemented"))
-      << capture.Dump();
-}
-
 // ---- Shared receive queues ------------------------------------------------------------------
 
 TEST_F(ConnTest, SrqNew_NullArguments_ReturnInval) {

@@ -5,10 +5,15 @@
 // Descriptor layout, 21 bytes, little-endian whatever the host:
 //   [0, 8)   remote address (u64)   [8, 16)  size (u64)   [16, 20) rkey (u32)   [20] usage (u8)
 //
+// Also here: rpma_mr_advise(3), and the flush scratch (internal/mr.h) that rpma_flush(3) reads
+// into.
+//
 // Thread-safe: regions do not change after they are made.
 
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "api/internal/errors.h"
 #include "api/internal/log.h"
@@ -70,6 +75,10 @@ uint64_t MrRemoteAddress(const rpma_mr_remote* mr, size_t offset) { return mr->r
 
 uint32_t MrRemoteRkey(const rpma_mr_remote* mr) { return mr->rkey; }
 
+uint64_t MrRemoteSize(const rpma_mr_remote* mr) { return mr->size; }
+
+int MrRemoteUsage(const rpma_mr_remote* mr) { return mr->usage; }
+
 int MrUsageToAccess(int usage) {
   int access = 0;
   // Being read remotely, or flushed (a flush is carried as an RDMA read).
@@ -82,6 +91,50 @@ int MrUsageToAccess(int usage) {
   if (usage & (RPMA_MR_USAGE_READ_DST | RPMA_MR_USAGE_RECV)) access |= IBV_ACCESS_LOCAL_WRITE;
   // WRITE_SRC and SEND only need local read access, which every region has.
   return access;
+}
+
+struct FlushScratch {
+  Backend* backend = nullptr;
+  ibv_mr* mr = nullptr;
+  alignas(8) uint8_t bytes[kFlushScratchSize] = {};
+};
+
+int FlushScratchNew(Backend* backend, ibv_pd* pd, FlushScratch** scratch_ptr) {
+  FlushScratch* scratch = New<FlushScratch>();
+  if (scratch == nullptr) return RPMA_E_NOMEM;
+  scratch->backend = backend;
+  // Registered as the destination of a read (local write access), as an RDMA READ target.
+  int err = backend->IbvRegMr(pd, scratch->bytes, sizeof(scratch->bytes),
+                              MrUsageToAccess(RPMA_MR_USAGE_READ_DST), &scratch->mr);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "ibv_reg_mr");
+    Delete(scratch);
+    return RpmaErrorFromBackend(err);
+  }
+  *scratch_ptr = scratch;
+  return 0;
+}
+
+int FlushScratchDelete(FlushScratch** scratch_ptr) {
+  FlushScratch* scratch = *scratch_ptr;
+  if (scratch == nullptr) return 0;
+  int ret = 0;
+  int err = scratch->backend->IbvDeregMr(scratch->mr);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "ibv_dereg_mr");
+    ret = RpmaErrorFromBackend(err);
+  }
+  Delete(scratch);
+  *scratch_ptr = nullptr;
+  return ret;
+}
+
+ibv_sge FlushScratchSge(const FlushScratch* scratch, uint32_t len) {
+  ibv_sge sge;
+  sge.addr = reinterpret_cast<uint64_t>(scratch->bytes);
+  sge.length = len;
+  sge.lkey = scratch->mr->lkey;
+  return sge;
 }
 
 }  // namespace softrpma::api
@@ -200,8 +253,50 @@ int rpma_mr_remote_delete(struct rpma_mr_remote** mr_ptr) {
 
 int rpma_mr_advise(struct rpma_mr_local* mr, size_t offset, size_t len, int advice,
                    uint32_t flags) {
-  RPMA_LOG_NOT_IMPLEMENTED();
-  return RPMA_E_NOSUPP;
+  // A NULL mr is beyond the man page's list; it is an invalid argument like the others.
+  if (mr == nullptr) return RPMA_E_INVAL;
+  if (offset > mr->size || len > mr->size - offset) {
+    RPMA_LOG_ERROR("range [%zu, %zu + %zu) is out of the memory registration (%zu bytes)",
+                   offset, offset, len, mr->size);
+    return RPMA_E_INVAL;
+  }
+  if (len > std::numeric_limits<uint32_t>::max()) {
+    RPMA_LOG_ERROR("len %zu does not fit one ibv_sge (at most %u bytes)", len,
+                   std::numeric_limits<uint32_t>::max());
+    return RPMA_E_INVAL;
+  }
+  if ((flags & ~static_cast<uint32_t>(IBV_ADVISE_MR_FLAG_FLUSH)) != 0) {
+    RPMA_LOG_ERROR("invalid flags 0x%x (only IBV_ADVISE_MR_FLAG_FLUSH is valid)", flags);
+    return RPMA_E_INVAL;
+  }
+  switch (advice) {
+    case IBV_ADVISE_MR_ADVICE_PREFETCH:
+    case IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT:
+      break;
+    case IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE:
+      // Prefetching for write needs a region the local NIC may write (IBV_ACCESS_LOCAL_WRITE).
+      if ((softrpma::api::MrUsageToAccess(mr->usage) & IBV_ACCESS_LOCAL_WRITE) == 0) {
+        RPMA_LOG_ERROR("the memory registration usage 0x%x does not allow "
+                       "IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE (it is not writable)",
+                       mr->usage);
+        return RPMA_E_INVAL;
+      }
+      break;
+    default:
+      RPMA_LOG_ERROR("unknown advice %d", advice);
+      return RPMA_E_INVAL;
+  }
+  ibv_sge sge = softrpma::api::MrLocalSge(mr, offset, len);
+  int err = mr->backend->IbvAdviseMr(mr->mr->pd, static_cast<ibv_advise_mr_advice>(advice),
+                                     flags, &sge, 1);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "ibv_advise_mr");
+    softrpma::api::ErrorMapping mapping;
+    mapping.eopnotsupp_is_nosupp = true;
+    mapping.efault_einval_is_inval = true;
+    return softrpma::api::RpmaErrorFromBackend(err, mapping);
+  }
+  return 0;
 }
 
 }  // extern "C"

@@ -1,10 +1,12 @@
-// Tests of rpma_mr_*(3), on a mock backend.
+// Tests of rpma_mr_*(3), on a mock backend; rpma_mr_advise(3): one test per ERRORS line.
 
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <ios>
 
 #include "api/testing/alloc_failure.h"
+#include "api/testing/log_capture.h"
 #include "api/testing/mock_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -15,8 +17,11 @@ namespace {
 using softrpma::testing::FakeProvider;
 using softrpma::testing::MockBackend;
 using softrpma::testing::ScopedAllocFailure;
+using softrpma::testing::ScopedLogCapture;
 using ::testing::_;
+using ::testing::Invoke;
 using ::testing::NiceMock;
+using ::testing::NotNull;
 using ::testing::Return;
 
 class MrTest : public ::testing::Test {
@@ -214,8 +219,156 @@ TEST_F(MrTest, RemoteGetters_NullArguments_ReturnInval) {
   rpma_mr_remote_delete(&remote);
 }
 
-TEST_F(MrTest, MrAdvise_NotImplemented_ReturnsNosupp) {
-  EXPECT_EQ(rpma_mr_advise(nullptr, 0, 0, 0, 0), RPMA_E_NOSUPP);
+// ---- rpma_mr_advise ------------------------------------------------------------------------
+
+class MrAdviseTest : public MrTest {
+ protected:
+  // A registration of buffer_[16, 16 + 128) with `usage`.
+  rpma_mr_local* Reg(int usage) {
+    rpma_mr_local* mr = nullptr;
+    EXPECT_EQ(rpma_mr_reg(peer_, buffer_ + 16, 128, usage, &mr), 0);
+    return mr;
+  }
+};
+
+TEST_F(MrAdviseTest, MrAdvise_PassesPdAdviceFlagsAndRange) {
+  rpma_mr_local* mr = Reg(RPMA_MR_USAGE_READ_DST);
+  ibv_sge sge{};
+  EXPECT_CALL(backend_, IbvAdviseMr(NotNull(), IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+                                    static_cast<uint32_t>(IBV_ADVISE_MR_FLAG_FLUSH), _, 1u))
+      .WillOnce(Invoke([&sge](ibv_pd*, ibv_advise_mr_advice, uint32_t, ibv_sge* sg_list,
+                              uint32_t) {
+        sge = sg_list[0];
+        return 0;
+      }));
+
+  EXPECT_EQ(rpma_mr_advise(mr, 8, 100, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+                           IBV_ADVISE_MR_FLAG_FLUSH),
+            0);
+
+  EXPECT_EQ(sge.addr, reinterpret_cast<uint64_t>(buffer_ + 16 + 8));
+  EXPECT_EQ(sge.length, 100u);
+  EXPECT_EQ(sge.lkey, 0x1001u);  // FakeProvider numbers lkeys 0x1000 + n
+  rpma_mr_dereg(&mr);
+}
+
+TEST_F(MrAdviseTest, MrAdvise_WholeRegionAndEmptyRangeAtItsEnd_AreInBounds) {
+  rpma_mr_local* mr = Reg(RPMA_MR_USAGE_READ_SRC);
+  EXPECT_CALL(backend_, IbvAdviseMr(_, _, _, _, _)).Times(2);
+  EXPECT_EQ(rpma_mr_advise(mr, 0, 128, IBV_ADVISE_MR_ADVICE_PREFETCH, 0), 0);
+  EXPECT_EQ(rpma_mr_advise(mr, 128, 0, IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT, 0), 0);
+  rpma_mr_dereg(&mr);
+}
+
+TEST_F(MrAdviseTest, MrAdvise_NullMr_ReturnsInval) {
+  EXPECT_CALL(backend_, IbvAdviseMr(_, _, _, _, _)).Times(0);
+  EXPECT_EQ(rpma_mr_advise(nullptr, 0, 8, IBV_ADVISE_MR_ADVICE_PREFETCH, 0), RPMA_E_INVAL);
+}
+
+// ERRORS: "the requested range is out of the memory registration bounds".
+TEST_F(MrAdviseTest, MrAdvise_RangeOutOfBounds_ReturnsInval) {
+  rpma_mr_local* mr = Reg(RPMA_MR_USAGE_READ_SRC);
+  EXPECT_CALL(backend_, IbvAdviseMr(_, _, _, _, _)).Times(0);
+  ScopedLogCapture capture;
+  const int a = IBV_ADVISE_MR_ADVICE_PREFETCH;
+  EXPECT_EQ(rpma_mr_advise(mr, 0, 129, a, 0), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_advise(mr, 120, 9, a, 0), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_advise(mr, 129, 0, a, 0), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_advise(mr, 8, SIZE_MAX, a, 0), RPMA_E_INVAL) << "offset + len overflows";
+  EXPECT_EQ(rpma_mr_advise(mr, SIZE_MAX, 8, a, 0), RPMA_E_INVAL);
+  EXPECT_TRUE(capture.Contains(RPMA_LOG_LEVEL_ERROR, "out of the memory registration"))
+      << capture.Dump();
+  rpma_mr_dereg(&mr);
+}
+
+TEST_F(MrAdviseTest, MrAdvise_RangeLongerThanOneSge_ReturnsInval) {
+  // The mock provider never touches the memory, so a region this large is only numbers.
+  const size_t huge = size_t{1} << 33;
+  rpma_mr_local* mr = nullptr;
+  ASSERT_EQ(rpma_mr_reg(peer_, buffer_, huge, RPMA_MR_USAGE_READ_SRC, &mr), 0);
+  EXPECT_CALL(backend_, IbvAdviseMr(_, _, _, _, _)).Times(0);
+  EXPECT_EQ(rpma_mr_advise(mr, 0, (size_t{1} << 32), IBV_ADVISE_MR_ADVICE_PREFETCH, 0),
+            RPMA_E_INVAL);
+  rpma_mr_dereg(&mr);
+}
+
+// ERRORS: "the memory registration usage does not allow the specific advice".
+TEST_F(MrAdviseTest, MrAdvise_PrefetchWriteOnNonWritableUsage_ReturnsInval) {
+  const int not_writable[] = {RPMA_MR_USAGE_READ_SRC, RPMA_MR_USAGE_WRITE_SRC,
+                              RPMA_MR_USAGE_SEND, RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY,
+                              RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT,
+                              RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_SRC};
+  EXPECT_CALL(backend_, IbvAdviseMr(_, _, _, _, _)).Times(0);
+  for (int usage : not_writable) {
+    rpma_mr_local* mr = Reg(usage);
+    EXPECT_EQ(rpma_mr_advise(mr, 0, 8, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0), RPMA_E_INVAL)
+        << "usage 0x" << std::hex << usage;
+    rpma_mr_dereg(&mr);
+  }
+}
+
+TEST_F(MrAdviseTest, MrAdvise_PrefetchWriteOnWritableUsage_IsPassedOn) {
+  const int writable[] = {RPMA_MR_USAGE_WRITE_DST, RPMA_MR_USAGE_READ_DST, RPMA_MR_USAGE_RECV,
+                          RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST};
+  EXPECT_CALL(backend_, IbvAdviseMr(_, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, _, _, _))
+      .Times(4);
+  for (int usage : writable) {
+    rpma_mr_local* mr = Reg(usage);
+    EXPECT_EQ(rpma_mr_advise(mr, 0, 8, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0), 0)
+        << "usage 0x" << std::hex << usage;
+    rpma_mr_dereg(&mr);
+  }
+}
+
+TEST_F(MrAdviseTest, MrAdvise_UnknownAdvice_ReturnsInval) {
+  rpma_mr_local* mr = Reg(RPMA_MR_USAGE_READ_DST);
+  EXPECT_CALL(backend_, IbvAdviseMr(_, _, _, _, _)).Times(0);
+  EXPECT_EQ(rpma_mr_advise(mr, 0, 8, 42, 0), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_advise(mr, 0, 8, -1, 0), RPMA_E_INVAL);
+  rpma_mr_dereg(&mr);
+}
+
+// ERRORS: "the flags are invalid" (IBV_ADVISE_MR_FLAG_FLUSH is the only flag ibv_advise_mr has).
+TEST_F(MrAdviseTest, MrAdvise_InvalidFlags_ReturnsInval) {
+  rpma_mr_local* mr = Reg(RPMA_MR_USAGE_READ_DST);
+  EXPECT_CALL(backend_, IbvAdviseMr(_, _, _, _, _)).Times(0);
+  const int a = IBV_ADVISE_MR_ADVICE_PREFETCH;
+  EXPECT_EQ(rpma_mr_advise(mr, 0, 8, a, 2), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_advise(mr, 0, 8, a, IBV_ADVISE_MR_FLAG_FLUSH | 0x80000000u), RPMA_E_INVAL);
+  rpma_mr_dereg(&mr);
+}
+
+// ERRORS: "the operation is not supported by the system" (the provider's EOPNOTSUPP).
+TEST_F(MrAdviseTest, MrAdvise_ProviderEopnotsupp_ReturnsNosupp) {
+  rpma_mr_local* mr = Reg(RPMA_MR_USAGE_READ_DST);
+  EXPECT_CALL(backend_, IbvAdviseMr(_, _, _, _, _)).WillOnce(Return(EOPNOTSUPP));
+  ScopedLogCapture capture;
+  EXPECT_EQ(rpma_mr_advise(mr, 0, 8, IBV_ADVISE_MR_ADVICE_PREFETCH, 0), RPMA_E_NOSUPP);
+  EXPECT_TRUE(capture.Contains(RPMA_LOG_LEVEL_ERROR, "ibv_advise_mr() failed")) << capture.Dump();
+  rpma_mr_dereg(&mr);
+}
+
+TEST_F(MrAdviseTest, MrAdvise_ProviderEfaultOrEinval_ReturnsInval) {
+  rpma_mr_local* mr = Reg(RPMA_MR_USAGE_READ_DST);
+  EXPECT_CALL(backend_, IbvAdviseMr(_, _, _, _, _))
+      .WillOnce(Return(EFAULT))
+      .WillOnce(Return(EINVAL));
+  EXPECT_EQ(rpma_mr_advise(mr, 0, 8, IBV_ADVISE_MR_ADVICE_PREFETCH, 0), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_advise(mr, 0, 8, IBV_ADVISE_MR_ADVICE_PREFETCH, 0), RPMA_E_INVAL);
+  rpma_mr_dereg(&mr);
+}
+
+// ERRORS: "ibv_mr_advise(3) failed for other errors".
+TEST_F(MrAdviseTest, MrAdvise_ProviderOtherFailure_ReturnsProvider) {
+  rpma_mr_local* mr = Reg(RPMA_MR_USAGE_READ_DST);
+  EXPECT_CALL(backend_, IbvAdviseMr(_, _, _, _, _))
+      .WillOnce(Return(EIO))
+      .WillOnce(Return(ENOMEM))
+      .WillOnce(Return(softrpma::kNoErrno));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(rpma_mr_advise(mr, 0, 8, IBV_ADVISE_MR_ADVICE_PREFETCH, 0), RPMA_E_PROVIDER) << i;
+  }
+  rpma_mr_dereg(&mr);
 }
 
 }  // namespace

@@ -1,9 +1,21 @@
 // ops.cc: the data path: RDMA read and write (rpma_read(3), rpma_write(3),
-// rpma_write_with_imm(3)), messaging (rpma_send(3), rpma_send_with_imm(3), rpma_recv(3)), and
-// the operations not implemented yet (rpma_atomic_write(3), rpma_flush(3)).
+// rpma_write_with_imm(3)), the 8-byte atomic write (rpma_atomic_write(3)), flush
+// (rpma_flush(3)) and messaging (rpma_send(3), rpma_send_with_imm(3), rpma_recv(3)).
 //
 // Each call checks its arguments as its man page says, builds one work request with at most one
 // SGE and posts it; nothing here allocates or takes a lock. Thread-safe as ibv_post_send(3) is.
+//
+// How the two operations verbs does not spell directly travel through the Backend:
+//   * rpma_atomic_write: IBV_WR_ATOMIC_WRITE with IBV_SEND_INLINE and one 8-byte SGE over the
+//     caller's src (lkey 0): the provider copies the bytes when posting (as
+//     ibv_wr_atomic_write(3) does), so src may be reused as soon as the call returns. The
+//     completion's opcode is IBV_WC_ATOMIC_WRITE.
+//   * rpma_flush: the installed verbs.h has no IBV_WR_FLUSH, so a flush is, as in librpma
+//     without native flush support, an RDMA READ of up to 8 bytes at dst + dst_offset into the
+//     connection's flush scratch (internal/mr.h). On an RC QP the READ completes only after
+//     every earlier write of the QP is applied at the responder, and a READ that really reads
+//     memory also pushes those writes out of the responder's PCIe path (a zero-length READ
+//     would not, on real hardware). The completion's opcode is IBV_WC_RDMA_READ.
 
 #include <arpa/inet.h>
 
@@ -32,6 +44,22 @@ bool ValidRegionPair(const void* local, const void* remote, size_t local_offset,
          len == 0;
 }
 
+// The send flags for rpma `flags`: signaled when a completion on success is asked for.
+unsigned int SignaledIf(int flags) {
+  return (flags & kCompletionOnSuccess) ? IBV_SEND_SIGNALED : 0;
+}
+
+// Posts `wr` on the connection's QP. Returns 0 or RPMA_E_PROVIDER (logged).
+int Post(rpma_conn* conn, ibv_send_wr* wr) {
+  ibv_send_wr* bad_wr = nullptr;
+  int err = ConnBackend(conn)->IbvPostSend(ConnQp(conn), wr, &bad_wr);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "ibv_post_send");
+    return RpmaErrorFromBackend(err);
+  }
+  return 0;
+}
+
 // Posts one send-queue work request. Returns 0 or RPMA_E_PROVIDER (logged).
 int PostSend(rpma_conn* conn, ibv_wr_opcode opcode, const rpma_mr_local* local,
              size_t local_offset, const rpma_mr_remote* remote, size_t remote_offset, size_t len,
@@ -53,14 +81,8 @@ int PostSend(rpma_conn* conn, ibv_wr_opcode opcode, const rpma_mr_local* local,
   if (opcode == IBV_WR_RDMA_WRITE_WITH_IMM || opcode == IBV_WR_SEND_WITH_IMM) {
     wr.imm_data = htonl(imm_host_order);
   }
-  wr.send_flags = (flags & kCompletionOnSuccess) ? IBV_SEND_SIGNALED : 0;
-  ibv_send_wr* bad_wr = nullptr;
-  int err = ConnBackend(conn)->IbvPostSend(ConnQp(conn), &wr, &bad_wr);
-  if (err != 0) {
-    RPMA_LOG_PROVIDER_ERROR(err, "ibv_post_send");
-    return RpmaErrorFromBackend(err);
-  }
-  return 0;
+  wr.send_flags = SignaledIf(flags);
+  return Post(conn, &wr);
 }
 
 int Write(rpma_conn* conn, rpma_mr_remote* dst, size_t dst_offset, const rpma_mr_local* src,
@@ -144,14 +166,80 @@ int rpma_recv(struct rpma_conn* conn, struct rpma_mr_local* dst, size_t offset, 
 
 int rpma_atomic_write(struct rpma_conn* conn, struct rpma_mr_remote* dst, size_t dst_offset,
                       const char src[8], int flags, const void* op_context) {
-  RPMA_LOG_NOT_IMPLEMENTED();
-  return RPMA_E_NOSUPP;
+  if (conn == nullptr || dst == nullptr || src == nullptr || flags == 0) return RPMA_E_INVAL;
+  if (dst_offset % RPMA_ATOMIC_WRITE_ALIGNMENT != 0) {
+    RPMA_LOG_ERROR("dst_offset %zu is not aligned to %d bytes", dst_offset,
+                   RPMA_ATOMIC_WRITE_ALIGNMENT);
+    return RPMA_E_INVAL;
+  }
+  ibv_sge sge;
+  sge.addr = reinterpret_cast<uint64_t>(src);
+  sge.length = RPMA_ATOMIC_WRITE_ALIGNMENT;
+  sge.lkey = 0;  // inline: the provider copies the bytes, no registration needed
+  ibv_send_wr wr;
+  std::memset(&wr, 0, sizeof(wr));
+  wr.wr_id = reinterpret_cast<uint64_t>(op_context);
+  wr.opcode = IBV_WR_ATOMIC_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = softrpma::api::MrRemoteAddress(dst, dst_offset);
+  wr.wr.rdma.rkey = softrpma::api::MrRemoteRkey(dst);
+  wr.send_flags = IBV_SEND_INLINE | softrpma::api::SignaledIf(flags);
+  return softrpma::api::Post(conn, &wr);
 }
 
 int rpma_flush(struct rpma_conn* conn, struct rpma_mr_remote* dst, size_t dst_offset, size_t len,
                enum rpma_flush_type type, int flags, const void* op_context) {
-  RPMA_LOG_NOT_IMPLEMENTED();
-  return RPMA_E_NOSUPP;
+  using softrpma::api::kFlushScratchSize;
+  if (conn == nullptr || dst == nullptr || flags == 0) return RPMA_E_INVAL;
+  int usage_needed = 0;
+  switch (type) {
+    case RPMA_FLUSH_TYPE_PERSISTENT:
+      usage_needed = RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT;
+      break;
+    case RPMA_FLUSH_TYPE_VISIBILITY:
+      usage_needed = RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY;
+      break;
+    default:
+      RPMA_LOG_ERROR("unknown flush type %d", static_cast<int>(type));
+      return RPMA_E_INVAL;
+  }
+  if (type == RPMA_FLUSH_TYPE_PERSISTENT && !softrpma::api::ConnDirectWriteToPmem(conn)) {
+    RPMA_LOG_ERROR("the connection does not support flushing to persistence: the remote peer "
+                   "configuration applied to it (rpma_conn_apply_remote_peer_cfg) does not "
+                   "declare direct write to PMem");
+    return RPMA_E_NOSUPP;
+  }
+  // The flush types the remote region supports (rpma_mr_remote_get_flush_type(3)): flushing
+  // it in another way is not supported either (as in librpma).
+  if ((softrpma::api::MrRemoteUsage(dst) & usage_needed) == 0) {
+    RPMA_LOG_ERROR("the remote memory region does not support flushing to %s (its usage has "
+                   "no RPMA_MR_USAGE_FLUSH_TYPE_%s)",
+                   type == RPMA_FLUSH_TYPE_PERSISTENT ? "persistence" : "global visibility",
+                   type == RPMA_FLUSH_TYPE_PERSISTENT ? "PERSISTENT" : "VISIBILITY");
+    return RPMA_E_NOSUPP;
+  }
+  // Up to 8 bytes at dst_offset, fewer where the region ends sooner (0 at its very end: a
+  // zero-length READ, which still keeps the order). An offset past the region's end is left
+  // for the provider to reject, as with rpma_read / rpma_write: the completion reports it.
+  (void)len;  // the READ orders every earlier write, whatever range they touched
+  const uint64_t size = softrpma::api::MrRemoteSize(dst);
+  uint64_t read_len = kFlushScratchSize;
+  if (dst_offset <= size && size - dst_offset < read_len) read_len = size - dst_offset;
+  ibv_sge sge = softrpma::api::FlushScratchSge(softrpma::api::ConnFlushScratch(conn),
+                                               static_cast<uint32_t>(read_len));
+  ibv_send_wr wr;
+  std::memset(&wr, 0, sizeof(wr));
+  wr.wr_id = reinterpret_cast<uint64_t>(op_context);
+  wr.opcode = IBV_WR_RDMA_READ;
+  if (read_len > 0) {
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+  }
+  wr.wr.rdma.remote_addr = softrpma::api::MrRemoteAddress(dst, dst_offset);
+  wr.wr.rdma.rkey = softrpma::api::MrRemoteRkey(dst);
+  wr.send_flags = softrpma::api::SignaledIf(flags);
+  return softrpma::api::Post(conn, &wr);
 }
 
 }  // extern "C"

@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "api/internal/mr.h"
 #include "api/internal/private_data.h"
 #include "librpma.h"
 #include "simverbs/backend.h"
@@ -24,8 +25,9 @@ struct ConnParts {
   PrivateData* private_data = nullptr;          // what the other side sent, or nullptr
 };
 
-// Makes a connection of `parts`: a new CM event channel, to which `parts.id` migrates, so that
-// the connection's events (ESTABLISHED, DISCONNECTED, ...) arrive on rpma_conn_get_event_fd(3).
+// Makes a connection of `parts`: its flush scratch (an 8-byte region registered on the peer's
+// PD, see internal/mr.h), a new CM event channel, to which `parts.id` migrates, so that the
+// connection's events (ESTABLISHED, DISCONNECTED, ...) arrive on rpma_conn_get_event_fd(3).
 // On success the connection owns every part; on failure the caller still owns them all and
 // nothing was changed. Returns 0, RPMA_E_NOMEM or RPMA_E_PROVIDER (logged).
 int ConnNew(const ConnParts& parts, rpma_conn** conn_ptr);
@@ -36,6 +38,8 @@ rdma_cm_id* ConnCmId(const rpma_conn* conn);
 ibv_qp* ConnQp(const rpma_conn* conn);
 // Whether the other side declared direct write to PMem (rpma_conn_apply_remote_peer_cfg(3)).
 bool ConnDirectWriteToPmem(const rpma_conn* conn);
+// The connection's flush scratch (internal/mr.h), the target of rpma_flush's RDMA READ.
+const FlushScratch* ConnFlushScratch(const rpma_conn* conn);
 
 }  // namespace softrpma::api
 

@@ -16,12 +16,18 @@ namespace softrpma::api {
 struct ErrorMapping {
   bool enomem_is_nomem = false;     // ENOMEM -> RPMA_E_NOMEM (where the man page says so)
   bool no_errno_is_unknown = false;  // kNoErrno -> RPMA_E_UNKNOWN (where the man page says so)
+  // EOPNOTSUPP (== ENOTSUP on Linux) -> RPMA_E_NOSUPP ("not supported by the system").
+  bool eopnotsupp_is_nosupp = false;
+  // EFAULT and EINVAL -> RPMA_E_INVAL (the provider rejected the caller's arguments).
+  bool efault_einval_is_inval = false;
 };
 
 // The RPMA_E_* code for Backend error `err`. REQUIRES: err != 0.
 inline int RpmaErrorFromBackend(int err, ErrorMapping mapping = {}) {
   if (err == ENOMEM && mapping.enomem_is_nomem) return RPMA_E_NOMEM;
   if (err == kNoErrno && mapping.no_errno_is_unknown) return RPMA_E_UNKNOWN;
+  if (err == EOPNOTSUPP && mapping.eopnotsupp_is_nosupp) return RPMA_E_NOSUPP;
+  if ((err == EFAULT || err == EINVAL) && mapping.efault_einval_is_inval) return RPMA_E_INVAL;
   return RPMA_E_PROVIDER;
 }
 

@@ -56,9 +56,4 @@ ErrnoText DescribeBackendError(int err);
   RPMA_LOG_ERROR("%s() failed: %s", (call),                                  \
                  ::softrpma::api::DescribeBackendError(err).text)
 
-// RPMA_LOG_NOT_IMPLEMENTED(): the line every not-yet-implemented function logs before it
-// returns RPMA_E_NOSUPP.
-#define RPMA_LOG_NOT_IMPLEMENTED() \
-  RPMA_LOG_ERROR("%s() is not implemented yet in softrpma (see docs/STATUS.md)", __func__)
-
 #endif  // SOFTRPMA_API_INTERNAL_LOG_H_

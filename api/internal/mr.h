@@ -1,8 +1,9 @@
 // internal/mr.h: what the data path needs from the memory region objects (rpma_mr_local,
-// rpma_mr_remote): a scatter/gather entry for a local range and the address and key of a remote
-// one. The structs themselves are private to mr.cc.
+// rpma_mr_remote): a scatter/gather entry for a local range, the address, key, size and usage
+// of a remote one; and the flush scratch, the small local region into which the flush emulation
+// of rpma_flush(3) reads (one per connection). The structs themselves are private to mr.cc.
 //
-// Thread-safe: memory regions do not change after they are made.
+// Thread-safe: memory regions (and flush scratches) do not change after they are made.
 
 #ifndef SOFTRPMA_API_INTERNAL_MR_H_
 #define SOFTRPMA_API_INTERNAL_MR_H_
@@ -13,6 +14,7 @@
 #include <cstdint>
 
 #include "librpma.h"
+#include "simverbs/backend.h"
 
 namespace softrpma::api {
 
@@ -24,9 +26,28 @@ ibv_sge MrLocalSge(const rpma_mr_local* mr, size_t offset, size_t len);
 // REQUIRES: mr != nullptr.
 uint64_t MrRemoteAddress(const rpma_mr_remote* mr, size_t offset);
 uint32_t MrRemoteRkey(const rpma_mr_remote* mr);
+// The size in bytes and the RPMA_MR_USAGE_* bits the remote region's descriptor declared.
+// REQUIRES: mr != nullptr.
+uint64_t MrRemoteSize(const rpma_mr_remote* mr);
+int MrRemoteUsage(const rpma_mr_remote* mr);
 
 // The ibv_access_flags librpma registers a region of `usage` (RPMA_MR_USAGE_* bits) with.
 int MrUsageToAccess(int usage);
+
+// The flush scratch: kFlushScratchSize bytes registered (IBV_ACCESS_LOCAL_WRITE) on a PD, the
+// target of the RDMA READ that rpma_flush(3) posts. Its contents are never looked at.
+inline constexpr size_t kFlushScratchSize = 8;
+struct FlushScratch;
+
+// Makes a flush scratch on `pd` of `backend`. Returns 0, RPMA_E_NOMEM (allocation) or
+// RPMA_E_PROVIDER (ibv_reg_mr failed; logged). *scratch_ptr is written only on success.
+int FlushScratchNew(Backend* backend, ibv_pd* pd, FlushScratch** scratch_ptr);
+// Deregisters and frees *scratch_ptr (nothing for nullptr) and sets it to nullptr. The memory is
+// freed even when ibv_dereg_mr fails (the failure is logged and RPMA_E_PROVIDER returned).
+// REQUIRES: no work request that reads into the scratch is outstanding (its QP is destroyed).
+int FlushScratchDelete(FlushScratch** scratch_ptr);
+// The SGE for the first `len` bytes of the scratch. REQUIRES: len <= kFlushScratchSize.
+ibv_sge FlushScratchSge(const FlushScratch* scratch, uint32_t len);
 
 }  // namespace softrpma::api
 
