@@ -28,11 +28,16 @@ int FindDevice(Backend* backend, const char* addr, rpma_util_ibv_context_type ty
   if (type == RPMA_UTIL_IBV_CONTEXT_LOCAL) hints.ai_flags = RAI_PASSIVE;
   hints.ai_port_space = RDMA_PS_TCP;
 
+  // The man page's "out of memory" (RPMA_E_NOMEM): the allocations of this lookup are the
+  // provider's, in rdma_getaddrinfo and rdma_create_id.
+  ErrorMapping out_of_memory_is_nomem;
+  out_of_memory_is_nomem.enomem_is_nomem = true;
+
   rdma_addrinfo* rai = nullptr;
   int err = backend->RdmaGetaddrinfo(addr, nullptr, &hints, &rai);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_getaddrinfo");
-    return RpmaErrorFromBackend(err);
+    return RpmaErrorFromBackend(err, out_of_memory_is_nomem);
   }
 
   rdma_cm_id* id = nullptr;
@@ -40,7 +45,7 @@ int FindDevice(Backend* backend, const char* addr, rpma_util_ibv_context_type ty
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_create_id");
     backend->RdmaFreeaddrinfo(rai);
-    return RpmaErrorFromBackend(err);
+    return RpmaErrorFromBackend(err, out_of_memory_is_nomem);
   }
 
   int ret = 0;

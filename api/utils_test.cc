@@ -126,11 +126,28 @@ TEST_F(GetIbvContextMockTest, GetaddrinfoFails_ReturnsProviderAndLogsErrno) {
 }
 
 TEST_F(GetIbvContextMockTest, CreateIdFails_ReturnsProvider_AndFreesAddrinfo) {
-  EXPECT_CALL(backend_, RdmaCreateId(_, _, _, _)).WillOnce(Return(ENOMEM));
+  EXPECT_CALL(backend_, RdmaCreateId(_, _, _, _)).WillOnce(Return(EIO));
   EXPECT_CALL(backend_, RdmaFreeaddrinfo(_));
   ibv_context* ctx = nullptr;
   EXPECT_EQ(rpma_utils_get_ibv_context("10.0.0.1", RPMA_UTIL_IBV_CONTEXT_LOCAL, &ctx),
             RPMA_E_PROVIDER);
+}
+
+// "out of memory": the lookup's allocations are the provider's.
+TEST_F(GetIbvContextMockTest, CreateIdOutOfMemory_ReturnsNomem_AndFreesAddrinfo) {
+  EXPECT_CALL(backend_, RdmaCreateId(_, _, _, _)).WillOnce(Return(ENOMEM));
+  EXPECT_CALL(backend_, RdmaFreeaddrinfo(_));
+  ibv_context* ctx = nullptr;
+  EXPECT_EQ(rpma_utils_get_ibv_context("10.0.0.1", RPMA_UTIL_IBV_CONTEXT_LOCAL, &ctx),
+            RPMA_E_NOMEM);
+}
+
+TEST_F(GetIbvContextMockTest, GetaddrinfoOutOfMemory_ReturnsNomem) {
+  EXPECT_CALL(backend_, RdmaGetaddrinfo(_, _, _, _)).WillOnce(Return(ENOMEM));
+  ibv_context* ctx = nullptr;
+  EXPECT_EQ(rpma_utils_get_ibv_context("10.0.0.1", RPMA_UTIL_IBV_CONTEXT_LOCAL, &ctx),
+            RPMA_E_NOMEM);
+  EXPECT_EQ(ctx, nullptr);
 }
 
 TEST_F(GetIbvContextMockTest, BindFails_ReturnsProvider_AndDestroysId) {
