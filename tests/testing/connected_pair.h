@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "librpma.h"
+#include "tests/testing/test_env.h"
 
 namespace softrpma::testing {
 
@@ -61,22 +62,6 @@ class ConnectedPair {
   rpma_mr_local* server_mr_ = nullptr;
   rpma_mr_remote* server_mr_remote_ = nullptr;
 };
-
-// The address tests connect on: $SOFTRPMA_TEST_ADDR, or 127.0.0.1. On the simulated NIC every
-// address works; on a real NIC (RPMA_BACKEND=ibverbs) it must be an address of the RDMA device,
-// e.g. the IP of the interface Soft-RoCE is bound to.
-const char* TestAddress();
-
-// True when the tests run on the simulated NIC (RPMA_BACKEND unset or "sim"). Tests that need
-// the simulator's controls (fault injection) skip themselves otherwise:
-//   if (!SimulatedNicSelected()) GTEST_SKIP() << kNeedsSimulatedNic;
-bool SimulatedNicSelected();
-inline constexpr char kNeedsSimulatedNic[] =
-    "needs the simulated NIC's fault injection (RPMA_BACKEND=sim)";
-
-// The name of an RPMA_E_* code ("RPMA_E_INVAL"), or the number for anything else: for test
-// failure messages.
-std::string RpmaErrorName(int code);
 
 }  // namespace softrpma::testing
 

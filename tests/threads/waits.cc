@@ -22,11 +22,6 @@ void Keep(absl::Status* first, absl::Status status) {
 
 }  // namespace
 
-const char* TestAddress() {
-  const char* addr = std::getenv("SOFTRPMA_TEST_ADDR");
-  return addr != nullptr && *addr != '\0' ? addr : "127.0.0.1";
-}
-
 absl::Status RpmaStatus(int ret, const char* call) {
   if (ret == 0) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(call, " returned ", ret, " (", rpma_err_2str(ret), ")"));

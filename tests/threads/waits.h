@@ -20,12 +20,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "librpma.h"
+#include "tests/testing/test_env.h"
 
 namespace softrpma::threads_testing {
 
-// The address the tests listen on and connect to: $SOFTRPMA_TEST_ADDR, or 127.0.0.1 (any address
-// is on the simulated NIC; on a real one it must be the RDMA device's).
-const char* TestAddress();
+using ::softrpma::testing::TestAddress;  // tests/testing/test_env.h
 
 // How long any single wait may block before the test gives up on it.
 inline constexpr absl::Duration kWaitLimit = absl::Seconds(30);

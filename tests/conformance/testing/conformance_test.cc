@@ -5,6 +5,8 @@
 
 #include <atomic>
 
+#include "tests/testing/test_env.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
 #endif
@@ -24,21 +26,8 @@ void ConformanceTest::TearDown() {
 }
 
 std::string RpmaCodeName(int code) {
-  switch (code) {
-    case 0: return "0";
-    case RPMA_E_UNKNOWN: return "RPMA_E_UNKNOWN";
-    case RPMA_E_NOSUPP: return "RPMA_E_NOSUPP";
-    case RPMA_E_PROVIDER: return "RPMA_E_PROVIDER";
-    case RPMA_E_NOMEM: return "RPMA_E_NOMEM";
-    case RPMA_E_INVAL: return "RPMA_E_INVAL";
-    case RPMA_E_NO_COMPLETION: return "RPMA_E_NO_COMPLETION";
-    case RPMA_E_NO_EVENT: return "RPMA_E_NO_EVENT";
-    case RPMA_E_AGAIN: return "RPMA_E_AGAIN";
-    case RPMA_E_SHARED_CHANNEL: return "RPMA_E_SHARED_CHANNEL";
-    case RPMA_E_NOT_SHARED_CHNL: return "RPMA_E_NOT_SHARED_CHNL";
-    case kWaitTimedOut: return "(timed out waiting for the fd)";
-    default: return std::to_string(code);
-  }
+  if (code == kWaitTimedOut) return "(timed out waiting for the fd)";
+  return softrpma::testing::RpmaErrorName(code);
 }
 
 ::testing::AssertionResult RpmaCodeEq(const char* actual_text, const char* expected_text,
