@@ -355,12 +355,8 @@ int rpma_conn_req_recv(struct rpma_conn_req* req, struct rpma_mr_local* dst, siz
                        size_t len, const void* op_context) {
   // rpma_conn_req_recv(3): "req or src or op_context is NULL" (src meaning dst).
   if (req == nullptr || dst == nullptr || op_context == nullptr) return RPMA_E_INVAL;
-  ibv_sge sge = softrpma::api::MrLocalSge(dst, offset, len);
-  ibv_recv_wr wr;
-  std::memset(&wr, 0, sizeof(wr));
-  wr.wr_id = reinterpret_cast<uint64_t>(op_context);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
+  ibv_sge sge = {};
+  ibv_recv_wr wr = softrpma::api::MrRecvWr(dst, offset, len, op_context, &sge);
   ibv_recv_wr* bad_wr = nullptr;
   int err = req->backend->IbvPostRecv(req->id->qp, &wr, &bad_wr);
   if (err != 0) {

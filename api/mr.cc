@@ -71,6 +71,19 @@ ibv_sge MrLocalSge(const rpma_mr_local* mr, size_t offset, size_t len) {
   return sge;
 }
 
+ibv_recv_wr MrRecvWr(const rpma_mr_local* dst, size_t offset, size_t len, const void* op_context,
+                     ibv_sge* sge) {
+  ibv_recv_wr wr;
+  std::memset(&wr, 0, sizeof(wr));
+  wr.wr_id = reinterpret_cast<uint64_t>(op_context);
+  if (dst != nullptr) {
+    *sge = MrLocalSge(dst, offset, len);
+    wr.sg_list = sge;
+    wr.num_sge = 1;
+  }
+  return wr;
+}
+
 uint64_t MrRemoteAddress(const rpma_mr_remote* mr, size_t offset) { return mr->raddr + offset; }
 
 uint32_t MrRemoteRkey(const rpma_mr_remote* mr) { return mr->rkey; }

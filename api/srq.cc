@@ -83,14 +83,7 @@ int rpma_srq_recv(struct rpma_srq* srq, struct rpma_mr_local* dst, size_t offset
   if (srq == nullptr) return RPMA_E_INVAL;
   if (dst == nullptr && (offset != 0 || len != 0)) return RPMA_E_INVAL;
   ibv_sge sge = {};
-  ibv_recv_wr wr;
-  std::memset(&wr, 0, sizeof(wr));
-  wr.wr_id = reinterpret_cast<uint64_t>(op_context);
-  if (dst != nullptr) {
-    sge = softrpma::api::MrLocalSge(dst, offset, len);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-  }
+  ibv_recv_wr wr = softrpma::api::MrRecvWr(dst, offset, len, op_context, &sge);
   ibv_recv_wr* bad_wr = nullptr;
   int err = srq->backend->IbvPostSrqRecv(srq->srq, &wr, &bad_wr);
   if (err != 0) {

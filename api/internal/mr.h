@@ -22,6 +22,12 @@ namespace softrpma::api {
 // as in librpma. REQUIRES: mr != nullptr.
 ibv_sge MrLocalSge(const rpma_mr_local* mr, size_t offset, size_t len);
 
+// A receive work request into dst[offset, offset + len) identified by op_context, for
+// rpma_recv, rpma_srq_recv and rpma_conn_req_recv; with dst NULL, one with no SGE (a 0-byte
+// receive). The request points at *sge, which must outlive it.
+ibv_recv_wr MrRecvWr(const rpma_mr_local* dst, size_t offset, size_t len, const void* op_context,
+                     ibv_sge* sge);
+
 // The remote address of `offset` within remote region `mr`, and the region's rkey.
 // REQUIRES: mr != nullptr.
 uint64_t MrRemoteAddress(const rpma_mr_remote* mr, size_t offset);
