@@ -8,6 +8,7 @@
 #include "simverbs/sim/addr.h"
 #include "simverbs/sim/cq.h"
 #include "simverbs/sim/qp.h"
+#include "simverbs/sim/trace.h"
 
 namespace softrpma::sim {
 namespace {
@@ -266,6 +267,11 @@ int ConnectionManager::CreateQp(SimCmId* id, SimPd* pd, ibv_qp_init_attr* attr) 
   SimQp* qp = nullptr;
   const int err = sim::CreateQp(pd, attr, join, &qp);
   if (err != 0) return err;
+  if (TraceOn()) {
+    TraceEvent("create_qp qp=%u id=%u send_cq=%u recv_cq=%u srq=%u", qp->qp.qp_num, id->serial,
+               attr->send_cq->handle, attr->recv_cq->handle,
+               attr->srq != nullptr ? attr->srq->handle : 0);
+  }
   id->id.qp = &qp->qp;
   id->id.pd = &pd->pd;
   id->id.send_cq = attr->send_cq;
@@ -280,11 +286,12 @@ int ConnectionManager::CreateQp(SimCmId* id, SimPd* pd, ibv_qp_init_attr* attr) 
 void ConnectionManager::DestroyQp(SimCmId* id) {
   softrpma::MutexLock lock(&mu_);
   if (id->id.qp == nullptr) return;
+  if (TraceOn()) TraceEvent("destroy_qp qp=%u", id->id.qp->qp_num);
   sim::DestroyQp(to_sim(id->id.qp));
   id->id.qp = nullptr;
 }
 
-int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param) {
+int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFault fault) {
   if (param != nullptr &&
       !ValidPrivateData(param->private_data, param->private_data_len, kMaxConnectPrivateData)) {
     return EINVAL;
@@ -292,6 +299,22 @@ int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param) {
   softrpma::MutexLock lock(&mu_);
   if (id->state != State::kRouteResolved || id->channel == nullptr || id->id.qp == nullptr) {
     return EINVAL;
+  }
+  switch (fault) {
+    case ConnFault::kReject:
+      id->state = State::kRejected;
+      QueueLocked(id, RDMA_CM_EVENT_REJECTED, kRejectConsumer, id, nullptr, nullptr, nullptr, 0);
+      return 0;
+    case ConnFault::kUnreachable:
+      id->state = State::kUnreachable;
+      QueueLocked(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, id, nullptr, nullptr, nullptr, 0);
+      return 0;
+    case ConnFault::kLost:
+      id->state = State::kUnreachable;
+      QueueLocked(id, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET, id, nullptr, nullptr, nullptr, 0);
+      return 0;
+    default:
+      break;
   }
   SimCmId* listener = FindListenerLocked(DstOf(id));
   if (listener == nullptr) {
@@ -331,7 +354,7 @@ int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param) {
   return 0;
 }
 
-int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param) {
+int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFault fault) {
   if (param != nullptr &&
       !ValidPrivateData(param->private_data, param->private_data_len, kMaxAcceptPrivateData)) {
     return EINVAL;
@@ -349,8 +372,25 @@ int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param) {
     id->listener = nullptr;
   }
   SimCmId* active = id->peer;
-  const bool active_ok = active != nullptr && active->state == State::kConnecting &&
-                         active->id.qp != nullptr &&
+  if (fault == ConnFault::kReject || fault == ConnFault::kLost) {
+    // The active side answers the REP with a REJ (kReject), or the exchange breaks (kLost).
+    const bool lost = fault == ConnFault::kLost;
+    const rdma_cm_event_type type = lost ? RDMA_CM_EVENT_CONNECT_ERROR : RDMA_CM_EVENT_REJECTED;
+    const int status = lost ? -ECONNRESET : kRejectConsumer;
+    if (lost) SetQpError(to_sim(id->id.qp));
+    if (active != nullptr && active->peer == id && active->state == State::kConnecting) {
+      if (lost && active->id.qp != nullptr) SetQpError(to_sim(active->id.qp));
+      active->state = lost ? State::kDisconnected : State::kRejected;
+      active->peer = nullptr;
+      QueueLocked(active, type, status, active, nullptr, nullptr, nullptr, 0);
+    }
+    id->state = lost ? State::kDisconnected : State::kRejected;
+    id->peer = nullptr;
+    QueueLocked(id, type, status, id, nullptr, nullptr, nullptr, 0);
+    return 0;
+  }
+  const bool active_ok = fault != ConnFault::kUnreachable && active != nullptr &&
+                         active->state == State::kConnecting && active->id.qp != nullptr &&
                          to_sim(active->id.qp)->link == to_sim(id->id.qp)->link &&
                          EstablishLink(to_sim(id->id.qp)->link.get());
   if (!active_ok) {
@@ -376,7 +416,35 @@ int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param) {
               param != nullptr ? param->private_data : nullptr,
               param != nullptr ? param->private_data_len : 0);
   QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
+  if (fault == ConnFault::kDisconnect) EndConnectionLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
   return 0;
+}
+
+bool ConnectionManager::BreakConnection(const SimQp* qp, ConnFault fault) {
+  softrpma::MutexLock lock(&mu_);
+  for (const auto& [serial, id] : ids_) {
+    if (id->id.qp != &qp->qp) continue;
+    if (id->state != State::kConnected) return false;
+    if (fault == ConnFault::kLost) {
+      EndConnectionLocked(id, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
+    } else {
+      EndConnectionLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+    }
+    return true;
+  }
+  return false;
+}
+
+void ConnectionManager::EndConnectionLocked(SimCmId* id, rdma_cm_event_type type, int status) {
+  SimCmId* peer = id->peer;
+  for (SimCmId* side : {id, peer}) {
+    if (side == nullptr || side->state != State::kConnected) continue;
+    if (side->id.qp != nullptr) SetQpError(to_sim(side->id.qp));
+    side->state = State::kDisconnected;
+    QueueLocked(side, type, status, side, nullptr, nullptr, nullptr, 0);
+  }
+  if (peer != nullptr) peer->peer = nullptr;
+  id->peer = nullptr;
 }
 
 int ConnectionManager::Reject(SimCmId* id, const void* private_data, uint8_t private_data_len) {
@@ -500,6 +568,10 @@ void ConnectionManager::QueueLocked(SimCmId* owner, rdma_cm_event_type type, int
   softrpma::MutexLock channel_lock(&channel->mu);
   if (channel->events.empty()) channel->signal.Raise();
   channel->events.push_back(event);
+  if (TraceOn()) {
+    TraceEvent("cm_event id=%u type=%s status=%d", event_id->serial,
+               NameOr(CmEventName(type), type).c_str(), status);
+  }
 }
 
 std::vector<PendingCmEvent> ConnectionManager::TakeEventsLocked(SimCmId* owner) {
@@ -542,6 +614,11 @@ int ConnectionManager::GetEvent(SimEventChannel* channel, rdma_cm_event** event)
           sim_event->event.param.conn.private_data = sim_event->private_data;
           sim_event->event.param.conn.private_data_len = pending.private_data_len;
         }
+        sim_event->id_serial = pending.id->serial;
+        if (TraceOn()) {
+          TraceEvent("cm_event_got id=%u type=%s", pending.id->serial,
+                     NameOr(CmEventName(pending.type), pending.type).c_str());
+        }
         pending.owner->unacked_events.fetch_add(1, std::memory_order_acq_rel);
         __atomic_store_n(&pending.owner->id.event, &sim_event->event, __ATOMIC_RELEASE);
         channel->events.pop_front();
@@ -561,6 +638,10 @@ int ConnectionManager::AckEvent(SimCmEvent* event) {
   __atomic_compare_exchange_n(&owner->id.event, &expected, nullptr, false, __ATOMIC_ACQ_REL,
                               __ATOMIC_ACQUIRE);
   owner->unacked_events.fetch_sub(1, std::memory_order_acq_rel);
+  if (TraceOn()) {
+    TraceEvent("cm_event_ack id=%u type=%s", event->id_serial,
+               NameOr(CmEventName(event->event.event), event->event.event).c_str());
+  }
   Delete(event);
   return 0;
 }

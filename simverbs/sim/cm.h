@@ -39,6 +39,15 @@
 //   * Events are counted against the id whose channel they went to (the listener for
 //     CONNECT_REQUEST); RdmaDestroyId with unacknowledged events, or with a QP, is EBUSY.
 //   * Ports and QP numbers come from counters: the same program gets the same numbers.
+//   * Faults (fault.h, mapped to ConnFault by the backend): Connect with kReject /
+//     kUnreachable / kLost sends no request; the active id gets REJECTED (kRejectConsumer) /
+//     UNREACHABLE (-ETIMEDOUT) / CONNECT_ERROR (-ECONNRESET). Accept with kReject /
+//     kUnreachable / kLost gives both ids that event instead of ESTABLISHED (kLost also moves
+//     both QPs to ERROR); with kDisconnect both get ESTABLISHED, then DISCONNECTED (QPs to
+//     ERROR). BreakConnection (a fault on a post) ends an established connection: kDisconnect
+//     as rdma_disconnect would, kLost with CONNECT_ERROR (-ECONNRESET) on both ids; both QPs
+//     go to ERROR first, so outstanding WRs and the WR being posted flush.
+//   * Every event queued, got and acknowledged is traced (trace.h), ids by their serial.
 //
 // Thread-safe. One mutex (ConnectionManager::mu_) serializes connection management, which is
 // not on the data path; lock order: ConnectionManager::mu_ -> SimLink::mu -> ... (qp.h) ->
@@ -71,6 +80,9 @@ inline constexpr int kMaxRejectPrivateData = 148;
 // rdma_cm_event.status of RDMA_CM_EVENT_REJECTED: the IB CM reject reasons.
 inline constexpr int kRejectNoListener = 8;  // IB_CM_REJ_INVALID_SERVICE_ID: nobody listens
 inline constexpr int kRejectConsumer = 28;   // IB_CM_REJ_CONSUMER_DEFINED: rdma_reject & co.
+
+// How a fault makes a connection end (see the file comment).
+enum class ConnFault : uint8_t { kNone, kReject, kUnreachable, kLost, kDisconnect };
 
 struct SimCmId;
 
@@ -106,6 +118,7 @@ inline SimEventChannel* to_sim(rdma_event_channel* channel) {
 struct SimCmEvent final {
   rdma_cm_event event;  // FIRST member
   SimCmId* owner;
+  uint32_t id_serial;  // serial of event.id when it was got (for the trace)
   uint8_t private_data[kMaxAcceptPrivateData];
 };
 
@@ -169,8 +182,15 @@ class ConnectionManager final {
   int Listen(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
   int CreateQp(SimCmId* id, SimPd* pd, ibv_qp_init_attr* attr) ABSL_LOCKS_EXCLUDED(mu_);
   void DestroyQp(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
-  int Connect(SimCmId* id, const rdma_conn_param* param) ABSL_LOCKS_EXCLUDED(mu_);
-  int Accept(SimCmId* id, const rdma_conn_param* param) ABSL_LOCKS_EXCLUDED(mu_);
+  // `fault`: kNone, or how the connection ends (kReject, kUnreachable, kLost; Accept also
+  // kDisconnect). Applied only when the call is valid (its EINVAL checks come first).
+  int Connect(SimCmId* id, const rdma_conn_param* param, ConnFault fault = ConnFault::kNone)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  int Accept(SimCmId* id, const rdma_conn_param* param, ConnFault fault = ConnFault::kNone)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the established connection of the id owning `qp` (fault kLost or kDisconnect).
+  // Returns false, doing nothing, when qp belongs to no connected id.
+  bool BreakConnection(const SimQp* qp, ConnFault fault) ABSL_LOCKS_EXCLUDED(mu_);
   int Reject(SimCmId* id, const void* private_data, uint8_t private_data_len)
       ABSL_LOCKS_EXCLUDED(mu_);
   int Disconnect(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
@@ -200,6 +220,10 @@ class ConnectionManager final {
   bool RemoveConnectRequestLocked(SimCmId* request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The peer of a connected id that is going away: QP to ERROR, DISCONNECTED queued.
   void PeerGoneLocked(SimCmId* peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the connection of connected `id` and its peer: both QPs to ERROR, `type` (status
+  // `status`) queued on both, both disconnected and unlinked.
+  void EndConnectionLocked(SimCmId* id, rdma_cm_event_type type, int status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FreeIdLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   SimDevice* const device_;

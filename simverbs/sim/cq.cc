@@ -7,10 +7,48 @@
 #include <cstring>
 
 #include "simverbs/alloc.h"
+#include "simverbs/sim/trace.h"
 
 namespace softrpma::sim {
+namespace {
 
-SimCompChannel::SimCompChannel(SimDevice* device) {
+bool Before(uint64_t ready_a, uint64_t order_a, uint64_t ready_b, uint64_t order_b) {
+  return ready_a != ready_b ? ready_a < ready_b : order_a < order_b;
+}
+
+// Queues an event of `cq` due at `due_ns` on `channel`, in due-time order.
+// REQUIRES: channel->mu held.
+void QueueEventLocked(SimCompChannel* channel, SimCq* cq, uint64_t due_ns, uint64_t order)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(channel->mu) {
+  auto& events = channel->events;
+  if (events.empty()) channel->signal.Raise();
+  auto pos = events.end();
+  while (pos != events.begin()) {
+    auto prev = pos - 1;
+    if (!Before(due_ns, order, prev->due_ns, prev->order)) break;
+    pos = prev;
+  }
+  events.insert(pos, ChannelEvent{cq, due_ns, order});
+}
+
+void TraceWc(const char* type, uint32_t cq, const ibv_wc& wc, const uint64_t* ready_ns) {
+  const std::string status = NameOr(WcStatusName(wc.status), wc.status);
+  const std::string opcode = NameOr(WcOpcodeName(wc.opcode), wc.opcode);
+  if (ready_ns != nullptr) {
+    TraceEvent("%s cq=%u qp=%u wr_id=0x%llx status=%s opcode=%s byte_len=%u ready=%llu", type, cq,
+               wc.qp_num, static_cast<unsigned long long>(wc.wr_id), status.c_str(), opcode.c_str(),
+               wc.byte_len, static_cast<unsigned long long>(*ready_ns));
+  } else {
+    TraceEvent("%s cq=%u qp=%u wr_id=0x%llx status=%s opcode=%s byte_len=%u", type, cq, wc.qp_num,
+               static_cast<unsigned long long>(wc.wr_id), status.c_str(), opcode.c_str(),
+               wc.byte_len);
+  }
+}
+
+}  // namespace
+
+SimCompChannel::SimCompChannel(SimDevice* device)
+    : number(device->next_comp_channel_number.fetch_add(1, std::memory_order_relaxed)) {
   std::memset(&channel, 0, sizeof(channel));
   channel.context = &device->context;
   channel.fd = -1;
@@ -22,7 +60,8 @@ SimCq::SimCq(SimDevice* dev, int cqe, void* cq_context, SimCompChannel* comp_cha
   cq.context = &dev->context;
   cq.channel = comp_channel != nullptr ? &comp_channel->channel : nullptr;
   cq.cq_context = cq_context;
-  cq.handle = dev->next_cq_handle.fetch_add(1, std::memory_order_relaxed);
+  // The dummy CQ takes no number: numbers stay the same whatever the tests before did.
+  cq.handle = dummy ? 0 : dev->next_cq_handle.fetch_add(1, std::memory_order_relaxed);
   cq.cqe = cqe;
   pthread_mutex_init(&cq.mutex, nullptr);
   pthread_cond_init(&cq.cond, nullptr);
@@ -35,26 +74,47 @@ SimCq::~SimCq() {
   pthread_mutex_destroy(&cq.mutex);
 }
 
-bool SimCq::Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* sq_slots,
-                 uint32_t retire) {
+bool SimCq::Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* sq_slots, uint32_t retire,
+                 CompletionTimer::Slot slot) {
   softrpma::MutexLock lock(&mu_);
   if (overflowed.load(std::memory_order_relaxed)) return false;
   if (count_ == ring_.size()) {
     overflowed.store(true, std::memory_order_release);
+    if (TraceOn()) TraceEvent("cq_overflow cq=%u", cq.handle);
     return false;
   }
-  CqEntry& entry = ring_[(head_ + count_) % ring_.size()];
+  // Insert in (ready, order) order, from the tail: new completions are usually the latest.
+  const size_t capacity = ring_.size();
+  size_t pos = count_;  // index from head_ where the entry goes
+  while (pos > 0) {
+    const CqEntry& prev = ring_[(head_ + pos - 1) % capacity];
+    if (!Before(slot.ready_ns, slot.order, prev.ready_ns, prev.order)) break;
+    ring_[(head_ + pos) % capacity] = prev;
+    --pos;
+  }
+  CqEntry& entry = ring_[(head_ + pos) % capacity];
   entry.wc = wc;
   entry.sq_slots = sq_slots;
   entry.retire = retire;
+  entry.ready_ns = slot.ready_ns;
+  entry.order = slot.order;
   ++count_;
+  if (TraceOn()) TraceWc("cqe", cq.handle, wc, &slot.ready_ns);
   const bool fire =
       arm_ == Arm::kAny || (arm_ == Arm::kSolicited && (solicited || wc.status != IBV_WC_SUCCESS));
   if (fire && channel != nullptr) {
     arm_ = Arm::kNone;
+    if (arm_muted_) {
+      arm_muted_ = false;
+      if (TraceOn()) TraceEvent("cq_event_suppressed cq=%u", cq.handle);
+      return true;
+    }
     softrpma::MutexLock channel_lock(&channel->mu);
-    if (channel->events.empty()) channel->signal.Raise();
-    channel->events.push_back(this);
+    QueueEventLocked(channel, this, slot.ready_ns, slot.order);
+    if (TraceOn()) {
+      TraceEvent("cq_event cq=%u channel=%u at=%llu", cq.handle, channel->number,
+                 static_cast<unsigned long long>(slot.ready_ns));
+    }
   }
   return true;
 }
@@ -63,6 +123,10 @@ int SimCq::Poll(int num_entries, ibv_wc* wc, int* num_polled) {
   softrpma::MutexLock lock(&mu_);
   if (overflowed.load(std::memory_order_relaxed)) return EOVERFLOW;
   const int n = static_cast<int>(std::min<size_t>(count_, std::max(num_entries, 0)));
+  if (n > 0) {
+    // The program waited for the last completion it takes.
+    GlobalClock().AdvanceTo(ring_[(head_ + n - 1) % ring_.size()].ready_ns);
+  }
   for (int i = 0; i < n; ++i) {
     CqEntry& entry = ring_[head_];
     wc[i] = entry.wc;
@@ -71,12 +135,13 @@ int SimCq::Poll(int num_entries, ibv_wc* wc, int* num_polled) {
     }
     head_ = (head_ + 1) % ring_.size();
     --count_;
+    if (TraceOn()) TraceWc("wc", cq.handle, wc[i], nullptr);
   }
   *num_polled = n;
   return 0;
 }
 
-int SimCq::ReqNotify(bool solicited_only) {
+int SimCq::ReqNotify(bool solicited_only, bool muted) {
   if (is_dummy) return 0;
   if (channel == nullptr) return EINVAL;
   softrpma::MutexLock lock(&mu_);
@@ -85,6 +150,10 @@ int SimCq::ReqNotify(bool solicited_only) {
     arm_ = Arm::kAny;
   } else if (arm_ == Arm::kNone) {
     arm_ = Arm::kSolicited;
+  }
+  arm_muted_ = muted;
+  if (TraceOn()) {
+    TraceEvent("cq_arm cq=%u solicited_only=%d", cq.handle, solicited_only ? 1 : 0);
   }
   return 0;
 }
@@ -113,7 +182,7 @@ int CreateCompChannel(SimDevice* device, ibv_comp_channel** channel) {
 int DestroyCompChannel(SimCompChannel* channel) {
   {
     softrpma::MutexLock lock(&channel->mu);
-    if (channel->num_cqs != 0) return EBUSY;
+    if (!channel->cqs.empty()) return EBUSY;
   }
   Delete(channel);
   return 0;
@@ -128,7 +197,11 @@ int CreateCq(SimDevice* device, int cqe, void* cq_context, SimCompChannel* chann
   if (sim_cq == nullptr) return ENOMEM;
   if (channel != nullptr) {
     softrpma::MutexLock lock(&channel->mu);
-    ++channel->num_cqs;
+    channel->cqs.push_back(sim_cq);
+  }
+  if (TraceOn()) {
+    TraceEvent("create_cq cq=%u cqe=%d channel=%u", sim_cq->cq.handle, cqe,
+               channel != nullptr ? channel->number : 0);
   }
   *cq = &sim_cq->cq;
   return 0;
@@ -146,12 +219,16 @@ int DestroyCq(SimCq* cq) {
         cq->events_acked.load(std::memory_order_acquire)) {
       return EBUSY;
     }
-    const bool had_events = !channel->events.empty();
-    channel->events.erase(std::remove(channel->events.begin(), channel->events.end(), cq),
-                          channel->events.end());
-    if (had_events && channel->events.empty()) channel->signal.Lower();
-    --channel->num_cqs;
+    auto& events = channel->events;
+    const bool had_events = !events.empty();
+    events.erase(std::remove_if(events.begin(), events.end(),
+                                [cq](const ChannelEvent& event) { return event.cq == cq; }),
+                 events.end());
+    if (had_events && events.empty()) channel->signal.Lower();
+    auto& cqs = channel->cqs;
+    cqs.erase(std::remove(cqs.begin(), cqs.end(), cq), cqs.end());
   }
+  if (TraceOn()) TraceEvent("destroy_cq cq=%u", cq->cq.handle);
   Delete(cq);
   return 0;
 }
@@ -161,12 +238,16 @@ int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context) {
     {
       softrpma::MutexLock lock(&channel->mu);
       if (!channel->events.empty()) {
-        SimCq* event_cq = channel->events.front();
+        const ChannelEvent event = channel->events.front();
         channel->events.pop_front();
         if (channel->events.empty()) channel->signal.Lower();
-        event_cq->events_delivered.fetch_add(1, std::memory_order_acq_rel);
-        *cq = &event_cq->cq;
-        *cq_context = event_cq->cq.cq_context;
+        event.cq->events_delivered.fetch_add(1, std::memory_order_acq_rel);
+        GlobalClock().AdvanceTo(event.due_ns);
+        if (TraceOn()) {
+          TraceEvent("cq_event_got cq=%u channel=%u", event.cq->cq.handle, channel->number);
+        }
+        *cq = &event.cq->cq;
+        *cq_context = event.cq->cq.cq_context;
         return 0;
       }
     }
@@ -175,9 +256,23 @@ int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context) {
   }
 }
 
+int SpuriousCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context) {
+  softrpma::MutexLock lock(&channel->mu);
+  if (channel->cqs.empty()) return EINVAL;
+  SimCq* event_cq = channel->cqs.front();
+  event_cq->events_delivered.fetch_add(1, std::memory_order_acq_rel);
+  if (TraceOn()) {
+    TraceEvent("cq_event_got cq=%u channel=%u spurious=1", event_cq->cq.handle, channel->number);
+  }
+  *cq = &event_cq->cq;
+  *cq_context = event_cq->cq.cq_context;
+  return 0;
+}
+
 void AckCqEvents(SimCq* cq, unsigned int nevents) {
   if (cq->is_dummy) return;
   cq->events_acked.fetch_add(nevents, std::memory_order_acq_rel);
+  if (TraceOn()) TraceEvent("cq_event_ack cq=%u n=%u", cq->cq.handle, nevents);
 }
 
 }  // namespace softrpma::sim

@@ -5,16 +5,26 @@
 // the CQ enters an error state for good (IbvPollCq then fails with EOVERFLOW) and the QPs using
 // it go to the error state (qp.cc: when they are next used, see SimQp).
 //
+// Simulated time (sched.h): each completion carries the ready time its QP's CompletionTimer
+// gave it, and the ring is kept in (ready time, seeded key) order, so completions of different
+// QPs sharing a CQ come out in a seed-decided interleaving while one QP's stay in order (its
+// ready times strictly increase). A new completion is always ready later than the clock, so it
+// never overtakes one that is due already. IbvPollCq takes the earliest completions and moves
+// the clock to the ready time of the last one taken: it never returns fewer than it could.
+//
 // Notification follows hardware: IbvReqNotifyCq arms the CQ; the next completion added to an
 // armed CQ (solicited or error only, for a solicited-only arm) disarms it and queues one event
-// (the CQ) on its channel, raising the channel's eventfd. Completions already in the CQ when it
-// is armed send nothing; completions on an unarmed CQ send nothing.
+// (the CQ, due at the completion's ready time) on its channel, raising the channel's eventfd.
+// Completions already in the CQ when it is armed send nothing; completions on an unarmed CQ
+// send nothing. A channel delivers its events in due-time order, and IbvGetCqEvent moves the
+// clock to the event's time. An arm muted by a no_notify fault disarms without an event.
 //
 // Each CQ counts the events IbvGetCqEvent delivered and IbvAckCqEvents acknowledged;
 // destroying a CQ with unacknowledged events is EBUSY (libibverbs would block forever).
 //
 // Lock order (the whole simulator): SimLink::mu -> SimPd::mu (shared) -> SimSrq::mu ->
-// SimCq::mu_ -> SimCompChannel::mu. IbvPollCq takes only the CQ's mutex.
+// SimCq::mu_ -> SimCompChannel::mu -> the tracer's mutex (trace.h). IbvPollCq takes only the
+// CQ's mutex (and the tracer's when tracing).
 
 #ifndef SOFTRPMA_SIMVERBS_SIM_CQ_H_
 #define SOFTRPMA_SIMVERBS_SIM_CQ_H_
@@ -29,19 +39,29 @@
 #include "absl/base/thread_annotations.h"
 #include "simverbs/mutex.h"
 #include "simverbs/sim/device.h"
+#include "simverbs/sim/sched.h"
 #include "simverbs/sim/signal_fd.h"
 
 namespace softrpma::sim {
 
 struct SimCq;
 
+// One pending completion event: the CQ it names and when it is due.
+struct ChannelEvent {
+  SimCq* cq;
+  uint64_t due_ns;
+  uint64_t order;  // seeded tie-break
+};
+
 // A completion channel: a queue of CQ events behind a pollable eventfd.
 struct SimCompChannel final {
   ibv_comp_channel channel;  // FIRST member
+  uint32_t number;           // 1, 2, ... in creation order (trace id)
 
   softrpma::Mutex mu;
-  std::deque<SimCq*> events ABSL_GUARDED_BY(mu);  // CQs with a pending event, oldest first
-  int num_cqs ABSL_GUARDED_BY(mu) = 0;            // CQs created on this channel
+  // Pending events in (due_ns, order) order.
+  std::deque<ChannelEvent> events ABSL_GUARDED_BY(mu);
+  std::vector<SimCq*> cqs ABSL_GUARDED_BY(mu);  // CQs created on this channel, oldest first
   SignalFd signal;
 
   explicit SimCompChannel(SimDevice* device);
@@ -59,6 +79,8 @@ struct CqEntry {
   ibv_wc wc;
   std::atomic<uint32_t>* sq_slots;
   uint32_t retire;
+  uint64_t ready_ns;  // when it arrives, in simulated time
+  uint64_t order;     // seeded tie-break between equal ready times
 };
 
 struct SimCq final {
@@ -81,15 +103,17 @@ struct SimCq final {
   SimCq& operator=(const SimCq&) = delete;
   ~SimCq();
 
-  // Adds one completion (`solicited`: the sender asked for a solicited event). Queues an
-  // event when armed. Returns false when the CQ has overflowed (now or before): the completion
-  // was dropped.
-  bool Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* sq_slots, uint32_t retire)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // ibv_poll_cq. Returns 0 or EOVERFLOW.
+  // Adds one completion, ready at `slot` (`solicited`: the sender asked for a solicited
+  // event). Queues an event when armed. Returns false when the CQ has overflowed (now or
+  // before): the completion was dropped.
+  bool Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* sq_slots, uint32_t retire,
+            CompletionTimer::Slot slot) ABSL_LOCKS_EXCLUDED(mu_);
+  // ibv_poll_cq: the earliest completions, moving the clock to the last one's ready time.
+  // Returns 0 or EOVERFLOW.
   int Poll(int num_entries, ibv_wc* wc, int* num_polled) ABSL_LOCKS_EXCLUDED(mu_);
-  // ibv_req_notify_cq. Returns 0 or EINVAL (no channel).
-  int ReqNotify(bool solicited_only) ABSL_LOCKS_EXCLUDED(mu_);
+  // ibv_req_notify_cq. `muted` (a no_notify fault): the arm is taken but sends no event.
+  // Returns 0 or EINVAL (no channel).
+  int ReqNotify(bool solicited_only, bool muted = false) ABSL_LOCKS_EXCLUDED(mu_);
   // Forgets the send-queue slots of a QP being destroyed (its completions stay pollable).
   void ForgetSqSlots(std::atomic<uint32_t>* sq_slots) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -101,6 +125,7 @@ struct SimCq final {
   size_t head_ ABSL_GUARDED_BY(mu_) = 0;
   size_t count_ ABSL_GUARDED_BY(mu_) = 0;
   Arm arm_ ABSL_GUARDED_BY(mu_) = Arm::kNone;
+  bool arm_muted_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 inline SimCq* to_sim(ibv_cq* cq) { return reinterpret_cast<SimCq*>(cq); }
@@ -111,8 +136,13 @@ int DestroyCompChannel(SimCompChannel* channel);
 int CreateCq(SimDevice* device, int cqe, void* cq_context, SimCompChannel* channel, int comp_vector,
              ibv_cq** cq);
 int DestroyCq(SimCq* cq);
-// Blocks (or EAGAIN on an O_NONBLOCK fd) until the channel has an event; returns its CQ.
+// Blocks (or EAGAIN on an O_NONBLOCK fd) until the channel has an event; returns the CQ of
+// the earliest one and moves the clock to its due time.
 int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context);
+// The "spurious" fault: an event, at once, of the channel's oldest CQ, with nothing new in it
+// (counted as delivered: it must be acknowledged). The channel's real events stay queued.
+// Returns 0, or EINVAL when no CQ uses the channel.
+int SpuriousCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context);
 void AckCqEvents(SimCq* cq, unsigned int nevents);
 
 }  // namespace softrpma::sim

@@ -65,6 +65,7 @@ struct SimDevice final {
   std::atomic<uint32_t> next_cq_handle{1};
   std::atomic<uint32_t> next_srq_handle{1};
   std::atomic<uint32_t> next_qp_num{0x11};  // 0 and 1 are special QPs in InfiniBand
+  std::atomic<uint32_t> next_comp_channel_number{1};
 };
 
 inline SimDevice* to_sim(ibv_context* context) { return reinterpret_cast<SimDevice*>(context); }

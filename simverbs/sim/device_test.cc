@@ -164,6 +164,30 @@ TEST_F(DeviceTest, AdviseMr_NoOdp_Eopnotsupp_WithOdp_ChecksRange) {
   EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
 }
 
+TEST_F(DeviceTest, AdviseMr_WithOdp_BadAdviceOrFlags_Einval_WriteNeedsLocalWrite_Efault) {
+  ibv_pd* pd = nullptr;
+  ASSERT_EQ(backend_->IbvAllocPd(ctx_, &pd), 0);
+  char buf[64];
+  ibv_mr* read_only = nullptr;
+  ASSERT_EQ(backend_->IbvRegMr(pd, buf, sizeof(buf), IBV_ACCESS_REMOTE_READ, &read_only), 0);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(buf), 16, read_only->lkey};
+  SetOdpSupported(true);
+
+  EXPECT_EQ(backend_->IbvAdviseMr(pd, static_cast<ibv_advise_mr_advice>(77), 0, &sge, 1), EINVAL);
+  EXPECT_EQ(backend_->IbvAdviseMr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 1u << 7, &sge, 1), EINVAL);
+  EXPECT_EQ(backend_->IbvAdviseMr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &sge, 0), EINVAL);
+  EXPECT_EQ(backend_->IbvAdviseMr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0, &sge, 1), EFAULT)
+      << "prefetching for write needs a writable (LOCAL_WRITE) region";
+  EXPECT_EQ(backend_->IbvAdviseMr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT, 0, &sge, 1), 0);
+  SetOdpSupported(false);
+  EXPECT_EQ(backend_->IbvAdviseMr(pd, static_cast<ibv_advise_mr_advice>(77), 0, &sge, 1),
+            EOPNOTSUPP)
+      << "without ODP every advice is unsupported";
+
+  EXPECT_EQ(backend_->IbvDeregMr(read_only), 0);
+  EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
+}
+
 // ---- Protection checks on the data path ---------------------------------------------------
 
 class MrAccessTest : public ::testing::Test {

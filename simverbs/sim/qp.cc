@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "simverbs/alloc.h"
+#include "simverbs/sim/trace.h"
 
 namespace softrpma::sim {
 namespace {
@@ -100,9 +101,10 @@ ibv_wc MakeWc(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint64
 void EnterErrorLocked(SimQp* qp);
 
 // Completes a send WR of `qp`. A successful unsignaled WR only waits to be retired by the next
-// completion. REQUIRES: qp->link->mu held; the WR is no longer in qp->sq.
+// completion. The completion is ready when qp's CompletionTimer says (sched.h), `delay_ns`
+// later still. REQUIRES: qp->link->mu held; the WR is no longer in qp->sq.
 void CompleteSend(SimQp* qp, uint64_t wr_id, ibv_wr_opcode opcode, bool signaled,
-                  ibv_wc_status status, uint64_t byte_len) {
+                  ibv_wc_status status, uint64_t byte_len, uint64_t delay_ns = 0) {
   if (status == IBV_WC_SUCCESS && !signaled) {
     ++qp->unretired;
     return;
@@ -111,13 +113,17 @@ void CompleteSend(SimQp* qp, uint64_t wr_id, ibv_wr_opcode opcode, bool signaled
                            status == IBV_WC_SUCCESS ? byte_len : 0, qp->qp.qp_num);
   const uint32_t retire = qp->unretired + 1;
   qp->unretired = 0;
-  if (!qp->send_cq->Push(wc, /*solicited=*/false, &qp->sq_in_use, retire)) EnterErrorLocked(qp);
+  if (!qp->send_cq->Push(wc, /*solicited=*/false, &qp->sq_in_use, retire,
+                         qp->timer.Next(wc.byte_len, delay_ns))) {
+    EnterErrorLocked(qp);
+  }
 }
 
 // Completes a receive WR of `qp` (consumed from its RQ or its SRQ).
 // REQUIRES: qp->link->mu held; the WR is no longer queued.
 void CompleteRecv(SimQp* qp, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode,
-                  uint64_t byte_len, const SendWqe* sender_wqe, uint32_t src_qp) {
+                  uint64_t byte_len, const SendWqe* sender_wqe, uint32_t src_qp,
+                  uint64_t delay_ns = 0) {
   ibv_wc wc = MakeWc(wr_id, status, opcode, status == IBV_WC_SUCCESS ? byte_len : 0, qp->qp.qp_num);
   wc.src_qp = src_qp;
   bool solicited = false;
@@ -129,7 +135,9 @@ void CompleteRecv(SimQp* qp, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode
       wc.imm_data = sender_wqe->imm_data;
     }
   }
-  if (!qp->recv_cq->Push(wc, solicited, nullptr, 0)) EnterErrorLocked(qp);
+  if (!qp->recv_cq->Push(wc, solicited, nullptr, 0, qp->timer.Next(wc.byte_len, delay_ns))) {
+    EnterErrorLocked(qp);
+  }
 }
 
 // Moves `qp` to ERROR and flushes its send and receive queues. REQUIRES: qp->link->mu held.
@@ -137,17 +145,20 @@ void EnterErrorLocked(SimQp* qp) {
   if (qp->state == IBV_QPS_ERR) return;
   qp->state = IBV_QPS_ERR;
   qp->qp.state = IBV_QPS_ERR;
+  if (TraceOn()) TraceEvent("qp_state qp=%u state=IBV_QPS_ERR", qp->qp.qp_num);
   while (!qp->sq.empty()) {
     const SendWqe& wqe = qp->sq.front();
     const uint64_t wr_id = wqe.wr_id;
     const ibv_wr_opcode opcode = wqe.opcode;
+    const uint64_t delay_ns = wqe.delay_ns;
     qp->sq.pop_front();
-    CompleteSend(qp, wr_id, opcode, true, IBV_WC_WR_FLUSH_ERR, 0);
+    CompleteSend(qp, wr_id, opcode, true, IBV_WC_WR_FLUSH_ERR, 0, delay_ns);
   }
   while (!qp->rq.empty()) {
     const uint64_t wr_id = qp->rq.front().wr_id;
+    const uint64_t delay_ns = qp->rq.front().delay_ns;
     qp->rq.pop_front();
-    CompleteRecv(qp, wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, nullptr, 0);
+    CompleteRecv(qp, wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, nullptr, 0, delay_ns);
   }
 }
 
@@ -214,6 +225,7 @@ Outcome DeliverToReceive(SimQp* qp, SimQp* peer, SendWqe& wqe, const Segments& s
   }
   RecvWqe& recv = rq->front();
   const uint64_t recv_wr_id = recv.wr_id;
+  const uint64_t recv_delay_ns = recv.delay_ns;
   ibv_wc_status recv_status = IBV_WC_SUCCESS;
   ibv_wc_status send_status = IBV_WC_SUCCESS;
   ibv_wc_opcode recv_opcode = IBV_WC_RECV;
@@ -244,7 +256,8 @@ Outcome DeliverToReceive(SimQp* qp, SimQp* peer, SendWqe& wqe, const Segments& s
   }
   rq->pop_front();
   if (srq != nullptr) srq->mu.Unlock();
-  CompleteRecv(peer, recv_wr_id, recv_status, recv_opcode, src.total, &wqe, qp->qp.qp_num);
+  CompleteRecv(peer, recv_wr_id, recv_status, recv_opcode, src.total, &wqe, qp->qp.qp_num,
+               recv_delay_ns);
   if (recv_status != IBV_WC_SUCCESS) EnterErrorLocked(peer);
   return Done(send_status, src.total);
 }
@@ -299,20 +312,24 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
 }
 
 // THE PROGRESS STEP of one QP: executes its send queue from the head until it is empty or the
-// head waits for a receive. Every WR executes here and nowhere else, which is the seam for a
-// seeded scheduler (it would call this for the link/QP it picks instead of the posting thread
-// doing it). REQUIRES: link->mu held.
+// head waits for a receive. Every WR executes here and nowhere else. The seeded scheduler
+// (sched.h) acts on what this produces: each completion gets a seeded ready time from the QP's
+// CompletionTimer and the CQ orders completions by it, so QPs sharing a CQ interleave as the
+// seed says. A WR carrying a wc_status fault completes with that status without executing.
+// REQUIRES: link->mu held.
 void ProgressQpLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   CheckOverflowLocked(qp);
   while (qp->state == IBV_QPS_RTS && !qp->sq.empty()) {
     SendWqe& wqe = qp->sq.front();
-    const Outcome outcome = ExecuteLocked(link, qp, wqe);
+    const Outcome outcome = wqe.forced_status != IBV_WC_SUCCESS ? Done(wqe.forced_status)
+                                                                : ExecuteLocked(link, qp, wqe);
     if (outcome.wait) return;
     const uint64_t wr_id = wqe.wr_id;
     const ibv_wr_opcode opcode = wqe.opcode;
     const bool signaled = wqe.signaled;
+    const uint64_t delay_ns = wqe.delay_ns;
     qp->sq.pop_front();
-    CompleteSend(qp, wr_id, opcode, signaled, outcome.status, outcome.byte_len);
+    CompleteSend(qp, wr_id, opcode, signaled, outcome.status, outcome.byte_len, delay_ns);
     if (outcome.status != IBV_WC_SUCCESS) EnterErrorLocked(qp);
   }
 }
@@ -336,7 +353,9 @@ int ValidateSend(const SimQp* qp, const ibv_send_wr* wr, uint64_t* length) {
   if (total > kMaxMessageSize) return EINVAL;
   if ((wr->send_flags & IBV_SEND_INLINE) != 0) {
     if (wr->opcode == IBV_WR_RDMA_READ) return EINVAL;
-    if (total > qp->cap.max_inline_data) return EINVAL;
+    // An atomic write's 8 bytes always travel in the WQE (as with ibv_wr_atomic_write), so
+    // they do not count against max_inline_data.
+    if (total > qp->cap.max_inline_data && wr->opcode != IBV_WR_ATOMIC_WRITE) return EINVAL;
   }
   if (wr->opcode == IBV_WR_ATOMIC_WRITE && total != sizeof(uint64_t)) return EINVAL;
   *length = total;
@@ -352,7 +371,15 @@ int ValidateRecv(const ibv_recv_wr* wr, uint32_t max_sge) {
 void FillRecv(const ibv_recv_wr* wr, RecvWqe* wqe) {
   wqe->wr_id = wr->wr_id;
   wqe->num_sge = wr->num_sge;
+  wqe->delay_ns = 0;
   std::copy(wr->sg_list, wr->sg_list + wr->num_sge, wqe->sges.begin());
+}
+
+// The bytes a receive WR can take.
+uint64_t RecvCapacity(const ibv_recv_wr* wr) {
+  uint64_t capacity = 0;
+  for (int i = 0; i < wr->num_sge; ++i) capacity += wr->sg_list[i].length;
+  return capacity;
 }
 
 }  // namespace
@@ -404,8 +431,11 @@ SimQp::SimQp(SimPd* sim_pd, const ibv_qp_init_attr& attr, std::shared_ptr<SimLin
   qp.qp_type = IBV_QPT_RC;
   pthread_mutex_init(&qp.mutex, nullptr);
   pthread_cond_init(&qp.cond, nullptr);
+  timer.Init(qp.qp_num);
   const uint32_t send_sges = cap.max_send_sge;
-  const uint32_t inline_bytes = cap.max_inline_data;
+  // Room for the inline data, and at least for the 8 bytes of an inline atomic write.
+  const uint32_t inline_bytes =
+      std::max<uint32_t>(cap.max_inline_data, static_cast<uint32_t>(sizeof(uint64_t)));
   sq.Init(cap.max_send_wr, [send_sges, inline_bytes] {
     SendWqe wqe;
     wqe.sges.resize(send_sges);
@@ -498,6 +528,7 @@ bool EstablishLink(SimLink* link) {
     if (qp->state == IBV_QPS_INIT) {
       qp->state = IBV_QPS_RTS;
       qp->qp.state = IBV_QPS_RTS;
+      if (TraceOn()) TraceEvent("qp_state qp=%u state=IBV_QPS_RTS", qp->qp.qp_num);
     }
   }
   return true;
@@ -528,12 +559,12 @@ int DestroySrq(SimSrq* srq) {
   return 0;
 }
 
-int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault) {
   SimLink* link = qp->link.get();
   softrpma::MutexLock lock(&link->mu);
   CheckOverflowLocked(qp);
   int err = 0;
-  for (; wr != nullptr; wr = wr->next) {
+  for (bool first = true; wr != nullptr; wr = wr->next, first = false) {
     if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) {
       err = EINVAL;
       break;
@@ -546,11 +577,20 @@ int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
       break;
     }
     qp->sq_in_use.fetch_add(1, std::memory_order_acq_rel);
+    if (TraceOn()) {
+      TraceEvent("post_send qp=%u wr_id=0x%llx opcode=%s len=%llu signaled=%d", qp->qp.qp_num,
+                 static_cast<unsigned long long>(wr->wr_id),
+                 NameOr(WrOpcodeName(wr->opcode), wr->opcode).c_str(),
+                 static_cast<unsigned long long>(length),
+                 qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED) != 0 ? 1 : 0);
+    }
     if (qp->state == IBV_QPS_ERR) {
-      CompleteSend(qp, wr->wr_id, wr->opcode, true, IBV_WC_WR_FLUSH_ERR, 0);
+      CompleteSend(qp, wr->wr_id, wr->opcode, true, IBV_WC_WR_FLUSH_ERR, 0, fault.delay_ns);
       continue;
     }
     SendWqe& wqe = qp->sq.push_back();
+    wqe.forced_status = first ? fault.status : IBV_WC_SUCCESS;
+    wqe.delay_ns = fault.delay_ns;
     wqe.wr_id = wr->wr_id;
     wqe.opcode = wr->opcode;
     wqe.signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED) != 0;
@@ -582,7 +622,7 @@ int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   return 0;
 }
 
-int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr, const WrFault& fault) {
   if (qp->srq != nullptr) {
     *bad_wr = wr;
     return EINVAL;
@@ -591,18 +631,32 @@ int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   softrpma::MutexLock lock(&link->mu);
   CheckOverflowLocked(qp);
   int err = 0;
-  for (; wr != nullptr; wr = wr->next) {
+  for (bool first = true; wr != nullptr; wr = wr->next, first = false) {
     err = ValidateRecv(wr, qp->cap.max_recv_sge);
     if (err != 0) break;
     if (qp->rq.full()) {
       err = ENOMEM;
       break;
     }
+    if (TraceOn()) {
+      TraceEvent("post_recv qp=%u wr_id=0x%llx len=%llu", qp->qp.qp_num,
+                 static_cast<unsigned long long>(wr->wr_id),
+                 static_cast<unsigned long long>(RecvCapacity(wr)));
+    }
     if (qp->state == IBV_QPS_ERR) {
-      CompleteRecv(qp, wr->wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, nullptr, 0);
+      CompleteRecv(qp, wr->wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, nullptr, 0, fault.delay_ns);
       continue;
     }
-    FillRecv(wr, &qp->rq.push_back());
+    if (first && fault.status != IBV_WC_SUCCESS) {
+      // A wc_status fault: this receive fails at once; the QP goes to ERROR, flushing the
+      // receives posted before it (after it in the CQ) and the rest of this list.
+      CompleteRecv(qp, wr->wr_id, fault.status, IBV_WC_RECV, 0, nullptr, 0, fault.delay_ns);
+      EnterErrorLocked(qp);
+      continue;
+    }
+    RecvWqe& wqe = qp->rq.push_back();
+    FillRecv(wr, &wqe);
+    wqe.delay_ns = fault.delay_ns;
   }
   // A sender waiting for a receive of this QP may go on now.
   SimQp* peer = link->side[1 - qp->side];
@@ -625,6 +679,11 @@ int PostSrqRecv(SimSrq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
       if (srq->rq.full()) {
         err = ENOMEM;
         break;
+      }
+      if (TraceOn()) {
+        TraceEvent("post_srq_recv srq=%u wr_id=0x%llx len=%llu", srq->srq.handle,
+                   static_cast<unsigned long long>(wr->wr_id),
+                   static_cast<unsigned long long>(RecvCapacity(wr)));
       }
       FillRecv(wr, &srq->rq.push_back());
     }

@@ -4,12 +4,16 @@
 // THE MODEL
 //   * RC only. A QP is INIT after creation, RTS once the connection manager established its
 //     connection, ERROR after a disconnect, an error completion or an overflow of one of its CQs.
-//   * Execution is in order per QP and happens inside the "progress step" of a link
-//     (ProgressLocked in qp.cc): each QP's send queue is executed from its head until it is
-//     empty or its head must wait. Today the step runs in the posting thread, right after
-//     ibv_post_send, and on the peer's link right after a receive is posted (which is what
-//     resumes a sender waiting for one). A later seeded scheduler can instead call the step
-//     itself, interleaving links in a seed-decided order; nothing else executes work requests.
+//   * Execution is in order per QP and happens inside the "progress step" of a QP
+//     (ProgressQpLocked in qp.cc): its send queue is executed from its head until it is empty
+//     or its head must wait. The step runs in the posting thread, right after ibv_post_send,
+//     and on the peer right after a receive is posted (which is what resumes a sender waiting
+//     for one); nothing else executes work requests. Data moves when the WR executes.
+//   * The seeded scheduler (sched.h) decides when each completion arrives: every completion
+//     gets a ready time from its QP's CompletionTimer (seeded jitter, strictly increasing per
+//     QP) and CQs keep completions in ready-time order, so completions of different QPs
+//     sharing a CQ interleave as the seed says, and one QP's never reorder. Faults of a post
+//     (WrFault) may fail its first WR with a given status or hold its completions back.
 //   * RDMA WRITE / READ check the local SGEs against the QP's PD (lkey, range, LOCAL_WRITE for
 //     the READ target) -> IBV_WC_LOC_PROT_ERR, and the remote range against the responder QP's
 //     PD (rkey, range, REMOTE_WRITE / REMOTE_READ) -> IBV_WC_REM_ACCESS_ERR with the remote
@@ -33,8 +37,16 @@
 //   * Completions: wr_id, status, opcode, byte_len (the message length: bytes written, read,
 //     sent or received), qp_num, src_qp (the sender, on receives), imm_data + IBV_WC_WITH_IMM,
 //     vendor_err 0. Flushed completions carry the WR's opcode and byte_len 0.
-//   * IBV_WR_ATOMIC_WRITE (defined by the installed verbs.h) writes 8 bytes atomically;
-//     IBV_WR_FLUSH is not defined by the installed verbs.h, so it is not modelled.
+//   * An RDMA READ executes only after every earlier WR of its QP (in-order execution): when
+//     its completion is there, every earlier RDMA WRITE of that QP is in the responder's
+//     memory. rpma_flush(3) relies on this (IBV_WR_FLUSH is not defined by the installed
+//     verbs.h, so it is not modelled).
+//   * IBV_WR_ATOMIC_WRITE (defined by the installed verbs.h) takes exactly 8 bytes, from an SGE
+//     or inline (IBV_SEND_INLINE: copied at post time, whatever max_inline_data says, as
+//     ibv_wr_atomic_write carries them in the WQE), and stores them at an 8-byte aligned remote
+//     address (REMOTE_WRITE access) with one atomic 8-byte store, so a concurrent reader of
+//     that word sees the old or the new value, never a mix. A misaligned remote address gives
+//     IBV_WC_REM_INV_REQ_ERR. Completion opcode IBV_WC_ATOMIC_WRITE, byte_len 8.
 //
 // LOCKING: one mutex per link guards both QPs of a connection (state, queues); the PD tables are
 // read-locked while copying; SRQ, CQ and channel mutexes follow (order in cq.h). Posting and
@@ -56,6 +68,7 @@
 #include "simverbs/mutex.h"
 #include "simverbs/sim/cq.h"
 #include "simverbs/sim/device.h"
+#include "simverbs/sim/sched.h"
 
 namespace softrpma::sim {
 
@@ -107,7 +120,11 @@ struct SendWqe {
   uint64_t length = 0;  // total bytes of the SGEs (or of the inline data)
   int num_sge = 0;
   std::vector<ibv_sge> sges;         // max_send_sge slots
-  std::vector<uint8_t> inline_data;  // max_inline_data bytes
+  std::vector<uint8_t> inline_data;  // max(max_inline_data, 8) bytes (8: an inline atomic write)
+  // Faults (fault.h): completes with this status instead of executing (when not SUCCESS);
+  // its completion is ready delay_ns later.
+  ibv_wc_status forced_status = IBV_WC_SUCCESS;
+  uint64_t delay_ns = 0;
 };
 
 // A posted receive WR.
@@ -115,6 +132,7 @@ struct RecvWqe {
   uint64_t wr_id = 0;
   int num_sge = 0;
   std::vector<ibv_sge> sges;  // max_recv_sge slots
+  uint64_t delay_ns = 0;      // a delay fault: its completion is ready that much later
 };
 
 struct SimQp;
@@ -167,6 +185,7 @@ struct SimQp final {
   Ring<SendWqe> sq;
   Ring<RecvWqe> rq;
   uint32_t unretired = 0;  // executed unsignaled WRs whose slots the next completion retires
+  CompletionTimer timer;   // ready times of this QP's completions (sched.h)
 
   SimQp(SimPd* pd, const ibv_qp_init_attr& attr, std::shared_ptr<SimLink> link, int side);
   SimQp(const SimQp&) = delete;
@@ -198,8 +217,17 @@ int CreateSrq(SimPd* pd, ibv_srq_init_attr* attr, ibv_srq** srq);
 int DestroySrq(SimSrq* srq);
 
 // ---- The data path (contracts in backend.h) ---------------------------------------------
-int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
-int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+
+// A fault injected into the WRs of one post (fault.h): the first WR completes with `status`
+// (when not IBV_WC_SUCCESS; a send when it reaches the head of the send queue, a receive at
+// once) and its QP goes to ERROR; every WR's completion is ready `delay_ns` later.
+struct WrFault {
+  ibv_wc_status status = IBV_WC_SUCCESS;
+  uint64_t delay_ns = 0;
+};
+
+int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault = WrFault());
+int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr, const WrFault& fault = WrFault());
 int PostSrqRecv(SimSrq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 
 }  // namespace softrpma::sim

@@ -1,10 +1,13 @@
 // The RC data path of the simulator, through the Backend interface: WRITE / READ / SEND /
 // RECV (with and without immediate data), RNR waiting, order, signaling, send-queue occupancy,
-// SGE limits, receive length errors, flushing, SRQs, inline data, atomic write, inline verbs.
+// SGE limits, receive length errors, flushing, SRQs, inline data, atomic write (inline, aligned,
+// never torn), a read ordered after earlier writes, inline verbs.
 
 #include <arpa/inet.h>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -465,6 +468,146 @@ TEST_F(QpTest, AtomicWrite_Writes8Bytes) {
               ElementsAre(Field(&ibv_wc::opcode, IBV_WC_ATOMIC_WRITE)));
   sge.length = 4;  // not 8 bytes
   EXPECT_EQ(backend_->IbvPostSend(conn_.active.qp(), &wr, &bad), EINVAL);
+}
+
+// An ibv_send_wr for an 8-byte atomic write of *value to remote_addr (inline: the bytes are
+// copied when posted, no lkey needed).
+ibv_send_wr InlineAtomicWrite(uint64_t wr_id, const uint64_t* value, ibv_sge* sge,
+                              uint64_t remote_addr, uint32_t rkey) {
+  *sge = ibv_sge{reinterpret_cast<uintptr_t>(value), sizeof(*value), 0};
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = IBV_WR_ATOMIC_WRITE;
+  wr.sg_list = sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  wr.wr.rdma.remote_addr = remote_addr;
+  wr.wr.rdma.rkey = rkey;
+  return wr;
+}
+
+TEST_F(QpTest, AtomicWrite_Inline_CopiedAtPost_WhateverMaxInlineData) {
+  ConnectionOptions options;
+  options.max_inline_data = 0;
+  Connect(options);
+  TestBuffer msg(backend_, conn_.active.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer inbox(backend_, conn_.passive.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  // A send with no receive posted waits at the head of the send queue, and the atomic write
+  // behind it: the value must be the one given at post time, not at execution time.
+  ibv_sge msg_sge = msg.Sge(0, 8);
+  ASSERT_EQ(PostSendMsg(backend_, conn_.active.qp(), 1, &msg_sge, 1), 0);
+  uint64_t value = 0x1122334455667788ULL;
+  ibv_sge sge;
+  ibv_send_wr wr = InlineAtomicWrite(2, &value, &sge, remote.addr(8), remote.mr()->rkey);
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(backend_->IbvPostSend(conn_.active.qp(), &wr, &bad), 0);
+  value = 0;  // the caller may reuse its buffer once the post returned
+  EXPECT_TRUE(PollAll(backend_, conn_.active.send_cq).empty());
+
+  ibv_sge inbox_sge = inbox.Sge(0, 8);
+  ASSERT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 3, &inbox_sge, 1), 0);
+
+  uint64_t got = 0;
+  std::memcpy(&got, remote.data() + 8, 8);
+  EXPECT_EQ(got, 0x1122334455667788ULL);
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(Field(&ibv_wc::opcode, IBV_WC_SEND),
+                          AllOf(Field(&ibv_wc::wr_id, 2u), Field(&ibv_wc::byte_len, 8u),
+                                Field(&ibv_wc::status, IBV_WC_SUCCESS),
+                                Field(&ibv_wc::opcode, IBV_WC_ATOMIC_WRITE))));
+}
+
+TEST_F(QpTest, AtomicWrite_MisalignedRemoteAddress_RemInvReqErr) {
+  Connect();
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  std::memset(remote.data(), 0x5A, 16);
+  const uint64_t value = ~uint64_t{0};
+  ibv_sge sge;
+  ibv_send_wr wr = InlineAtomicWrite(7, &value, &sge, remote.addr(4), remote.mr()->rkey);
+  ibv_send_wr* bad = nullptr;
+
+  ASSERT_EQ(backend_->IbvPostSend(conn_.active.qp(), &wr, &bad), 0);
+
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(AllOf(Field(&ibv_wc::wr_id, 7u),
+                                Field(&ibv_wc::status, IBV_WC_REM_INV_REQ_ERR))));
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(remote.data()[i], 0x5A) << "byte " << i;
+}
+
+TEST_F(QpTest, AtomicWrite_ConcurrentReader_NeverSeesATornValue) {
+  Connect();
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  // Two patterns that differ in every byte: any mix of the two is neither.
+  constexpr uint64_t kPatterns[2] = {0x0123456789ABCDEFULL, 0xFEDCBA9876543210ULL};
+  uint64_t* target = reinterpret_cast<uint64_t*>(remote.data() + 8);
+  __atomic_store_n(target, kPatterns[0], __ATOMIC_SEQ_CST);
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> torn{0};
+  std::atomic<uint64_t> reads{0};
+  std::thread reader([&] {
+    do {
+      const uint64_t seen = __atomic_load_n(target, __ATOMIC_SEQ_CST);
+      if (seen != kPatterns[0] && seen != kPatterns[1]) torn.store(seen);
+      reads.fetch_add(1, std::memory_order_relaxed);
+    } while (!done.load());
+  });
+
+  constexpr int kWrites = 20000;
+  int failed_posts = 0;
+  for (int i = 0; i < kWrites; ++i) {
+    const uint64_t value = kPatterns[(i + 1) % 2];
+    ibv_sge sge;
+    ibv_send_wr wr = InlineAtomicWrite(i, &value, &sge, remote.addr(8), remote.mr()->rkey);
+    ibv_send_wr* bad = nullptr;
+    if (backend_->IbvPostSend(conn_.active.qp(), &wr, &bad) != 0) ++failed_posts;
+    PollAll(backend_, conn_.active.send_cq);  // retires the slot
+  }
+  done.store(true);
+  reader.join();
+
+  EXPECT_EQ(failed_posts, 0);
+  EXPECT_EQ(torn.load(), 0u) << "a reader saw a mix of the two patterns";
+  EXPECT_GT(reads.load(), 0u);
+  EXPECT_EQ(__atomic_load_n(target, __ATOMIC_SEQ_CST), kPatterns[kWrites % 2]);
+}
+
+// What rpma_flush(3) relies on: a READ completes only after every earlier WRITE of its QP is
+// in the responder's memory, even when those writes are held up (here behind a send waiting
+// for a receive).
+TEST_F(QpTest, Read_CompletesOnlyAfterEarlierWritesAreApplied) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 64, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer inbox(backend_, conn_.passive.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 64, kRemoteAccess);
+  std::memcpy(local.data(), "first...second..", 16);
+  ibv_sge msg = local.Sge(0, 8);
+  ASSERT_EQ(PostSendMsg(backend_, conn_.active.qp(), 1, &msg, 1), 0);  // waits: no receive
+  ibv_sge first = local.Sge(0, 8);
+  ibv_sge second = local.Sge(8, 8);
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 2, &first, 1, remote.addr(0),
+                      remote.mr()->rkey, /*flags=*/0),
+            0);
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 3, &second, 1, remote.addr(8),
+                      remote.mr()->rkey, /*flags=*/0),
+            0);
+  ibv_sge into = local.Sge(32, 8);
+  ASSERT_EQ(PostRead(backend_, conn_.active.qp(), 4, &into, 1, remote.addr(8), remote.mr()->rkey),
+            0);
+
+  EXPECT_TRUE(PollAll(backend_, conn_.active.send_cq).empty());
+  EXPECT_EQ(std::memcmp(remote.data(), std::vector<uint8_t>(16, 0).data(), 16), 0)
+      << "no write may overtake the waiting send";
+
+  ibv_sge inbox_sge = inbox.Sge(0, 8);
+  ASSERT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 5, &inbox_sge, 1), 0);
+
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(Field(&ibv_wc::wr_id, 1u),
+                          AllOf(Field(&ibv_wc::wr_id, 4u), Field(&ibv_wc::opcode, IBV_WC_RDMA_READ),
+                                Field(&ibv_wc::status, IBV_WC_SUCCESS))));
+  EXPECT_EQ(std::memcmp(remote.data(), "first...second..", 16), 0);
+  EXPECT_EQ(std::memcmp(local.data() + 32, "second..", 8), 0) << "the read saw the second write";
 }
 
 TEST_F(QpTest, InlineVerbs_ReachTheSimulator) {

@@ -1,8 +1,12 @@
 #include "simverbs/sim/sim_backend.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -14,6 +18,8 @@
 #include "simverbs/sim/device.h"
 #include "simverbs/sim/fault.h"
 #include "simverbs/sim/qp.h"
+#include "simverbs/sim/sched.h"
+#include "simverbs/sim/trace.h"
 
 namespace softrpma::sim {
 namespace {
@@ -102,20 +108,29 @@ class SimBackend final : public Backend {
   }
 
   int IbvReqNotifyCq(ibv_cq* cq, int solicited_only) override {
-    if (int err = Injected(FaultPoint::kIbvReqNotifyCq); err != 0) return err;
+    const FaultDecision decision = faults_.Check(FaultPoint::kIbvReqNotifyCq);
+    if (decision.kind == FaultKind::kFail) return decision.err;
     if (cq == nullptr) return EINVAL;
-    return to_sim(cq)->ReqNotify(solicited_only != 0);
+    return to_sim(cq)->ReqNotify(solicited_only != 0,
+                                 /*muted=*/decision.kind == FaultKind::kNoNotify);
   }
 
   int IbvGetCqEvent(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) override {
     const FaultDecision decision = faults_.Check(FaultPoint::kIbvGetCqEvent);
-    if (decision.kind == FaultDecision::Kind::kFail) return decision.err;
+    if (decision.kind == FaultKind::kFail) return decision.err;
     if (channel == nullptr || cq == nullptr || cq_context == nullptr) return EINVAL;
-    if (decision.kind == FaultDecision::Kind::kUnknownCq) {
+    if (decision.kind == FaultKind::kUnknownCq) {
       // Succeeds at once with a CQ that is on no channel; the channel's events stay queued.
+      if (TraceOn()) {
+        TraceEvent("cq_event_got cq=0 channel=%u unknown=1", to_sim(channel)->number);
+      }
       *cq = &dummy_cq_.cq;
       *cq_context = dummy_cq_.cq.cq_context;
       return 0;
+    }
+    if (decision.kind == FaultKind::kSpurious &&
+        SpuriousCqEvent(to_sim(channel), cq, cq_context) == 0) {
+      return 0;  // (a channel no CQ uses cannot make one up: it waits as usual)
     }
     return GetCqEvent(to_sim(channel), cq, cq_context);
   }
@@ -160,21 +175,23 @@ class SimBackend final : public Backend {
   // ---- Queue pairs: the data path -----------------------------------------------------------
 
   int IbvPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) override {
-    if (int err = Injected(FaultPoint::kIbvPostSend); err != 0) {
+    const FaultDecision decision = faults_.Check(FaultPoint::kIbvPostSend, QpNum(qp));
+    if (decision.kind == FaultKind::kFail) {
       if (bad_wr != nullptr) *bad_wr = wr;
-      return err;
+      return decision.err;
     }
     if (qp == nullptr || bad_wr == nullptr) return EINVAL;
-    return PostSend(to_sim(qp), wr, bad_wr);
+    return PostSend(to_sim(qp), wr, bad_wr, ApplyPostFault(decision, to_sim(qp)));
   }
 
   int IbvPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) override {
-    if (int err = Injected(FaultPoint::kIbvPostRecv); err != 0) {
+    const FaultDecision decision = faults_.Check(FaultPoint::kIbvPostRecv, QpNum(qp));
+    if (decision.kind == FaultKind::kFail) {
       if (bad_wr != nullptr) *bad_wr = wr;
-      return err;
+      return decision.err;
     }
     if (qp == nullptr || bad_wr == nullptr) return EINVAL;
-    return PostRecv(to_sim(qp), wr, bad_wr);
+    return PostRecv(to_sim(qp), wr, bad_wr, ApplyPostFault(decision, to_sim(qp)));
   }
 
   // ---- Connection manager -------------------------------------------------------------------
@@ -258,15 +275,17 @@ class SimBackend final : public Backend {
   }
 
   int RdmaConnect(rdma_cm_id* id, rdma_conn_param* param) override {
-    if (int err = Injected(FaultPoint::kRdmaConnect); err != 0) return err;
+    const FaultDecision decision = faults_.Check(FaultPoint::kRdmaConnect, IdQpNum(id));
+    if (decision.kind == FaultKind::kFail) return decision.err;
     if (id == nullptr) return EINVAL;
-    return cm_.Connect(to_sim(id), param);
+    return cm_.Connect(to_sim(id), param, ToConnFault(decision.kind));
   }
 
   int RdmaAccept(rdma_cm_id* id, rdma_conn_param* param) override {
-    if (int err = Injected(FaultPoint::kRdmaAccept); err != 0) return err;
+    const FaultDecision decision = faults_.Check(FaultPoint::kRdmaAccept, IdQpNum(id));
+    if (decision.kind == FaultKind::kFail) return decision.err;
     if (id == nullptr) return EINVAL;
-    return cm_.Accept(to_sim(id), param);
+    return cm_.Accept(to_sim(id), param, ToConnFault(decision.kind));
   }
 
   int RdmaReject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) override {
@@ -276,7 +295,7 @@ class SimBackend final : public Backend {
   }
 
   int RdmaDisconnect(rdma_cm_id* id) override {
-    if (int err = Injected(FaultPoint::kRdmaDisconnect); err != 0) return err;
+    if (int err = Injected(FaultPoint::kRdmaDisconnect, IdQpNum(id)); err != 0) return err;
     if (id == nullptr) return EINVAL;
     return cm_.Disconnect(to_sim(id));
   }
@@ -294,9 +313,50 @@ class SimBackend final : public Backend {
   }
 
  private:
-  int Injected(FaultPoint point) {
-    const FaultDecision decision = faults_.Check(point);
-    return decision.kind == FaultDecision::Kind::kFail ? decision.err : 0;
+  int Injected(FaultPoint point, uint32_t qp_num = 0) {
+    const FaultDecision decision = faults_.Check(point, qp_num);
+    return decision.kind == FaultKind::kFail ? decision.err : 0;
+  }
+
+  static uint32_t QpNum(const ibv_qp* qp) { return qp != nullptr ? qp->qp_num : 0; }
+  static uint32_t IdQpNum(const rdma_cm_id* id) {
+    return id != nullptr && id->qp != nullptr ? id->qp->qp_num : 0;
+  }
+
+  static ConnFault ToConnFault(FaultKind kind) {
+    switch (kind) {
+      case FaultKind::kReject:
+        return ConnFault::kReject;
+      case FaultKind::kUnreachable:
+        return ConnFault::kUnreachable;
+      case FaultKind::kLost:
+        return ConnFault::kLost;
+      case FaultKind::kDisconnect:
+        return ConnFault::kDisconnect;
+      default:
+        return ConnFault::kNone;
+    }
+  }
+
+  // What a fault of a post does before the post: lost / disconnect break the QP's connection
+  // (so the WRs flush); wc_status / delay are returned for the WRs.
+  WrFault ApplyPostFault(const FaultDecision& decision, SimQp* qp) {
+    WrFault fault;
+    switch (decision.kind) {
+      case FaultKind::kWcStatus:
+        fault.status = decision.wc_status;
+        break;
+      case FaultKind::kDelay:
+        fault.delay_ns = decision.delay_ns;
+        break;
+      case FaultKind::kLost:
+      case FaultKind::kDisconnect:
+        cm_.BreakConnection(qp, ToConnFault(decision.kind));
+        break;
+      default:
+        break;
+    }
+    return fault;
   }
 
   bool IsOurs(ibv_context* ctx) const { return ctx == &device_.context; }
@@ -339,6 +399,76 @@ void SimBackend::InstallContextOps() {
   ops.post_srq_recv = &OpPostSrqRecv;
 }
 
+// The RPMA_SIM_STATS file, written at exit.
+std::FILE* g_stats_file = nullptr;
+
+void WriteStatsAtExit() {
+  if (g_stats_file == nullptr) return;
+  GlobalFaultInjector().WriteStats(g_stats_file);
+  std::fclose(g_stats_file);
+  g_stats_file = nullptr;
+}
+
+// The value of a variable naming a file; unset and empty are the same: off.
+const char* PathEnv(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+absl::Status EnvError(const char* variable, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(variable, ": ", message));
+}
+
+// Reads the RPMA_SIM_* variables (docs/TRACE.md) and applies them: seed, plan, stats, trace.
+// Everything is parsed before anything is applied.
+absl::Status ApplyEnvironment() {
+  std::optional<uint64_t> seed;
+  if (const char* text = std::getenv(kSeedEnvVar)) {  // set but empty: malformed
+    absl::StatusOr<uint64_t> parsed = ParseSeed(text);
+    if (!parsed.ok()) return EnvError(kSeedEnvVar, parsed.status().message());
+    seed = *parsed;
+  }
+  std::vector<FaultRule> rules;
+  bool has_plan = false;
+  if (const char* spec = std::getenv(kFaultsEnvVar)) {  // set but blank: an empty plan
+    absl::StatusOr<std::vector<FaultRule>> parsed = ParseFaultRules(spec);
+    if (!parsed.ok()) return EnvError(kFaultsEnvVar, parsed.status().message());
+    rules = *std::move(parsed);
+    has_plan = true;
+  }
+  if (const char* path = PathEnv(kScenarioEnvVar)) {
+    absl::StatusOr<Scenario> scenario = LoadScenarioFile(path);
+    if (!scenario.ok()) return EnvError(kScenarioEnvVar, scenario.status().message());
+    for (FaultRule& rule : scenario->rules) rules.push_back(std::move(rule));
+    if (!seed.has_value()) seed = scenario->seed;
+    has_plan = true;
+  }
+  std::FILE* stats = nullptr;
+  if (const char* path = PathEnv(kStatsEnvVar)) {
+    stats = std::fopen(path, "w");
+    if (stats == nullptr) {
+      const int err = errno;
+      return EnvError(kStatsEnvVar,
+                      absl::StrCat("cannot open \"", path, "\": ", std::strerror(err)));
+    }
+  }
+  if (seed.has_value()) SetSeed(*seed);
+  if (has_plan) GlobalFaultInjector().Install(std::make_unique<FaultPlan>(std::move(rules)));
+  if (stats != nullptr) {
+    GlobalFaultInjector().CountAllHits();
+    if (g_stats_file != nullptr) std::fclose(g_stats_file);  // a start that failed later
+    static const bool registered = (std::atexit(&WriteStatsAtExit), true);
+    (void)registered;
+    g_stats_file = stats;
+  }
+  if (const char* path = PathEnv(kTraceEnvVar)) {
+    const FaultPlan* plan = GlobalFaultInjector().current();
+    absl::Status status = StartTrace(path, CurrentSeed(), plan != nullptr ? plan->Text(";") : "");
+    if (!status.ok()) return EnvError(kTraceEnvVar, status.message());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Backend*> GetSimBackend() {
@@ -346,14 +476,8 @@ absl::StatusOr<Backend*> GetSimBackend() {
   softrpma::MutexLock lock(&mu);
   SimBackend* backend = g_backend.load(std::memory_order_acquire);
   if (backend != nullptr) return backend;
-  const char* spec = std::getenv(kFaultsEnvVar);
-  if (spec != nullptr && *spec != '\0') {
-    absl::StatusOr<std::unique_ptr<FaultPlan>> plan = ParseFaultSpec(spec);
-    if (!plan.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(kFaultsEnvVar, ": ", plan.status().message()));
-    }
-    GlobalFaultInjector().Install(*std::move(plan));
-  }
+  absl::Status status = ApplyEnvironment();
+  if (!status.ok()) return status;
   backend = new SimBackend();  // Never destroyed: objects it made may be used until exit.
   backend->InstallContextOps();
   g_backend.store(backend, std::memory_order_release);

@@ -3,7 +3,9 @@
 // One simulated device per process ("softrpma_sim0"), reachable at every IPv4/IPv6 address.
 // What it models is written at the top of each part: device.h (device, PD, MR), cq.h (CQs and
 // completion channels), qp.h (the RC data path), cm.h (the connection manager), fault.h (fault
-// points and RPMA_SIM_FAULTS). Sim-only controls (faults, ODP) are in sim_control.h.
+// points, RPMA_SIM_FAULTS and scenario files), sched.h (the seed, the simulated clock and the
+// seeded completion order), trace.h (RPMA_SIM_TRACE). Sim-only controls (faults, seed, trace,
+// ODP) are in sim_control.h; docs/FAULTS.md and docs/TRACE.md describe them for users.
 //
 // Objects the backend hands out are Sim* structs whose first member is the verbs struct, so the
 // usual fields can be read directly (ibv_mr.lkey, ibv_cq.cq_context, ibv_comp_channel.fd,
@@ -21,10 +23,13 @@
 namespace softrpma::sim {
 
 // The process's simulated NIC, started on first use and kept until exit. The first successful
-// call reads RPMA_SIM_FAULTS (fault.h) once and installs it.
-// Errors: InvalidArgument when RPMA_SIM_FAULTS is malformed (the message names the rule, the
-// column and the bad part, and starts with "RPMA_SIM_FAULTS: "); nothing is cached then, so a
-// later call reads the environment again.
+// call reads the environment once (docs/TRACE.md): RPMA_SIM_SEED, RPMA_SIM_FAULTS and
+// RPMA_SIM_SCENARIO (the plan: the RPMA_SIM_FAULTS rules, then the scenario's), RPMA_SIM_STATS
+// (hit counts written at exit) and RPMA_SIM_TRACE (the trace, started with the seed and plan).
+// Errors: InvalidArgument when one of them is malformed or its file cannot be opened; the
+// message starts with the variable's name ("RPMA_SIM_FAULTS: fault spec rule 1, column 15:
+// ...", "RPMA_SIM_SCENARIO: f.txt:3:1: ...", "RPMA_SIM_SEED: bad seed ..."). The backend is not
+// created then, so a later call reads the environment again.
 // Thread-safe.
 absl::StatusOr<Backend*> GetSimBackend();
 

@@ -7,6 +7,8 @@
 #include "absl/strings/str_join.h"
 #include "simverbs/sim/device.h"
 #include "simverbs/sim/fault.h"
+#include "simverbs/sim/sched.h"
+#include "simverbs/sim/trace.h"
 
 namespace softrpma::sim {
 namespace {
@@ -48,11 +50,61 @@ void ResetFaultCounters() { GlobalFaultInjector().ResetCounters(); }
 
 std::vector<std::string> ListFaultPoints() { return FaultPointNames(); }
 
+std::vector<FaultPointDescription> DescribeFaultPoints() {
+  std::vector<FaultPointDescription> points;
+  for (int i = 0; i < kNumFaultPoints; ++i) {
+    const FaultPointInfo& info = GetFaultPointInfo(static_cast<FaultPoint>(i));
+    FaultPointDescription point;
+    point.name = info.name;
+    point.description = info.description;
+    point.actions = FaultActionForms(info.point);
+    point.accepts_qp = info.has_qp;
+    points.push_back(std::move(point));
+  }
+  return points;
+}
+
+absl::StatusOr<uint64_t> FaultTotalHitCount(absl::string_view point) {
+  absl::StatusOr<FaultPoint> p = PointByName(point);
+  if (!p.ok()) return p.status();
+  return GlobalFaultInjector().total_hits(*p);
+}
+
 std::string CurrentFaultPlan() {
   const FaultPlan* plan = GlobalFaultInjector().current();
   if (plan == nullptr) return "";
-  return absl::StrJoin(plan->rules(), "; ",
-                       [](std::string* out, const FaultRule& rule) { out->append(rule.text); });
+  return plan->Text("; ");
 }
+
+absl::Status SetScenario(absl::string_view text, absl::string_view name) {
+  absl::StatusOr<Scenario> scenario = ParseScenario(text, name);
+  if (!scenario.ok()) return scenario.status();
+  if (scenario->seed.has_value()) SetSeed(*scenario->seed);
+  GlobalFaultInjector().Install(std::make_unique<FaultPlan>(std::move(scenario->rules)));
+  return absl::OkStatus();
+}
+
+absl::Status LoadScenario(const std::string& path) {
+  absl::StatusOr<Scenario> scenario = LoadScenarioFile(path);
+  if (!scenario.ok()) return scenario.status();
+  if (scenario->seed.has_value()) SetSeed(*scenario->seed);
+  GlobalFaultInjector().Install(std::make_unique<FaultPlan>(std::move(scenario->rules)));
+  return absl::OkStatus();
+}
+
+void SetSimSeed(uint64_t seed) { SetSeed(seed); }
+
+uint64_t SimSeed() { return CurrentSeed(); }
+
+absl::StatusOr<uint64_t> ParseSimSeed(absl::string_view text) { return ParseSeed(text); }
+
+uint64_t SimClockNs() { return GlobalClock().now_ns(); }
+
+absl::Status StartSimTrace(const std::string& path) {
+  const FaultPlan* plan = GlobalFaultInjector().current();
+  return StartTrace(path, CurrentSeed(), plan != nullptr ? plan->Text(";") : "");
+}
+
+void FinishSimTrace() { FinishTrace(); }
 
 }  // namespace softrpma::sim

@@ -119,10 +119,12 @@ void TestConnection::TearDown(Endpoint* endpoint) {
     backend_->RdmaDestroyId(endpoint->id);
   }
   if (endpoint->srq != nullptr) backend_->IbvDestroySrq(endpoint->srq);
-  if (endpoint->recv_cq != nullptr && endpoint->recv_cq != endpoint->send_cq) {
-    backend_->IbvDestroyCq(endpoint->recv_cq);
+  if (endpoint->owns_cqs) {
+    if (endpoint->recv_cq != nullptr && endpoint->recv_cq != endpoint->send_cq) {
+      backend_->IbvDestroyCq(endpoint->recv_cq);
+    }
+    if (endpoint->send_cq != nullptr) backend_->IbvDestroyCq(endpoint->send_cq);
   }
-  if (endpoint->send_cq != nullptr) backend_->IbvDestroyCq(endpoint->send_cq);
   if (endpoint->comp_channel != nullptr) backend_->IbvDestroyCompChannel(endpoint->comp_channel);
   if (endpoint->pd != nullptr) backend_->IbvDeallocPd(endpoint->pd);
   if (endpoint->channel != nullptr) backend_->RdmaDestroyEventChannel(endpoint->channel);
@@ -130,17 +132,24 @@ void TestConnection::TearDown(Endpoint* endpoint) {
 }
 
 absl::Status TestConnection::SetUpQp(Endpoint* endpoint, ibv_context* ctx,
-                                     const ConnectionOptions& options, bool with_srq) {
+                                     const ConnectionOptions& options, bool with_srq,
+                                     ibv_cq* shared_cq) {
   RETURN_IF_ERR("ibv_alloc_pd", backend_->IbvAllocPd(ctx, &endpoint->pd));
-  if (options.comp_channel) {
+  if (shared_cq != nullptr) {
+    endpoint->owns_cqs = false;
+    endpoint->send_cq = shared_cq;
+    endpoint->recv_cq = shared_cq;
+  } else if (options.comp_channel) {
     RETURN_IF_ERR("ibv_create_comp_channel",
                   backend_->IbvCreateCompChannel(ctx, &endpoint->comp_channel));
   }
-  RETURN_IF_ERR("ibv_create_cq",
-                backend_->IbvCreateCq(ctx, options.cqe, endpoint, endpoint->comp_channel, 0,
-                                      &endpoint->send_cq));
-  endpoint->recv_cq = endpoint->send_cq;
-  if (options.separate_recv_cq) {
+  if (shared_cq == nullptr) {
+    RETURN_IF_ERR("ibv_create_cq",
+                  backend_->IbvCreateCq(ctx, options.cqe, endpoint, endpoint->comp_channel, 0,
+                                        &endpoint->send_cq));
+    endpoint->recv_cq = endpoint->send_cq;
+  }
+  if (shared_cq == nullptr && options.separate_recv_cq) {
     RETURN_IF_ERR("ibv_create_cq (recv)",
                   backend_->IbvCreateCq(ctx, options.cqe, endpoint, endpoint->comp_channel, 0,
                                         &endpoint->recv_cq));
@@ -206,7 +215,8 @@ absl::Status TestConnection::StartActive(const ConnectionOptions& options, uint1
   backend_->RdmaFreeaddrinfo(info);
   RETURN_IF_ERR("rdma_create_id / rdma_resolve_addr", err);
   RETURN_IF_ERR("rdma_resolve_route", backend_->RdmaResolveRoute(active.id, 1000));
-  absl::Status status = SetUpQp(&active, active.id->verbs, options, /*with_srq=*/false);
+  absl::Status status =
+      SetUpQp(&active, active.id->verbs, options, /*with_srq=*/false, options.active_cq);
   if (!status.ok()) return status;
   RETURN_IF_ERR("rdma_create_event_channel", backend_->RdmaCreateEventChannel(&active.channel));
   RETURN_IF_ERR("rdma_migrate_id", backend_->RdmaMigrateId(active.id, active.channel));

@@ -47,6 +47,8 @@ struct Endpoint {
   ibv_cq* recv_cq = nullptr;  // == send_cq unless ConnectionOptions::separate_recv_cq
   ibv_srq* srq = nullptr;
   rdma_event_channel* channel = nullptr;
+  bool owns_cqs =
+      true;  // false: send_cq / recv_cq belong to the test (ConnectionOptions::active_cq)
   ibv_qp* qp() const { return id != nullptr ? id->qp : nullptr; }
 };
 
@@ -63,6 +65,9 @@ struct ConnectionOptions {
   bool passive_srq = false;  // the passive QP takes its receives from an SRQ
   std::vector<uint8_t> connect_private_data;
   std::vector<uint8_t> accept_private_data;
+  // When set, the active side's QP uses this CQ (the test's: not destroyed) as its send and
+  // receive CQ, so that several connections can share one CQ.
+  ibv_cq* active_cq = nullptr;
 };
 
 // Two connected ids in one process, built step by step as librpma builds them; the destructor
@@ -97,7 +102,7 @@ class TestConnection final {
  private:
   // Creates PD, comp channel, CQs (and SRQ) for `endpoint` on `ctx`, then its QP on its id.
   absl::Status SetUpQp(Endpoint* endpoint, ibv_context* ctx, const ConnectionOptions& options,
-                       bool with_srq);
+                       bool with_srq, ibv_cq* shared_cq = nullptr);
   void TearDown(Endpoint* endpoint);
 
   Backend* backend_;

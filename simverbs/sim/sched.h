@@ -1,0 +1,105 @@
+// sched.h: the simulator's seed, its simulated clock, and the completion-time model (the seeded
+// scheduler) that decides in which order completions of different QPs arrive.
+//
+// THE MODEL (docs/TRACE.md, "Simulated time")
+//   * One 64-bit seed per process (RPMA_SIM_SEED, a scenario's `seed` line, SetSeed()). Every
+//     choice the simulator makes is a pure function of a seed derived from it per component
+//     (DeriveSeed) and of counters, never of wall time, addresses or unordered containers.
+//   * One logical clock in nanoseconds (SimClock). It moves only when the program waits for the
+//     NIC: when ibv_poll_cq takes a completion whose ready time is later than now, and when
+//     ibv_get_cq_event takes an event due later than now. Posts and CM calls take no time.
+//   * Every completion gets a ready time when its WR executes (CompletionTimer::Next):
+//     now + kBaseLatencyNs + bytes / kBytesPerNs + seeded jitter + an injected delay, and never
+//     earlier than the previous completion of the same QP (+1 ns): one QP keeps its order, QPs
+//     sharing a CQ interleave as the seed says. Ties between QPs are broken by a seeded key.
+//
+// Thread-safety: the seed and the clock are atomics (thread-safe). A CompletionTimer belongs to
+// one QP and is guarded by that QP's lock (SimLink::mu).
+
+#ifndef SOFTRPMA_SIMVERBS_SIM_SCHED_H_
+#define SOFTRPMA_SIMVERBS_SIM_SCHED_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace softrpma::sim {
+
+inline constexpr char kSeedEnvVar[] = "RPMA_SIM_SEED";
+// The seed when none is given: "softrpma" in ASCII.
+inline constexpr uint64_t kDefaultSeed = 0x736f667472706d61ULL;
+
+// The completion-time model's constants (simulated nanoseconds).
+inline constexpr uint64_t kBaseLatencyNs = 1500;
+inline constexpr uint64_t kBytesPerNs = 8;
+inline constexpr uint64_t kJitterNs = 1000;
+// The largest delay= a fault may add (10^12 ns, 1000 simulated seconds).
+inline constexpr uint64_t kMaxDelayNs = 1000000000000ULL;
+
+// Parses a seed: decimal ("1234") or 0x-hex ("0x4d2", "0X4D2"), 0 .. 2^64-1, nothing else (no
+// sign, no blanks, no trailing characters).
+// Errors: InvalidArgument `bad seed "<text>": expected a decimal or 0x-hex 64-bit number`.
+absl::StatusOr<uint64_t> ParseSeed(absl::string_view text);
+
+// The process's seed (kDefaultSeed until set). SetSeed affects choices made afterwards (QPs
+// created after it, fault decisions after it) and writes a `seed` trace line.
+uint64_t CurrentSeed();
+void SetSeed(uint64_t seed);
+
+// The independent streams derived from the seed, one per component.
+enum class SeedStream : uint64_t {
+  kCompletions = 1,  // completion jitter and tie-breaking (per QP)
+  kFaults = 2,       // prob= conditions (per rule)
+};
+
+// A well-mixed 64-bit function of (a, b) (SplitMix64 finalizer over a combination).
+uint64_t Mix64(uint64_t a, uint64_t b);
+// The seed of one stream of `seed`.
+inline uint64_t DeriveSeed(uint64_t seed, SeedStream stream) {
+  return Mix64(seed, static_cast<uint64_t>(stream));
+}
+
+// The simulated clock. Thread-safe.
+class SimClock final {
+ public:
+  SimClock() = default;
+  SimClock(const SimClock&) = delete;
+  SimClock& operator=(const SimClock&) = delete;
+
+  uint64_t now_ns() const { return now_ns_.load(std::memory_order_acquire); }
+  // Moves the clock to `t` if it is earlier; returns the clock afterwards (>= t).
+  uint64_t AdvanceTo(uint64_t t);
+
+ private:
+  std::atomic<uint64_t> now_ns_{0};
+};
+
+// The clock of this process's simulator.
+SimClock& GlobalClock();
+
+// When a QP's completions become ready. One per QP, guarded by the QP's lock.
+class CompletionTimer final {
+ public:
+  // The ready time and the tie-break key of one completion.
+  struct Slot {
+    uint64_t ready_ns;
+    uint64_t order;
+  };
+
+  // Seeds the timer for QP `qp_num` from the current seed.
+  void Init(uint32_t qp_num);
+  // The slot of the QP's next completion of `bytes` bytes, produced now, held back `delay_ns`
+  // more (a fault). Strictly after the QP's previous slot.
+  Slot Next(uint64_t bytes, uint64_t delay_ns);
+
+ private:
+  uint64_t key_ = 0;
+  uint64_t count_ = 0;
+  uint64_t last_ready_ns_ = 0;
+};
+
+}  // namespace softrpma::sim
+
+#endif  // SOFTRPMA_SIMVERBS_SIM_SCHED_H_
