@@ -1,0 +1,71 @@
+// classify.h: what became of one run of the program under test (clean, non-zero exit, crash,
+// hang, leak), from how it ended and what it printed; and how leaks are looked for.
+//
+// Thread-safety: every function is thread-safe (none keeps state).
+
+#ifndef SOFTRPMA_TOOLS_RPMA_SIM_CLASSIFY_H_
+#define SOFTRPMA_TOOLS_RPMA_SIM_CLASSIFY_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tools/rpma_sim/process.h"
+
+namespace softrpma::rpma_sim {
+
+// The class of one run. Exactly one per run, in this order of precedence: a run that timed out
+// is hung whatever it printed; a sanitizer's error report (AddressSanitizer, ThreadSanitizer
+// (data races too), MemorySanitizer, UBSan's "runtime error:", a memory error valgrind reported)
+// or a fatal signal makes it crashed; a leak report (LeakSanitizer, or valgrind's "definitely
+// lost") leaked; then a non-zero exit status; else clean.
+enum class RunClass { kClean, kNonzero, kCrashed, kHung, kLeaked };
+
+// "clean", "nonzero", "crashed", "hung", "leaked".
+const char* RunClassName(RunClass run_class);
+
+// Whether a run of this class is a failure of the program (crashed, hung, leaked). A non-zero
+// exit is not: a program is expected to report an injected fault.
+bool IsFailure(RunClass run_class);
+
+// How leaks are detected.
+enum class LeakChecker {
+  kNone,
+  kAsan,      // the program is built with AddressSanitizer: its LeakSanitizer reports at exit
+  kValgrind,  // the program runs under valgrind --leak-check=full
+};
+
+// "none", "asan", "valgrind".
+const char* LeakCheckerName(LeakChecker checker);
+
+// The exit status valgrind is told to use when it found an error (--error-exitcode).
+inline constexpr int kValgrindErrorExitCode = 97;
+
+// The valgrind command line that `program` is prefixed with under LeakChecker::kValgrind.
+std::vector<std::string> ValgrindPrefix();
+
+// The leak checker for the program at `program_path`: kAsan when the file references ASan's
+// runtime (__asan_init), else kValgrind when `valgrind_path` is non-empty (valgrind is
+// installed). Errors: FailedPrecondition saying what to do when neither applies or the program
+// is built with ThreadSanitizer (__tsan_init: no leak checker, and valgrind cannot run it);
+// NotFound when the file cannot be read.
+absl::StatusOr<LeakChecker> DetectLeakChecker(const std::string& program_path,
+                                              absl::string_view valgrind_path);
+
+// The verdict on one run.
+struct RunVerdict {
+  RunClass run_class = RunClass::kClean;
+  // What happened, in a few words: "exit 1", "SIGSEGV", "AddressSanitizer: heap-use-after-free",
+  // "timed out after 10s", "LeakSanitizer: detected memory leaks"...
+  std::string detail;
+};
+
+// Classifies a run from how it ended and its combined stdout + stderr, `output`. `checker`
+// says whether valgrind's exit status (kValgrindErrorExitCode) means an error report.
+RunVerdict Classify(const ChildExit& exit, absl::string_view output, LeakChecker checker,
+                    absl::Duration timeout);
+
+}  // namespace softrpma::rpma_sim
+
+#endif  // SOFTRPMA_TOOLS_RPMA_SIM_CLASSIFY_H_

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# rpma-sim's command line: --help and per-subcommand help, every kind of argument error (exit 2,
+# with a message saying what to do), a malformed fault spec caught before the program runs,
+# `points`, and `trace` on missing or malformed files.
+set -uo pipefail
+# shellcheck source=tools/rpma_sim/testdata/testlib.sh
+source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/rpma_sim/testdata/testlib.sh"
+
+run "$rpma_sim" --help
+expect_status "--help exits 0" 0 "$status"
+for needle in "Usage:" "Subcommands:" "  points  " "  run     " "  sweep   " "  trace   " \
+  "Examples:" "rpma-sim sweep -j 4" "Exit status:"; do
+  expect_in "--help: $needle" "$out" "$needle"
+done
+
+for sub in points run sweep trace; do
+  run "$rpma_sim" help "$sub"
+  expect_status "help $sub exits 0" 0 "$status"
+  expect_in "help $sub: usage" "$out" "Usage: rpma-sim $sub"
+  expect_in "help $sub: examples" "$out" "Examples:"
+  run "$rpma_sim" "$sub" --help
+  expect_in "$sub --help is help $sub" "$out" "Usage: rpma-sim $sub"
+done
+run "$rpma_sim" help sweep
+for flag in "--seed=S" "-j N" "--timeout=T  (default: 10s)" "--max-runs=M" "--points=P,..." \
+  "--report=FILE" "--leaks" "--lib=DIR"; do
+  expect_in "help sweep lists $flag" "$out" "$flag"
+done
+
+usage_error() {  # NAME MESSAGE ARGS...
+  local name="$1" message="$2"
+  shift 2
+  run "$rpma_sim" "$@"
+  expect_status "$name: exit 2" 2 "$status"
+  expect_in "$name: message" "$err" "$message"
+}
+usage_error "no arguments" "no subcommand given; the subcommands are points, run, sweep, trace"
+usage_error "unknown subcommand" 'unknown subcommand "swep"' swep -- true
+usage_error "unknown flag" "unknown flag --jobs=2; \`rpma-sim sweep\` takes --seed, -j" \
+  sweep --jobs=2 -- true
+usage_error "flag of another subcommand" 'flag --max-runs=3 is not a flag of `rpma-sim run`' \
+  run --max-runs=3 -- true
+usage_error "bad value" 'bad value for --timeout: "ten"' sweep --timeout=ten -- true
+usage_error "run without --" 'unexpected argument "true"; the program to run comes after "--"' \
+  run true
+usage_error "sweep without a program" 'needs the program to run after "--"' sweep --
+usage_error "trace without a file" '`rpma-sim trace` needs 1 argument' trace
+usage_error "-j 0" "-j needs a number >= 1" sweep -j 0 -- true
+usage_error "--points unknown" '--points: no fault point is called "ibv_foo"' \
+  sweep --points=ibv_post_send,ibv_foo -- true
+usage_error "--lib without the library" "--lib=$work: there is no librpma.so.0" \
+  run --lib="$work" -- true
+
+# A malformed spec names the rule and the column, and the program never starts.
+rm -f "$work/ran"
+run "$rpma_sim" run --faults='ibv_poll_cq:fail=EIO; ibv_post_send:explode' -- touch "$work/ran"
+expect_status "malformed spec: exit 2" 2 "$status"
+expect_in "malformed spec: rule and column" "$err" \
+  'rpma-sim: --faults: fault spec rule 2, column 37: unknown action "explode"'
+check "malformed spec: the program did not run" test ! -e "$work/ran"
+run "$rpma_sim" run --faults='ibv_ack_cq_events:fail=EIO' -- touch "$work/ran"
+expect_in "void point: rejected" "$err" "action fail is not valid for ibv_ack_cq_events"
+check "void point: the program did not run" test ! -e "$work/ran"
+
+printf '# two rules\nibv_post_send:fail=EIO\nibv_post_send:explode\n' >"$work/bad.scenario"
+run "$rpma_sim" run --scenario="$work/bad.scenario" -- touch "$work/ran"
+expect_status "malformed scenario: exit 2" 2 "$status"
+expect_in "malformed scenario: file, line and column" "$err" \
+  "rpma-sim: --scenario: $work/bad.scenario:3:15: unknown action \"explode\""
+check "malformed scenario: the program did not run" test ! -e "$work/ran"
+run "$rpma_sim" run --scenario="$work/no-such-scenario" -- touch "$work/ran"
+expect_status "missing scenario: exit 2" 2 "$status"
+expect_in "missing scenario: message" "$err" "no-such-scenario: cannot read scenario file"
+check "missing scenario: the program did not run" test ! -e "$work/ran"
+
+run "$rpma_sim" run -- no-such-program-xyz
+expect_status "missing program: exit 127" 127 "$status"
+expect_in "missing program: message" "$err" "rpma-sim: cannot run no-such-program-xyz"
+
+run "$rpma_sim" points
+expect_status "points exits 0" 0 "$status"
+check "points lists 39 points" test "$(grep -c '^[a-z]' <<<"$out")" -eq 39
+check "points: first" grep -qE '^ibv_query_device_ex +query the device' <<<"$out"
+check "points: last" grep -qE '^malloc ' <<<"$out"
+expect_in "points: actions" "$out" "actions: fail=<errno>"
+expect_in "points: void" "$out" "(returns void: counted, cannot fail)"
+
+run "$rpma_sim" trace "$work/no-such.trace"
+expect_status "trace of a missing file: exit 1" 1 "$status"
+expect_in "trace of a missing file: message" "$err" "cannot read $work/no-such.trace"
+printf 'softrpma-sim-trace 9\nseed 0x1\nfaults -\n' >"$work/v9.trace"
+run "$rpma_sim" trace "$work/v9.trace"
+expect_status "trace of an unknown version: exit 1" 1 "$status"
+expect_in "trace of an unknown version: message" "$err" \
+  "v9.trace: line 1: trace format version 9; rpma-sim reads version 1"
+
+finish

@@ -1,0 +1,434 @@
+// rpma-sim: runs librpma programs on softrpma's simulated NIC. Subcommands:
+//   points  every fault point of the simulator
+//   run     one run of a program with a seed, faults / a scenario and a trace
+//   sweep   fail every hit of every fault point in turn; classify and report each run
+//   trace   a trace as readable lines or as Chrome Trace Event JSON
+// `rpma-sim --help` explains each with examples; docs/RPMA_SIM.md is the manual.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "tools/rpma_sim/command_line.h"
+#include "tools/rpma_sim/process.h"
+#include "tools/rpma_sim/sim_checks.h"
+#include "tools/rpma_sim/sim_env.h"
+#include "tools/rpma_sim/sweep.h"
+#include "tools/rpma_sim/trace.h"
+
+ABSL_FLAG(uint64_t, seed, 0,
+          "RPMA_SIM_SEED: the seed that decides everything the simulator is free to choose "
+          "(decimal or 0x-hex). Not given: the simulator's default seed");
+ABSL_FLAG(std::string, faults, "",
+          "RPMA_SIM_FAULTS: a fault spec, e.g. 'ibv_post_send:fail=EIO:nth=3; "
+          "malloc:fail=ENOMEM:nth=5' (docs/FAULTS.md). Checked before the program starts");
+ABSL_FLAG(std::string, scenario, "",
+          "RPMA_SIM_SCENARIO: a scenario file, fault rules one per line and an optional seed "
+          "line (docs/FAULTS.md). With --faults too: the spec's rules, then the file's");
+ABSL_FLAG(std::string, trace, "",
+          "RPMA_SIM_TRACE: write the simulator's trace to this file (docs/TRACE.md); read it with "
+          "`rpma-sim trace FILE`");
+ABSL_FLAG(std::string, stats, "",
+          "RPMA_SIM_STATS: at exit, write how often each fault point was hit to this file");
+ABSL_FLAG(std::string, lib, "",
+          "the directory of softrpma's librpma.so.0, put first in LD_LIBRARY_PATH so that a "
+          "program linked against the distro's librpma runs on it. Default: found next to "
+          "rpma-sim (bazel-bin/api)");
+ABSL_FLAG(int32_t, j, 2, "runs at once");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10),
+          "per run (e.g. 10s, 500ms, 2m): a run still going then is killed with its process "
+          "group and counts as hung");
+ABSL_FLAG(uint64_t, max_runs, 0,
+          "at most this many fault runs, shared fairly between the points and spread over "
+          "each point's hits. 0: one run per hit");
+ABSL_FLAG(std::string, points, "",
+          "sweep only these fault points (comma-separated names, see `rpma-sim points`). "
+          "Default: every point the clean run hit");
+ABSL_FLAG(std::string, report, "",
+          "write a JSON report here: every run with its point, spec, exit, class, duration "
+          "and replay command, and the counts per point");
+ABSL_FLAG(bool, leaks, false,
+          "also look for leaks: with LeakSanitizer when the program is built with "
+          "AddressSanitizer, else under valgrind when it is installed (rpma-sim says which)");
+ABSL_FLAG(std::string, chrome, "",
+          "write Chrome Trace Event JSON to this file ('-': stdout) instead of printing the "
+          "trace; open it in https://ui.perfetto.dev or chrome://tracing");
+
+namespace softrpma::rpma_sim {
+namespace {
+
+constexpr int kExitUsage = 2;
+
+constexpr char kOverview[] =
+    R"(rpma-sim: run a librpma program, unmodified, on softrpma's simulated NIC; inject faults
+where you choose, sweep every fault point of the program, and read the simulator's traces.
+
+Usage:
+  rpma-sim points
+  rpma-sim run   [--seed=S] [--faults=SPEC] [--scenario=FILE] [--trace=FILE] [--stats=FILE]
+                 [--lib=DIR] -- PROGRAM [ARGS...]
+  rpma-sim sweep [--seed=S] [-j N] [--timeout=T] [--max-runs=M] [--points=P,...]
+                 [--report=FILE] [--leaks] [--lib=DIR] -- PROGRAM [ARGS...]
+  rpma-sim trace FILE [--chrome=OUT.json]
+  rpma-sim help [SUBCOMMAND]          (or: rpma-sim SUBCOMMAND --help)
+
+Subcommands:
+  points  List every fault point of the simulated NIC: the verbs / rdma_cm call it stands for
+          (or malloc, every allocation), and whether it can be made to fail.
+  run     Run PROGRAM once on the simulated NIC with the given seed, fault spec or scenario and
+          trace file. The spec and scenario are checked first: a malformed one is an error
+          naming the rule and column, and PROGRAM does not run. Exits with PROGRAM's status.
+  sweep   Run PROGRAM once cleanly to count how often each fault point is hit, then once per
+          hit with that hit failed (fail=EIO; ENOMEM for malloc), N at a time, each with a
+          timeout. Classifies every run (clean, nonzero, crashed, hung, leaked), prints the
+          one-line command that replays each run that crashed, hung or leaked, and a table per
+          point. Exits 1 if any run crashed, hung or leaked.
+  trace   Print a trace that `run --trace` wrote as readable lines, or convert it to Chrome
+          Trace Event JSON (one track per QP and per CQ, a slice per work request).
+
+PROGRAM is any program that uses librpma: one built against //api:rpma, or one linked against
+the distro's librpma.so.0 (LD_LIBRARY_PATH then leads it to softrpma's). The command line is the
+whole configuration: RPMA_SIM_* variables inherited from the environment are removed, so that a
+replay line reproduces its run, and RPMA_BACKEND is set to sim.
+
+Examples:
+  rpma-sim points
+  rpma-sim run --faults='ibv_post_send:fail=EIO:nth=3' -- ./my_app 192.168.0.1 7204
+  rpma-sim run --seed=42 --trace=app.trace -- ./my_app
+  rpma-sim trace app.trace
+  rpma-sim trace app.trace --chrome=app.json      # then open app.json in ui.perfetto.dev
+  rpma-sim sweep -j 4 --timeout=30s --report=sweep.json -- ./my_app
+  rpma-sim sweep --max-runs=40 --leaks -- bazel-bin/tools/demo --once
+
+Exit status: run: PROGRAM's (127: it could not be started); sweep: 0 when no run crashed, hung
+or leaked, else 1 (130: interrupted); points, trace: 0, or 1 on an error; every subcommand: 2
+for a usage error or a malformed fault spec or scenario.
+The manual: docs/RPMA_SIM.md. Fault specs: docs/FAULTS.md. Traces: docs/TRACE.md.
+)";
+
+struct SubcommandHelp {
+  const char* synopsis;
+  const char* description;
+  const char* examples;
+};
+
+const std::vector<SubcommandSpec>& Subcommands() {
+  static const auto* subcommands = new std::vector<SubcommandSpec>{
+      {"points", {}, false, 0, 0},
+      {"run", {"seed", "faults", "scenario", "trace", "stats", "lib"}, true, 0, 0},
+      {"sweep",
+       {"seed", "j", "timeout", "max_runs", "points", "report", "leaks", "lib"},
+       true,
+       0,
+       0},
+      {"trace", {"chrome"}, false, 1, 1},
+  };
+  return *subcommands;
+}
+
+SubcommandHelp HelpOf(absl::string_view name) {
+  if (name == "points") {
+    return {"rpma-sim points",
+            "Lists every fault point of the simulated NIC, in the simulator's order: the verbs or\n"
+            "rdma_cm call it stands for, or malloc (every allocation softrpma makes). A point\n"
+            "marked \"void\" is a call that cannot fail: it is counted, never failed.",
+            "  rpma-sim points\n"};
+  }
+  if (name == "run") {
+    return {
+        "rpma-sim run [--seed=S] [--faults=SPEC] [--scenario=FILE] [--trace=FILE] "
+        "[--stats=FILE]\n             [--lib=DIR] -- PROGRAM [ARGS...]",
+        "Runs PROGRAM once, in place of rpma-sim, on the simulated NIC: RPMA_BACKEND=sim, the\n"
+        "RPMA_SIM_* variables the flags give (the inherited ones removed), LD_LIBRARY_PATH\n"
+        "starting with softrpma's librpma.so.0, address-space randomization off (pointers\n"
+        "used as wr_id then repeat, so traces compare byte for byte). The fault spec and the\n"
+        "scenario are checked first with the simulator's own parser; a malformed one is an\n"
+        "error naming the rule and column (exit 2). Exits with PROGRAM's status.",
+        "  rpma-sim run -- ./my_app\n"
+        "  rpma-sim run --faults='ibv_get_cq_event:fail=EIO:nth=1' -- ./my_app\n"
+        "  rpma-sim run --seed=7 --scenario=flaky_link.txt --trace=run.trace -- ./my_app\n"};
+  }
+  if (name == "sweep") {
+    return {
+        "rpma-sim sweep [--seed=S] [-j N] [--timeout=T] [--max-runs=M] [--points=P,...]\n"
+        "               [--report=FILE] [--leaks] [--lib=DIR] -- PROGRAM [ARGS...]",
+        "Runs PROGRAM once with no fault to count how often each fault point is hit\n"
+        "(RPMA_SIM_STATS), then once per hit of every point that can fail, with that hit\n"
+        "failed: --faults='<point>:fail=EIO:nth=<n>' (ENOMEM for malloc). With --max-runs,\n"
+        "the runs are shared fairly between the points and spread over each point's hits.\n"
+        "N runs at a time; a run still going after --timeout is killed with its process\n"
+        "group. Each run is clean (exit 0), nonzero (exit > 0: the program reported the\n"
+        "fault), crashed (a signal or a sanitizer error), hung (timed out) or leaked (with\n"
+        "--leaks). Each run that crashed, hung or leaked prints the one-line command that\n"
+        "replays it. A progress bar is drawn on a terminal; a table per point ends the sweep.\n"
+        "Exits 1 if any run crashed, hung or leaked.",
+        "  rpma-sim sweep -- ./my_app\n"
+        "  rpma-sim sweep -j 4 --timeout=30s --max-runs=200 --report=sweep.json -- ./my_app\n"
+        "  rpma-sim sweep --points=ibv_post_send,malloc --leaks -- bazel-bin/tools/demo --once\n"};
+  }
+  return {"rpma-sim trace FILE [--chrome=OUT.json]",
+          "Reads a trace that `rpma-sim run --trace=FILE` (RPMA_SIM_TRACE) wrote. Without\n"
+          "--chrome: one readable line per event (simulated time, what happened), then a summary\n"
+          "and whether the end line's fingerprint matches the events. With --chrome: Chrome Trace\n"
+          "Event JSON for https://ui.perfetto.dev or chrome://tracing: one track per QP and per\n"
+          "CQ, a slice per work request from its post to its completion, instant events for\n"
+          "connection-manager events and injected faults.",
+          "  rpma-sim trace run.trace\n"
+          "  rpma-sim trace run.trace --chrome=run.json\n"};
+}
+
+// `text` wrapped at kColumns, to be printed where the cursor is at `first_column`; the lines
+// after the first start with `indent` blanks. Ends with a newline.
+std::string Wrap(absl::string_view text, size_t indent, size_t first_column) {
+  constexpr size_t kColumns = 100;
+  std::string out;
+  size_t column = first_column;
+  bool line_empty = true;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (!line_empty && column + 1 + word.size() > kColumns) {
+      absl::StrAppend(&out, "\n", std::string(indent, ' '));
+      column = indent;
+      line_empty = true;
+    }
+    if (!line_empty) {
+      out += ' ';
+      ++column;
+    }
+    absl::StrAppend(&out, word);
+    column += word.size();
+    line_empty = false;
+  }
+  out += '\n';
+  return out;
+}
+
+// What a flag's value is, in its help line: --seed=S, -j N.
+const char* ValuePlaceholder(absl::string_view name) {
+  if (name == "seed") return "S";
+  if (name == "faults") return "SPEC";
+  if (name == "lib") return "DIR";
+  if (name == "j") return "N";
+  if (name == "timeout") return "T";
+  if (name == "max_runs") return "M";
+  if (name == "points") return "P,...";
+  if (name == "chrome") return "OUT.json";
+  return "FILE";
+}
+
+void PrintHelp(absl::string_view subcommand) {
+  if (subcommand.empty()) {
+    std::fputs(absl::ProgramUsageMessage().data(), stdout);
+    return;
+  }
+  SubcommandHelp help = HelpOf(subcommand);
+  std::printf("Usage: %s\n\n%s\n", help.synopsis, help.description);
+  for (const SubcommandSpec& s : Subcommands()) {
+    if (s.name != subcommand || s.flags.empty()) continue;
+    std::printf("\nFlags:\n");
+    for (const std::string& name : s.flags) {
+      const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+      if (flag == nullptr) continue;
+      std::string spelling = FlagSpelling(name);
+      std::string default_value = flag->DefaultValue();
+      std::printf("  %s", spelling.c_str());
+      if (!flag->IsOfType<bool>()) {
+        std::printf("%s%s", name.size() == 1 ? " " : "=", ValuePlaceholder(name));
+      }
+      if (!default_value.empty() && name != "seed") {
+        std::printf("  (default: %s)", default_value.c_str());
+      }
+      std::printf("\n      %s", Wrap(flag->Help(), 6, 6).c_str());
+    }
+  }
+  std::printf("\nExamples:\n%s", help.examples);
+}
+
+int Usage(absl::string_view message) {
+  std::fprintf(stderr, "rpma-sim: %s\nRun `rpma-sim --help` for usage.\n",
+               std::string(message).c_str());
+  return kExitUsage;
+}
+
+// How replay lines call rpma-sim: as it was called when that was a path, else by name.
+std::string ToolName(const char* argv0) {
+  std::string name = argv0 != nullptr ? argv0 : "";
+  return name.find('/') != std::string::npos ? name : "rpma-sim";
+}
+
+// The directory of softrpma's librpma.so.0 that runs get in LD_LIBRARY_PATH: --lib, which must
+// hold it (else a usage error is printed and nullopt returned), or the one next to rpma-sim; ""
+// with a warning when there is none (programs linked with //api:rpma do not need it).
+std::optional<std::string> ResolveLibDir(const std::string& lib_flag, const char* argv0) {
+  absl::StatusOr<std::string> dir = FindLibDir(lib_flag, argv0);
+  if (dir.ok()) return *dir;
+  if (!lib_flag.empty()) {
+    Usage(dir.status().message());
+    return std::nullopt;
+  }
+  std::fprintf(stderr, "rpma-sim: warning: %s; LD_LIBRARY_PATH left as it is\n",
+               std::string(dir.status().message()).c_str());
+  return "";
+}
+
+int Points() {
+  std::vector<PointInfo> points = ListPoints();
+  size_t width = 0;
+  for (const PointInfo& p : points) width = std::max(width, p.name.size());
+  for (const PointInfo& p : points) {
+    std::string actions = p.actions.empty() ? "none" : absl::StrJoin(p.actions, " ");
+    if (p.accepts_qp) absl::StrAppend(&actions, "; condition qp=<n> too");
+    if (!p.can_fail) absl::StrAppend(&actions, " (returns void: counted, cannot fail)");
+    std::printf("%-*s  %s", static_cast<int>(width), p.name.c_str(),
+                Wrap(p.description, width + 2, width + 2).c_str());
+    std::printf("%*s%s", static_cast<int>(width + 2), "",
+                Wrap(absl::StrCat("actions: ", actions), width + 2, width + 2).c_str());
+  }
+  return 0;
+}
+
+int Run(const CommandLine& line, const char* argv0) {
+  SimConfig config;
+  if (line.given.contains("seed")) config.seed = absl::GetFlag(FLAGS_seed);
+  if (line.given.contains("faults")) {
+    config.faults = absl::GetFlag(FLAGS_faults);
+    if (absl::Status status = CheckFaultSpec(*config.faults); !status.ok()) {
+      std::fprintf(stderr, "rpma-sim: --faults: %s\n", std::string(status.message()).c_str());
+      return kExitUsage;
+    }
+  }
+  config.scenario = absl::GetFlag(FLAGS_scenario);
+  if (!config.scenario.empty()) {
+    if (absl::Status status = CheckScenarioFile(config.scenario); !status.ok()) {
+      std::fprintf(stderr, "rpma-sim: --scenario: %s\n", std::string(status.message()).c_str());
+      return kExitUsage;
+    }
+  }
+  config.trace = absl::GetFlag(FLAGS_trace);
+  config.stats = absl::GetFlag(FLAGS_stats);
+  std::optional<std::string> lib_dir = ResolveLibDir(absl::GetFlag(FLAGS_lib), argv0);
+  if (!lib_dir.has_value()) return kExitUsage;
+  config.lib_dir = *lib_dir;
+  std::fflush(stdout);
+  absl::Status status = ExecInPlace(SimCommand(config, line.program));
+  std::fprintf(stderr, "rpma-sim: cannot run %s: %s\n", line.program[0].c_str(),
+               std::string(status.message()).c_str());
+  return 127;
+}
+
+int Sweep(const CommandLine& line, const char* argv0) {
+  // Output to a closed pipe (`rpma-sim sweep ... | head`) must not kill rpma-sim before it has
+  // stopped its runs and written the report; children get SIGPIPE back (process.cc).
+  signal(SIGPIPE, SIG_IGN);
+  SweepOptions options;
+  options.program = line.program;
+  if (line.given.contains("seed")) options.seed = absl::GetFlag(FLAGS_seed);
+  options.jobs = absl::GetFlag(FLAGS_j);
+  if (options.jobs < 1) return Usage("-j needs a number >= 1");
+  options.timeout = absl::GetFlag(FLAGS_timeout);
+  if (options.timeout <= absl::ZeroDuration()) return Usage("--timeout needs a positive duration");
+  options.max_runs = absl::GetFlag(FLAGS_max_runs);
+  const std::vector<PointInfo> known = ListPoints();
+  for (absl::string_view point :
+       absl::StrSplit(absl::GetFlag(FLAGS_points), ',', absl::SkipWhitespace())) {
+    point = absl::StripAsciiWhitespace(point);
+    if (std::none_of(known.begin(), known.end(),
+                     [point](const PointInfo& p) { return p.name == point; })) {
+      return Usage(absl::StrCat("--points: no fault point is called \"", point,
+                                "\" (`rpma-sim points` lists them)"));
+    }
+    options.points.emplace_back(point);
+  }
+  options.report_path = absl::GetFlag(FLAGS_report);
+  options.leaks = absl::GetFlag(FLAGS_leaks);
+  options.lib_dir_flag = absl::GetFlag(FLAGS_lib);
+  std::optional<std::string> lib_dir = ResolveLibDir(options.lib_dir_flag, argv0);
+  if (!lib_dir.has_value()) return kExitUsage;
+  options.lib_dir = *lib_dir;
+  options.tool = ToolName(argv0);
+  options.progress = isatty(STDERR_FILENO) != 0;
+  return RunSweep(options, stdout);
+}
+
+int TraceCommand(const CommandLine& line) {
+  const std::string& path = line.args[0];
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    std::fprintf(stderr, "rpma-sim: cannot read %s\n", path.c_str());
+    return 1;
+  }
+  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  absl::StatusOr<Trace> trace = ParseTrace(text);
+  if (!trace.ok()) {
+    std::fprintf(stderr, "rpma-sim: %s: %s\n", path.c_str(),
+                 std::string(trace.status().message()).c_str());
+    return 1;
+  }
+  for (const std::string& warning : trace->warnings) {
+    std::fprintf(stderr, "rpma-sim: %s: warning: %s\n", path.c_str(), warning.c_str());
+  }
+  std::string chrome = absl::GetFlag(FLAGS_chrome);
+  if (chrome.empty()) {
+    std::fputs(FormatTrace(*trace).c_str(), stdout);
+    return 0;
+  }
+  std::string json = ChromeTraceJson(*trace);
+  if (chrome == "-") {
+    std::fputs(json.c_str(), stdout);
+    std::fputs("\n", stdout);
+    return 0;
+  }
+  std::ofstream out(chrome, std::ios::trunc);
+  out << json << "\n";
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "rpma-sim: cannot write %s\n", chrome.c_str());
+    return 1;
+  }
+  std::printf("wrote %s (%zu events): open it in https://ui.perfetto.dev or chrome://tracing\n",
+              chrome.c_str(), trace->events.size());
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kOverview);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  absl::StatusOr<CommandLine> line = ParseArgs(Subcommands(), args);
+  if (!line.ok()) return Usage(line.status().message());
+  if (line->help) {
+    PrintHelp(line->subcommand);
+    return 0;
+  }
+  // The flags were checked and set above; absl's own parse sees the same, normalized.
+  std::vector<char*> absl_argv = {argv[0]};
+  for (std::string& word : line->flag_words) absl_argv.push_back(word.data());
+  absl::ParseCommandLine(static_cast<int>(absl_argv.size()), absl_argv.data());
+
+  const std::string& sub = line->subcommand;
+  if (sub == "points") return Points();
+  if (sub == "run") return Run(*line, argv[0]);
+  if (sub == "sweep") return Sweep(*line, argv[0]);
+  return TraceCommand(*line);
+}
+
+}  // namespace
+}  // namespace softrpma::rpma_sim
+
+int main(int argc, char** argv) { return softrpma::rpma_sim::Main(argc, argv); }

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# `rpma-sim run`: the program runs unmodified with exactly the environment the flags give
+# (RPMA_BACKEND=sim, RPMA_SIM_*, the inherited RPMA_SIM_* removed, LD_LIBRARY_PATH leading to our
+# librpma.so.0, ASLR off), its arguments untouched, and rpma-sim exits with its status. Then the
+# behaviour: a fault from --faults reaches a librpma program; and a program built against the
+# DISTRO's librpma (skipped without librpma-dev) runs on ours through the default --lib lookup.
+set -uo pipefail
+# shellcheck source=tools/rpma_sim/testdata/testlib.sh
+source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/rpma_sim/testdata/testlib.sh"
+probe="$root/tools/rpma_sim/env_probe"
+victim="$root/tools/rpma_sim/fault_victim"
+
+export RPMA_SIM_SCENARIO=/inherited/scenario RPMA_SIM_STATS=/inherited/stats RPMA_BACKEND=ibverbs
+run "$rpma_sim" run --seed=42 --faults='ibv_post_send:fail=EIO:nth=3' --trace="$work/t.trace" \
+  -- "$probe" 7 a 'b c' --seed=1
+expect_status "run exits with the program's status" 7 "$status"
+expect_in "RPMA_BACKEND" "$out" "RPMA_BACKEND=sim"
+expect_in "RPMA_SIM_SEED" "$out" "RPMA_SIM_SEED=42"
+expect_in "RPMA_SIM_FAULTS" "$out" "RPMA_SIM_FAULTS=ibv_post_send:fail=EIO:nth=3"
+expect_in "RPMA_SIM_TRACE" "$out" "RPMA_SIM_TRACE=$work/t.trace"
+expect_in "inherited RPMA_SIM_SCENARIO removed" "$out" "RPMA_SIM_SCENARIO=(unset)"
+expect_in "inherited RPMA_SIM_STATS removed" "$out" "RPMA_SIM_STATS=(unset)"
+expect_in "LD_LIBRARY_PATH leads to our librpma.so.0" "$out" "librpma.so.0 there=yes"
+expect_in "ASLR off" "$out" "aslr=off"
+expect_in "arguments: 1" "$out" "arg[1]=a"
+expect_in "arguments: 2 with a blank" "$out" "arg[2]=b c"
+expect_in "arguments: flags after -- are the program's" "$out" "arg[3]=--seed=1"
+unset RPMA_SIM_SCENARIO RPMA_SIM_STATS RPMA_BACKEND
+
+RPMA_SIM_FAULTS='malloc:fail=ENOMEM' RPMA_SIM_SEED=9 run "$rpma_sim" run -- "$probe" 0
+expect_status "plain run exits 0" 0 "$status"
+expect_in "inherited RPMA_SIM_FAULTS removed" "$out" "RPMA_SIM_FAULTS=(unset)"
+expect_in "inherited RPMA_SIM_SEED removed" "$out" "RPMA_SIM_SEED=(unset)"
+
+run "$rpma_sim" run --faults= --stats="$work/s" -- "$probe" 0
+expect_in "empty --faults is set" "$out" "RPMA_SIM_FAULTS="$'\n'
+expect_in "RPMA_SIM_STATS" "$out" "RPMA_SIM_STATS=$work/s"
+
+mkdir -p "$work/lib"
+cp "$root/api/librpma.so.0" "$work/lib/"
+LD_LIBRARY_PATH=/somewhere/else run "$rpma_sim" run --lib="$work/lib" -- "$probe" 0
+expect_in "--lib goes first in LD_LIBRARY_PATH" "$out" "LD_LIBRARY_PATH first=$work/lib"
+
+run "$rpma_sim" run -- "$probe" TERM
+expect_status "a signal ends rpma-sim run the same way" $((128 + 15)) "$status"
+
+# Behaviour: the fault reaches the program, which reports it.
+run "$rpma_sim" run -- "$victim" report
+expect_status "victim without a fault: exit 0" 0 "$status"
+expect_in "victim without a fault: output" "$out" "fault_victim: no fault"
+run "$rpma_sim" run --faults='ibv_alloc_pd:fail=EIO:nth=1' -- "$victim" report
+expect_status "victim with a fault: exit 1" 1 "$status"
+expect_in "victim with a fault: injected" "$err" \
+  "softrpma-sim: fault injected: ibv_alloc_pd:fail=EIO"
+expect_in "victim with a fault: reported" "$err" "rpma_peer_new: "
+
+# A scenario file: passed on, and its rule reaches the program.
+printf '# the PD cannot be allocated\nseed 7\nibv_alloc_pd:fail=EIO:nth=1\n' >"$work/pd.scenario"
+run "$rpma_sim" run --scenario="$work/pd.scenario" -- "$probe" 0
+expect_in "RPMA_SIM_SCENARIO" "$out" "RPMA_SIM_SCENARIO=$work/pd.scenario"
+run "$rpma_sim" run --scenario="$work/pd.scenario" -- "$victim" report
+expect_status "victim with a scenario: exit 1" 1 "$status"
+expect_in "victim with a scenario: injected" "$err" \
+  "softrpma-sim: fault injected: ibv_alloc_pd:fail=EIO"
+
+# A program built against the distro's librpma, run on ours with no --lib.
+distro_dev="$(cc -print-file-name=librpma.so)"
+if [[ -e /usr/include/librpma.h && "$distro_dev" == /* && -e "$distro_dev" ]]; then
+  read -r -a sanitize <<<"$(sanitizer_flags "$root/api/librpma.so.0")"
+  if cc -std=c11 -Wall -Wextra -Werror "${sanitize[@]}" "$testdata/fault_victim.c" \
+    -o "$work/victim_distro" -L"$(dirname "$distro_dev")" -lrpma 2>"$work/cc.err"; then
+    pass "fault_victim.c builds against the distro's librpma"
+    run "$rpma_sim" run --faults='ibv_alloc_pd:fail=EIO:nth=1' -- "$work/victim_distro" report
+    expect_status "distro-built program on ours: exit 1" 1 "$status"
+    expect_in "distro-built program on ours: the simulator injected the fault" "$err" \
+      "softrpma-sim: fault injected: ibv_alloc_pd:fail=EIO"
+    run "$rpma_sim" run -- "$work/victim_distro" report
+    expect_status "distro-built program on ours, no fault: exit 0" 0 "$status"
+  else
+    fail "fault_victim.c builds against the distro's librpma" "$(cat "$work/cc.err")"
+  fi
+else
+  echo "SKIPPED: the distro-built program check (librpma-dev is not installed)"
+fi
+
+finish

@@ -1,0 +1,70 @@
+// sim_env.h: the environment a program runs in under rpma-sim (the RPMA_SIM_* variables, the
+// backend, and LD_LIBRARY_PATH leading to softrpma's librpma.so.0), where that library is, and
+// the one-line `rpma-sim run ...` command that replays a run.
+//
+// Thread-safety: every function is thread-safe (none keeps state).
+
+#ifndef SOFTRPMA_TOOLS_RPMA_SIM_SIM_ENV_H_
+#define SOFTRPMA_TOOLS_RPMA_SIM_SIM_ENV_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tools/rpma_sim/process.h"
+
+namespace softrpma::rpma_sim {
+
+// The variables the simulated NIC reads (docs/FAULTS.md, docs/TRACE.md).
+inline constexpr char kBackendVar[] = "RPMA_BACKEND";
+inline constexpr char kSeedVar[] = "RPMA_SIM_SEED";
+inline constexpr char kFaultsVar[] = "RPMA_SIM_FAULTS";
+inline constexpr char kScenarioVar[] = "RPMA_SIM_SCENARIO";
+inline constexpr char kTraceVar[] = "RPMA_SIM_TRACE";
+inline constexpr char kStatsVar[] = "RPMA_SIM_STATS";
+
+// The library file that LD_LIBRARY_PATH must find.
+inline constexpr char kLibraryName[] = "librpma.so.0";
+
+// One run's simulator settings; what is unset here is removed from the environment, so that a
+// run depends on the command line only (and its replay line reproduces it).
+struct SimConfig {
+  std::optional<uint64_t> seed;
+  std::optional<std::string> faults;  // a fault spec; "" is a valid, empty plan
+  std::string scenario;               // a scenario file, "" for none
+  std::string trace;                  // where the simulator writes its trace, "" for none
+  std::string stats;                  // where it writes hit counts at exit, "" for none
+  std::string lib_dir;                // prepended to LD_LIBRARY_PATH, "" for none
+};
+
+// `program` (argv) to be run with `config`: RPMA_BACKEND=sim, the RPMA_SIM_* variables that
+// `config` sets (the others removed) and LD_LIBRARY_PATH=<lib_dir>:<inherited value>.
+ChildCommand SimCommand(const SimConfig& config, std::vector<std::string> program);
+
+// The directory of softrpma's librpma.so.0 that runs use. With `lib_flag` (--lib) non-empty:
+// that directory, which must contain the library (else NotFound). Otherwise, the first that
+// contains it of: <dir of this executable, symlinks resolved>/../../api (bazel-bin layout),
+// <dir of argv0>/../../api, and the runfiles trees next to either (<exe>.runfiles/softrpma/api,
+// $RUNFILES_DIR/softrpma/api). Errors: NotFound naming where it looked.
+absl::StatusOr<std::string> FindLibDir(absl::string_view lib_flag, absl::string_view argv0);
+
+// `word` quoted for a POSIX shell when it needs it: as is when it has only [A-Za-z0-9_@%+=:,./-],
+// otherwise in single quotes ('\'' for a quote inside).
+std::string ShellQuote(absl::string_view word);
+
+// The words of a command, each ShellQuote()d, joined by spaces.
+std::string ShellJoin(const std::vector<std::string>& words);
+
+// The one-line command that replays one run:
+//   <tool> run [--seed=S] [--faults='SPEC'] [--scenario='FILE'] [--lib=DIR] -- PROGRAM ARGS...
+// `tool` is how rpma-sim was called; `lib_dir_flag` is the --lib value ("" when not given).
+// config.trace, stats and lib_dir are not part of it.
+std::string ReplayCommand(absl::string_view tool, const SimConfig& config,
+                          absl::string_view lib_dir_flag, const std::vector<std::string>& program);
+
+}  // namespace softrpma::rpma_sim
+
+#endif  // SOFTRPMA_TOOLS_RPMA_SIM_SIM_ENV_H_

@@ -1,0 +1,544 @@
+#include "tools/rpma_sim/sweep.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "tools/rpma_sim/classify.h"
+#include "tools/rpma_sim/json.h"
+#include "tools/rpma_sim/process.h"
+#include "tools/rpma_sim/sim_checks.h"
+#include "tools/rpma_sim/sim_env.h"
+#include "tools/rpma_sim/sweep_plan.h"
+
+namespace softrpma::rpma_sim {
+namespace {
+
+constexpr int kNumClasses = 5;
+constexpr size_t kOutputTailBytes = 2000;  // of a failing run's output, in the JSON report
+constexpr int kProgressWidth = 30;
+
+// Counts per class, indexed by RunClass.
+using ClassCounts = std::array<uint64_t, kNumClasses>;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+}
+
+// A run's output, for classifying it: all of it up to kMaxOutputBytes, else its first and last
+// parts (a sanitizer's report is at the end; a very chatty program must not exhaust memory).
+constexpr size_t kMaxOutputBytes = 8 << 20;
+constexpr size_t kOutputHeadBytes = 1 << 20;
+
+std::string ReadOutput(const std::string& path) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  if (!file) return "";
+  size_t size = static_cast<size_t>(file.tellg());
+  file.seekg(0);
+  if (size <= kMaxOutputBytes) {
+    return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  }
+  std::string head(kOutputHeadBytes, '\0');
+  file.read(head.data(), head.size());
+  size_t tail_bytes = kMaxOutputBytes - kOutputHeadBytes;
+  std::string tail(tail_bytes, '\0');
+  file.seekg(static_cast<std::streamoff>(size - tail_bytes));
+  file.read(tail.data(), tail.size());
+  return absl::StrCat(head, "\n[... ", size - kMaxOutputBytes, " bytes not read ...]\n", tail);
+}
+
+std::string Seconds(absl::Duration d) { return absl::StrFormat("%.2fs", absl::ToDoubleSeconds(d)); }
+
+// A scratch directory, removed (with what is in it) when this goes out of scope.
+class ScratchDir final {
+ public:
+  ScratchDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern =
+        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/rpma-sim-sweep.XXXXXX");
+    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  // "" when it could not be made.
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// One finished run, for the table, the failure lines and the report.
+struct RunRecord {
+  std::string point;  // "" for the clean run
+  uint64_t nth = 0;
+  std::string spec;  // "" for the clean run (no RPMA_SIM_FAULTS)
+  ChildExit exit;
+  RunVerdict verdict;
+  std::string replay;
+  std::string output_tail;  // failing runs only
+};
+
+// Runs per class, per point and in all.
+struct Counts {
+  absl::flat_hash_map<std::string, ClassCounts> by_point;
+  ClassCounts total{};
+};
+
+Counts CountRuns(const std::vector<RunRecord>& runs) {
+  Counts counts;
+  for (const RunRecord& r : runs) {
+    ++counts.by_point[r.point][static_cast<int>(r.verdict.run_class)];
+    ++counts.total[static_cast<int>(r.verdict.run_class)];
+  }
+  return counts;
+}
+
+uint64_t Sum(const ClassCounts& c) {
+  uint64_t n = 0;
+  for (uint64_t k : c) n += k;
+  return n;
+}
+
+// The sweep of one program.
+class Sweeper final {
+ public:
+  Sweeper(const SweepOptions& options, std::FILE* out) : options_(options), out_(out) {}
+
+  int Run();
+
+ private:
+  // The command (and its replay line) of one run with `faults` (nullopt: none).
+  ChildCommand Command(const std::optional<std::string>& faults, const std::string& stats,
+                       const std::string& output, std::string* replay) const;
+  // Classifies a finished run; keeps the tail of a failing run's output.
+  void Finish(const ChildExit& exit, const std::string& output_path, RunRecord* record) const;
+  void DrawProgress(size_t done, size_t total, const ClassCounts& counts) const;
+  void ClearProgress() const;
+  void PrintFailure(const RunRecord& record) const;
+  void PrintTable(const std::vector<PointHits>& swept, const std::vector<PointHits>& not_swept,
+                  const std::vector<RunRecord>& runs) const;
+  bool WriteReport(const RunRecord& clean, const std::vector<PointHits>& swept,
+                   const std::vector<PointHits>& not_swept, const std::vector<RunRecord>& runs,
+                   bool interrupted) const;
+
+  const SweepOptions& options_;
+  std::FILE* out_;
+  LeakChecker checker_ = LeakChecker::kNone;
+};
+
+ChildCommand Sweeper::Command(const std::optional<std::string>& faults, const std::string& stats,
+                              const std::string& output, std::string* replay) const {
+  std::vector<std::string> program = options_.program;
+  if (checker_ == LeakChecker::kValgrind) {
+    std::vector<std::string> prefixed = ValgrindPrefix();
+    prefixed.insert(prefixed.end(), program.begin(), program.end());
+    program = std::move(prefixed);
+  }
+  SimConfig config;
+  config.seed = options_.seed;
+  config.faults = faults;
+  config.stats = stats;
+  config.lib_dir = options_.lib_dir;
+  *replay = ReplayCommand(options_.tool, config, options_.lib_dir_flag, program);
+  ChildCommand command = SimCommand(config, program);
+  command.output_path = output;
+  if (checker_ == LeakChecker::kAsan) {
+    const char* asan = std::getenv("ASAN_OPTIONS");
+    command.env_set.emplace_back(
+        "ASAN_OPTIONS",
+        absl::StrCat(asan != nullptr && *asan != '\0' ? asan : "",
+                     asan != nullptr && *asan != '\0' ? ":" : "", "detect_leaks=1"));
+  }
+  return command;
+}
+
+void Sweeper::Finish(const ChildExit& exit, const std::string& output_path,
+                     RunRecord* record) const {
+  std::string output = ReadOutput(output_path);
+  record->exit = exit;
+  record->verdict = Classify(exit, output, checker_, options_.timeout);
+  if (IsFailure(record->verdict.run_class)) {
+    record->output_tail =
+        output.size() > kOutputTailBytes ? output.substr(output.size() - kOutputTailBytes) : output;
+  }
+  std::error_code ignored;
+  std::filesystem::remove(output_path, ignored);
+}
+
+void Sweeper::DrawProgress(size_t done, size_t total, const ClassCounts& counts) const {
+  if (!options_.progress) return;
+  size_t filled = total == 0 ? kProgressWidth : done * kProgressWidth / total;
+  std::fprintf(
+      stderr, "\r\033[K[%s%s] %zu/%zu  clean %llu  nonzero %llu  crashed %llu  hung %llu",
+      std::string(filled, '#').c_str(), std::string(kProgressWidth - filled, '.').c_str(), done,
+      total, static_cast<unsigned long long>(counts[0]), static_cast<unsigned long long>(counts[1]),
+      static_cast<unsigned long long>(counts[2]), static_cast<unsigned long long>(counts[3]));
+  if (options_.leaks) {
+    std::fprintf(stderr, "  leaked %llu", static_cast<unsigned long long>(counts[4]));
+  }
+  std::fflush(stderr);
+}
+
+void Sweeper::ClearProgress() const {
+  if (!options_.progress) return;
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+}
+
+void Sweeper::PrintFailure(const RunRecord& record) const {
+  ClearProgress();
+  std::fprintf(out_, "%s (%s): %s\n  replay: %s\n", RunClassName(record.verdict.run_class),
+               record.verdict.detail.c_str(),
+               record.spec.empty() ? "the clean run" : record.spec.c_str(), record.replay.c_str());
+  std::fflush(out_);
+}
+
+void Sweeper::PrintTable(const std::vector<PointHits>& swept,
+                         const std::vector<PointHits>& not_swept,
+                         const std::vector<RunRecord>& runs) const {
+  Counts counts = CountRuns(runs);
+  size_t width = 5;  // "total"
+  for (const PointHits& p : swept) width = std::max(width, p.point.size());
+  auto row = [&](absl::string_view name, const std::string& hits, uint64_t count,
+                 const ClassCounts& c) {
+    std::fprintf(out_, "%-*s %7s %6llu %6llu %8llu %8llu %5llu %7llu\n", static_cast<int>(width),
+                 std::string(name).c_str(), hits.c_str(), static_cast<unsigned long long>(count),
+                 static_cast<unsigned long long>(c[0]), static_cast<unsigned long long>(c[1]),
+                 static_cast<unsigned long long>(c[2]), static_cast<unsigned long long>(c[3]),
+                 static_cast<unsigned long long>(c[4]));
+  };
+  std::fprintf(out_, "\n%-*s %7s %6s %6s %8s %8s %5s %7s\n", static_cast<int>(width), "point",
+               "hits", "runs", "clean", "nonzero", "crashed", "hung", "leaked");
+  uint64_t total_hits = 0;
+  for (const PointHits& p : swept) {
+    const ClassCounts& c = counts.by_point[p.point];
+    row(p.point, absl::StrCat(p.hits), Sum(c), c);
+    total_hits += p.hits;
+  }
+  row("total", absl::StrCat(total_hits), Sum(counts.total), counts.total);
+  if (!not_swept.empty()) {
+    std::fprintf(out_, "not swept (calls that return void and cannot fail): %s\n",
+                 absl::StrJoin(not_swept, ", ", [](std::string* o, const PointHits& p) {
+                   absl::StrAppend(o, p.point, " (", p.hits, " hits)");
+                 }).c_str());
+  }
+}
+
+void WriteRun(JsonWriter& w, const RunRecord& r) {
+  w.BeginObject();
+  w.Key("point");
+  r.point.empty() ? w.Null() : w.String(r.point);
+  w.Key("nth");
+  r.nth == 0 ? w.Null() : w.Uint(r.nth);
+  w.Key("spec");
+  r.spec.empty() ? w.Null() : w.String(r.spec);
+  w.Key("exit");
+  r.exit.exit_code >= 0 ? w.Int(r.exit.exit_code) : w.Null();
+  w.Key("signal");
+  r.exit.signal != 0 ? w.String(SignalName(r.exit.signal)) : w.Null();
+  w.Key("class");
+  w.String(RunClassName(r.verdict.run_class));
+  w.Key("detail");
+  w.String(r.verdict.detail);
+  w.Key("duration_ms");
+  w.Double(absl::ToDoubleMilliseconds(r.exit.duration));
+  w.Key("replay");
+  w.String(r.replay);
+  if (!r.output_tail.empty()) {
+    w.Key("output_tail");
+    w.String(r.output_tail);
+  }
+  w.EndObject();
+}
+
+bool Sweeper::WriteReport(const RunRecord& clean, const std::vector<PointHits>& swept,
+                          const std::vector<PointHits>& not_swept,
+                          const std::vector<RunRecord>& runs, bool interrupted) const {
+  if (options_.report_path.empty()) return true;
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("program");
+  w.BeginArray();
+  for (const std::string& arg : options_.program) w.String(arg);
+  w.EndArray();
+  w.Key("seed");
+  options_.seed.has_value() ? w.Uint(*options_.seed) : w.Null();
+  w.Key("jobs");
+  w.Int(options_.jobs);
+  w.Key("timeout_s");
+  w.Double(absl::ToDoubleSeconds(options_.timeout));
+  w.Key("max_runs");
+  w.Uint(options_.max_runs);
+  w.Key("leak_checker");
+  w.String(LeakCheckerName(checker_));
+  w.Key("interrupted");
+  w.Bool(interrupted);
+  w.Key("clean_run");
+  WriteRun(w, clean);
+
+  Counts counted = CountRuns(runs);
+  auto counts = [&w](const ClassCounts& c) {
+    w.Key("runs");
+    w.Uint(Sum(c));
+    for (int i = 0; i < kNumClasses; ++i) {
+      w.Key(RunClassName(static_cast<RunClass>(i)));
+      w.Uint(c[i]);
+    }
+  };
+  w.Key("points");
+  w.BeginArray();
+  for (const PointHits& p : swept) {
+    w.NewlineBeforeNext();
+    w.BeginObject();
+    w.Key("point");
+    w.String(p.point);
+    w.Key("hits");
+    w.Uint(p.hits);
+    counts(counted.by_point[p.point]);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("not_swept");
+  w.BeginArray();
+  for (const PointHits& p : not_swept) {
+    w.BeginObject();
+    w.Key("point");
+    w.String(p.point);
+    w.Key("hits");
+    w.Uint(p.hits);
+    w.Key("reason");
+    w.String("returns void: cannot fail");
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("totals");
+  w.BeginObject();
+  counts(counted.total);
+  w.EndObject();
+  w.Key("runs");
+  w.BeginArray();
+  for (const RunRecord& r : runs) {
+    w.NewlineBeforeNext();
+    WriteRun(w, r);
+  }
+  w.EndArray();
+  w.EndObject();
+
+  std::ofstream file(options_.report_path, std::ios::trunc);
+  file << w.text() << "\n";
+  file.close();
+  if (!file) {
+    std::fprintf(stderr, "rpma-sim: cannot write the report %s\n", options_.report_path.c_str());
+    return false;
+  }
+  std::fprintf(out_, "report: %s\n", options_.report_path.c_str());
+  return true;
+}
+
+int Sweeper::Run() {
+  const char* path_env = std::getenv("PATH");
+  std::string path_value = path_env != nullptr ? path_env : "/usr/bin:/bin";
+  absl::StatusOr<std::string> program_path = FindProgram(options_.program[0], path_value);
+  if (!program_path.ok()) {
+    std::fprintf(stderr, "rpma-sim: cannot run %s: %s\n", options_.program[0].c_str(),
+                 std::string(program_path.status().message()).c_str());
+    return kSweepUsage;
+  }
+  if (options_.leaks) {
+    absl::StatusOr<std::string> valgrind = FindProgram("valgrind", path_value);
+    absl::StatusOr<LeakChecker> checker =
+        DetectLeakChecker(*program_path, valgrind.ok() ? *valgrind : "");
+    if (!checker.ok()) {
+      std::fprintf(stderr, "rpma-sim: %s\n", std::string(checker.status().message()).c_str());
+      return kSweepUsage;
+    }
+    checker_ = *checker;
+  }
+  ScratchDir scratch;
+  if (scratch.path().empty()) {
+    std::fprintf(stderr, "rpma-sim: cannot create a scratch directory under $TMPDIR or /tmp\n");
+    return kSweepFailed;
+  }
+
+  std::fprintf(out_, "rpma-sim sweep: %s\n", ShellJoin(options_.program).c_str());
+  std::fprintf(out_, "seed %s, %d at a time, timeout %s per run, leak check: %s\n",
+               options_.seed.has_value() ? absl::StrCat(*options_.seed).c_str()
+                                         : "(the simulator's default)",
+               options_.jobs, absl::FormatDuration(options_.timeout).c_str(),
+               checker_ == LeakChecker::kAsan       ? "LeakSanitizer (the program has ASan)"
+               : checker_ == LeakChecker::kValgrind ? "valgrind --leak-check=full"
+                                                    : "off (--leaks turns it on)");
+
+  // 1. The clean run, which counts the hits of every point.
+  RunRecord clean;
+  const std::string stats_path = scratch.path() + "/stats.txt";
+  const std::string clean_output = scratch.path() + "/clean.log";
+  std::vector<ChildCommand> clean_command = {
+      Command(std::nullopt, stats_path, clean_output, &clean.replay)};
+  absl::StatusOr<std::vector<ChildExit>> clean_exit =
+      RunChildren(clean_command, 1, options_.timeout, nullptr);
+  if (!clean_exit.ok()) {
+    std::fprintf(stderr, "rpma-sim: %s\n", std::string(clean_exit.status().message()).c_str());
+    return absl::IsCancelled(clean_exit.status()) ? kSweepInterrupted : kSweepFailed;
+  }
+  Finish((*clean_exit)[0], clean_output, &clean);
+  std::fprintf(out_, "clean run: %s (%s) in %s\n", RunClassName(clean.verdict.run_class),
+               clean.verdict.detail.c_str(), Seconds(clean.exit.duration).c_str());
+  if (clean.verdict.run_class == RunClass::kCrashed || clean.verdict.run_class == RunClass::kHung ||
+      (options_.leaks && clean.verdict.run_class == RunClass::kLeaked)) {
+    PrintFailure(clean);
+    std::fprintf(out_, "the program fails without any fault: no sweep\n");
+    WriteReport(clean, {}, {}, {}, false);
+    return kSweepFailed;
+  }
+  if (clean.verdict.run_class == RunClass::kNonzero) {
+    std::fprintf(out_, "(the program does not exit 0 even without a fault; the sweep goes on)\n");
+  } else if (clean.verdict.run_class == RunClass::kLeaked) {
+    std::fprintf(out_, "(the program leaks even without a fault; the sweep goes on)\n");
+  }
+  std::string stats_text = ReadFile(stats_path);
+  absl::StatusOr<std::vector<PointHits>> stats = ParseStats(stats_text);
+  if (!stats.ok()) {
+    std::fprintf(stderr, "rpma-sim: the simulator's hit counts (%s): %s\n", kStatsVar,
+                 std::string(stats.status().message()).c_str());
+    return kSweepFailed;
+  }
+  std::vector<PointHits> swept;
+  std::vector<PointHits> not_swept;
+  uint64_t hit_total = 0;
+  for (const PointHits& p : *stats) {
+    if (p.hits == 0) continue;
+    if (!options_.points.empty() && std::find(options_.points.begin(), options_.points.end(),
+                                              p.point) == options_.points.end()) {
+      continue;
+    }
+    hit_total += p.hits;
+    (CanFail(p.point, SweepErrno(p.point)) ? swept : not_swept).push_back(p);
+  }
+  if (!options_.points.empty()) {
+    for (const std::string& point : options_.points) {
+      bool hit = std::any_of(stats->begin(), stats->end(), [&point](const PointHits& p) {
+        return p.point == point && p.hits > 0;
+      });
+      if (!hit) std::fprintf(out_, "--points: %s was not hit by the clean run\n", point.c_str());
+    }
+    if (swept.empty()) {
+      std::fprintf(out_, "none of the --points can be failed: no sweep\n");
+      return kSweepFailed;
+    }
+  } else if (swept.empty() && not_swept.empty()) {
+    std::fprintf(stderr,
+                 "rpma-sim: the clean run hit no fault point (%s): does %s use softrpma's "
+                 "librpma on the simulated NIC?\n",
+                 stats_text.empty() ? "the simulator wrote no hit counts" : "all counts are 0",
+                 options_.program[0].c_str());
+    return kSweepFailed;
+  }
+
+  // 2. One run per hit to fail (bounded by --max-runs).
+  std::vector<PlannedRun> plan = PlanSweep(swept, options_.max_runs);
+  uint64_t possible = 0;
+  for (const PointHits& p : swept) possible += p.hits;
+  std::fprintf(out_, "%zu points hit (%llu hits); %zu runs", swept.size() + not_swept.size(),
+               static_cast<unsigned long long>(hit_total), plan.size());
+  if (plan.size() < possible) {
+    std::fprintf(out_, " of %llu possible (--max-runs=%llu, shared fairly between the points)",
+                 static_cast<unsigned long long>(possible),
+                 static_cast<unsigned long long>(options_.max_runs));
+  }
+  std::fprintf(out_, "\n");
+  std::fflush(out_);
+
+  std::vector<RunRecord> runs(plan.size());
+  std::vector<ChildCommand> commands;
+  std::vector<std::string> outputs;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    runs[i].point = plan[i].point;
+    runs[i].nth = plan[i].nth;
+    runs[i].spec = plan[i].spec;
+    outputs.push_back(absl::StrCat(scratch.path(), "/run-", i, ".log"));
+    commands.push_back(Command(plan[i].spec, "", outputs.back(), &runs[i].replay));
+  }
+  ClassCounts counts{};
+  size_t done = 0;
+  std::vector<bool> finished(plan.size(), false);
+  DrawProgress(0, plan.size(), counts);
+  absl::StatusOr<std::vector<ChildExit>> exits = RunChildren(
+      commands, options_.jobs, options_.timeout, [&](size_t index, const ChildExit& exit) {
+        Finish(exit, outputs[index], &runs[index]);
+        finished[index] = true;
+        ++counts[static_cast<int>(runs[index].verdict.run_class)];
+        ++done;
+        if (IsFailure(runs[index].verdict.run_class)) PrintFailure(runs[index]);
+        DrawProgress(done, plan.size(), counts);
+      });
+  ClearProgress();
+  bool interrupted = !exits.ok() && absl::IsCancelled(exits.status());
+  if (!exits.ok() && !interrupted) {
+    std::fprintf(stderr, "rpma-sim: %s\n", std::string(exits.status().message()).c_str());
+    return kSweepFailed;
+  }
+  if (interrupted) {
+    std::vector<RunRecord> finished_runs;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (finished[i]) finished_runs.push_back(std::move(runs[i]));
+    }
+    runs = std::move(finished_runs);
+  }
+
+  // 3. The table, the verdict and the report.
+  PrintTable(swept, not_swept, runs);
+  // A leak fails the sweep only when asked for (--leaks); a program built with ASan reports
+  // leaks by itself, and those show in the table and get a replay line either way.
+  uint64_t failures = counts[static_cast<int>(RunClass::kCrashed)] +
+                      counts[static_cast<int>(RunClass::kHung)] +
+                      (options_.leaks ? counts[static_cast<int>(RunClass::kLeaked)] : 0);
+  bool report_ok = WriteReport(clean, swept, not_swept, runs, interrupted);
+  if (interrupted) {
+    std::fprintf(out_, "sweep INTERRUPTED after %zu of %zu runs\n", done, plan.size());
+    return kSweepInterrupted;
+  }
+  if (failures > 0) {
+    std::fprintf(out_, "sweep FAILED: %llu of %zu runs %s (replay lines above)\n",
+                 static_cast<unsigned long long>(failures), runs.size(),
+                 options_.leaks ? "crashed, hung or leaked" : "crashed or hung");
+    return kSweepFailed;
+  }
+  uint64_t leaked = counts[static_cast<int>(RunClass::kLeaked)];
+  std::string verdict = "none crashed or hung (leaks not checked: --leaks)";
+  if (options_.leaks) {
+    verdict = "none crashed, hung or leaked";
+  } else if (leaked > 0) {
+    verdict = absl::StrCat("none crashed or hung (", leaked,
+                           " leaked, as the program's own LeakSanitizer reported; --leaks makes "
+                           "that a failure)");
+  }
+  std::fprintf(out_, "sweep passed: %zu runs, %s\n", runs.size(), verdict.c_str());
+  return report_ok ? kSweepPassed : kSweepFailed;
+}
+
+}  // namespace
+
+int RunSweep(const SweepOptions& options, std::FILE* out) {
+  Sweeper sweeper(options, out);
+  return sweeper.Run();
+}
+
+}  // namespace softrpma::rpma_sim

@@ -1,0 +1,49 @@
+// sweep.h: `rpma-sim sweep`: runs a program once cleanly to count how often each fault point is
+// hit, then once per hit with that hit failed (sweep_plan.h), several runs at a time, each with a
+// deadline; classifies every run (classify.h), prints a replay line for each failing one and a
+// table per point, and writes a JSON report on request.
+//
+// Thread-safety: RunSweep starts child processes and blocks signals while they run (see
+// process.h); call it from the main thread, once at a time.
+
+#ifndef SOFTRPMA_TOOLS_RPMA_SIM_SWEEP_H_
+#define SOFTRPMA_TOOLS_RPMA_SIM_SWEEP_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace softrpma::rpma_sim {
+
+struct SweepOptions {
+  std::vector<std::string> program;  // argv of the program under test; REQUIRES: not empty
+  std::optional<uint64_t> seed;      // RPMA_SIM_SEED of every run; none: the simulator's default
+  int jobs = 2;                      // runs at once, >= 1
+  absl::Duration timeout = absl::Seconds(10);  // per run; a run still going then is hung
+  uint64_t max_runs = 0;                       // 0: one run per hit of every point
+  std::vector<std::string> points;             // sweep only these points; empty: every point hit
+  std::string report_path;                     // JSON report; "" for none
+  bool leaks = false;                          // look for leaks (ASan's LeakSanitizer or valgrind)
+  std::string lib_dir;                         // softrpma's librpma.so.0 directory, "" for none
+  std::string lib_dir_flag;                    // --lib as the user gave it (for replay lines)
+  std::string tool = "rpma-sim";               // how replay lines call rpma-sim
+  bool progress = false;                       // draw a progress bar on stderr (a terminal)
+};
+
+// Exit statuses of RunSweep.
+inline constexpr int kSweepPassed = 0;  // no run crashed or hung (or leaked, with --leaks)
+inline constexpr int kSweepFailed = 1;  // some did, or the sweep could not be made
+inline constexpr int kSweepUsage = 2;   // the program or leak checker could not be found
+inline constexpr int kSweepInterrupted = 130;
+
+// Runs the sweep that `options` describes; prints to `out` (progress to stderr). Returns one of
+// the exit statuses above.
+int RunSweep(const SweepOptions& options, std::FILE* out);
+
+}  // namespace softrpma::rpma_sim
+
+#endif  // SOFTRPMA_TOOLS_RPMA_SIM_SWEEP_H_

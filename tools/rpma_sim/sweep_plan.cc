@@ -1,0 +1,100 @@
+#include "tools/rpma_sim/sweep_plan.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace softrpma::rpma_sim {
+
+absl::StatusOr<std::vector<PointHits>> ParseStats(absl::string_view text) {
+  std::vector<PointHits> out;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<absl::string_view> fields =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    PointHits entry;
+    if (fields.size() != 2 || !absl::SimpleAtoi(fields[1], &entry.hits)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stats line ", line_number, ": expected `<point> <hits>`, got \"", line, "\""));
+    }
+    entry.point = std::string(fields[0]);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+const char* SweepErrno(absl::string_view point) { return point == "malloc" ? "ENOMEM" : "EIO"; }
+
+std::string SweepFaultSpec(absl::string_view point, uint64_t nth) {
+  return absl::StrCat(point, ":fail=", SweepErrno(point), ":nth=", nth);
+}
+
+std::vector<uint64_t> ShareRuns(const std::vector<uint64_t>& hits, uint64_t max_runs) {
+  std::vector<uint64_t> share(hits.size(), 0);
+  uint64_t total = 0;
+  for (uint64_t h : hits) total += h;
+  if (max_runs == 0 || total <= max_runs) return hits;
+
+  uint64_t left = max_runs;
+  std::vector<size_t> open;  // points that can take more runs
+  for (size_t i = 0; i < hits.size(); ++i) {
+    if (hits[i] > 0) open.push_back(i);
+  }
+  while (left > 0 && !open.empty()) {
+    uint64_t each = left / open.size();
+    if (each == 0) {
+      // Fewer runs left than open points (which all have the same share by now): one each to
+      // the first `left` of them.
+      for (size_t k = 0; k < left; ++k) ++share[open[k]];
+      break;
+    }
+    std::vector<size_t> still_open;
+    for (size_t i : open) {
+      uint64_t give = std::min(each, hits[i] - share[i]);
+      share[i] += give;
+      left -= give;
+      if (share[i] < hits[i]) still_open.push_back(i);
+    }
+    open = std::move(still_open);
+  }
+  return share;
+}
+
+std::vector<uint64_t> SpreadHits(uint64_t hits, uint64_t budget) {
+  std::vector<uint64_t> out;
+  if (hits == 0 || budget == 0) return out;
+  if (budget >= hits) {
+    for (uint64_t nth = 1; nth <= hits; ++nth) out.push_back(nth);
+    return out;
+  }
+  if (budget == 1) return {1};
+  // k-th of budget points on 1..hits: 1 + round(k * (hits - 1) / (budget - 1)). Distinct and
+  // ascending because budget <= hits.
+  for (uint64_t k = 0; k < budget; ++k) {
+    // 128-bit product: hits may be large.
+    unsigned __int128 num = static_cast<unsigned __int128>(k) * (hits - 1) * 2 + (budget - 1);
+    out.push_back(1 + static_cast<uint64_t>(num / (2 * (budget - 1))));
+  }
+  return out;
+}
+
+std::vector<PlannedRun> PlanSweep(const std::vector<PointHits>& points, uint64_t max_runs) {
+  std::vector<uint64_t> hits;
+  for (const PointHits& p : points) hits.push_back(p.hits);
+  std::vector<uint64_t> share = ShareRuns(hits, max_runs);
+  std::vector<PlannedRun> runs;
+  for (size_t i = 0; i < points.size(); ++i) {
+    for (uint64_t nth : SpreadHits(points[i].hits, share[i])) {
+      runs.push_back(PlannedRun{points[i].point, nth, SweepFaultSpec(points[i].point, nth)});
+    }
+  }
+  return runs;
+}
+
+}  // namespace softrpma::rpma_sim

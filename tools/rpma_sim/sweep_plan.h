@@ -1,0 +1,61 @@
+// sweep_plan.h: which runs a fault sweep makes. A clean run of the program tells how often each
+// fault point was hit (the simulator's RPMA_SIM_STATS file); the sweep then fails each hit in
+// turn, one run per (point, nth), with `fail=<errno>` (EIO, or ENOMEM for malloc). When
+// --max-runs bounds the sweep, the runs are shared fairly between the points and spread evenly
+// over each point's hits.
+//
+// Thread-safety: every function is thread-safe (none keeps state).
+
+#ifndef SOFTRPMA_TOOLS_RPMA_SIM_SWEEP_PLAN_H_
+#define SOFTRPMA_TOOLS_RPMA_SIM_SWEEP_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace softrpma::rpma_sim {
+
+// How often one fault point was hit in one run.
+struct PointHits {
+  std::string point;
+  uint64_t hits = 0;
+};
+
+// Parses the simulator's stats file: one `<point> <hits>` per line (blanks around the two
+// fields, blank lines and lines starting with '#' ignored), in the file's order.
+// Errors: InvalidArgument naming the line number and what is wrong with it.
+absl::StatusOr<std::vector<PointHits>> ParseStats(absl::string_view text);
+
+// The errno name a sweep fails `point` with: "ENOMEM" for malloc, "EIO" for every other point.
+const char* SweepErrno(absl::string_view point);
+
+// The fault spec of one sweep run, e.g. "ibv_post_send:fail=EIO:nth=3".
+std::string SweepFaultSpec(absl::string_view point, uint64_t nth);
+
+// How many runs each point gets when at most `max_runs` may be made (0: no bound): each point
+// gets all of its hits when they fit; otherwise the runs are dealt out in rounds, each point
+// taking an equal share of what is left (never more than its hits), and when fewer runs than
+// points remain the points listed first get one each. Returns one count per entry of `hits`.
+std::vector<uint64_t> ShareRuns(const std::vector<uint64_t>& hits, uint64_t max_runs);
+
+// Which hit numbers, of 1..hits, `budget` runs fail (1 <= budget <= hits): spread evenly,
+// ascending, the first and (when budget >= 2) the last hit included. budget >= hits: all.
+std::vector<uint64_t> SpreadHits(uint64_t hits, uint64_t budget);
+
+// One run of a sweep.
+struct PlannedRun {
+  std::string point;
+  uint64_t nth = 0;
+  std::string spec;  // SweepFaultSpec(point, nth)
+};
+
+// The runs for `points` (each to be swept: hits > 0 and able to fail), point by point in the
+// given order, hit numbers ascending, at most `max_runs` in all (0: no bound).
+std::vector<PlannedRun> PlanSweep(const std::vector<PointHits>& points, uint64_t max_runs);
+
+}  // namespace softrpma::rpma_sim
+
+#endif  // SOFTRPMA_TOOLS_RPMA_SIM_SWEEP_PLAN_H_

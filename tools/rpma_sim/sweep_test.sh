@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# `rpma-sim sweep`: a program that crashes when one call fails is caught (crashed, a replay line
+# that reproduces the crash, exit 1); one that hangs is killed at the timeout (hung); one that
+# leaks is found with --leaks (LeakSanitizer or valgrind); a bounded sweep of the demo passes
+# and its JSON report lists every run; a program that never reaches the simulator is an error.
+set -uo pipefail
+# shellcheck source=tools/rpma_sim/testdata/testlib.sh
+source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/rpma_sim/testdata/testlib.sh"
+victim="$root/tools/rpma_sim/fault_victim"
+demo="$root/tools/demo"
+
+# Fields of a JSON report, one line per run: point nth class exit signal.
+report_runs() {
+  python3 - "$1" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+keys = ("point", "nth", "spec", "exit", "signal", "class", "detail", "duration_ms", "replay")
+for run in report["runs"]:
+    missing = [k for k in keys if k not in run]
+    if missing:
+        sys.exit(f"a run without {missing}: {run}")
+    print(run["point"], run["nth"], run["class"], run["exit"], run["signal"])
+t = report["totals"]
+print("totals", t["runs"], t["clean"], t["nonzero"], t["crashed"], t["hung"], t["leaked"])
+PY
+}
+
+# --- A crash in one error path ---
+run "$rpma_sim" sweep --report="$work/crash.json" -- "$victim" crash
+echo "$out"
+expect_status "crash: exit 1" 1 "$status"
+expect_in "crash: classified" "$out" "crashed ("
+expect_in "crash: replay line" "$out" \
+  "  replay: $rpma_sim run --faults='ibv_alloc_pd:fail=EIO:nth=1' -- $victim crash"
+expect_in "crash: verdict" "$out" "sweep FAILED:"
+check "crash: table header" \
+  grep -qE "^point +hits +runs +clean +nonzero +crashed +hung +leaked$" <<<"$out"
+if contains "$err" $'\r'; then
+  fail "no progress bar when stderr is not a terminal" "a carriage return in stderr"
+else
+  pass "no progress bar when stderr is not a terminal"
+fi
+runs="$(report_runs "$work/crash.json")" || fail "crash: report" "$runs"
+expect_in "crash: report has the crashed run" "$runs" "ibv_alloc_pd 1 crashed"
+# The replay line reproduces the crash, by itself.
+replay="$(grep -m1 -F "replay: $rpma_sim run --faults='ibv_alloc_pd" <<<"$out")"
+replay="${replay#  replay: }"
+run eval "$replay"
+# (A signal; or, under --config=asan, the sanitizer's report: UBSan sees the NULL store first.)
+if ((status > 128)) || contains "$out$err" "Sanitizer" || contains "$out$err" "runtime error:"; then
+  pass "crash: the replay line crashes again"
+else
+  fail "crash: the replay line crashes again" "exit status $status"
+fi
+
+# --- A hang in one error path: only that point, short timeout ---
+run "$rpma_sim" sweep --points=ibv_alloc_pd --timeout=5s --report="$work/hang.json" -- \
+  "$victim" hang
+echo "$out"
+expect_status "hang: exit 1" 1 "$status"
+expect_in "hang: classified" "$out" "hung (timed out after 5s): ibv_alloc_pd:fail=EIO:nth=1"
+expect_in "hang: replay line" "$out" \
+  "  replay: $rpma_sim run --faults='ibv_alloc_pd:fail=EIO:nth=1' -- $victim hang"
+runs="$(report_runs "$work/hang.json")" || fail "hang: report" "$runs"
+expect_in "hang: report" "$runs" "ibv_alloc_pd 1 hung None SIGKILL"
+expect_in "hang: one run" "$runs" "totals 1 0 0 0 1 0"
+
+# --- A leak in one error path (not under --config=tsan: no leak checker for that build) ---
+victim_libs="$(ldd "$victim")"
+if [[ "$victim_libs" == *libtsan* ]]; then
+  run "$rpma_sim" sweep --leaks -- "$victim" leak
+  expect_status "leak, ThreadSanitizer build: exit 2" 2 "$status"
+  expect_in "leak, ThreadSanitizer build: why" "$err" "is built with ThreadSanitizer"
+elif [[ "$victim_libs" == *libasan* ]] || command -v valgrind >/dev/null; then
+  run "$rpma_sim" sweep --leaks --points=ibv_alloc_pd --timeout=120s --report="$work/leak.json" \
+    -- "$victim" leak
+  echo "$out"
+  expect_status "leak: exit 1" 1 "$status"
+  expect_in "leak: classified" "$out" "leaked ("
+  if [[ "$victim_libs" == *libasan* ]]; then
+    expect_in "leak: the checker is said" "$out" "leak check: LeakSanitizer"
+  else
+    expect_in "leak: the checker is said" "$out" "leak check: valgrind"
+  fi
+  runs="$(report_runs "$work/leak.json")" || fail "leak: report" "$runs"
+  expect_in "leak: report" "$runs" "ibv_alloc_pd 1 leaked"
+  # The same program in `report` mode frees everything: no leak.
+  run "$rpma_sim" sweep --leaks --points=ibv_alloc_pd --timeout=120s -- "$victim" report
+  expect_status "no leak: exit 0" 0 "$status"
+  expect_in "no leak: verdict" "$out" "sweep passed: 1 runs, none crashed, hung or leaked"
+else
+  echo "SKIPPED: the leak checks (no ASan in this build and valgrind is not installed)"
+fi
+
+# --- A bounded sweep of the demo ---
+run "$rpma_sim" sweep --max-runs=12 -j 2 --report="$work/demo.json" -- "$demo" --once
+echo "$out"
+expect_status "demo: exit 0" 0 "$status"
+expect_in "demo: clean run" "$out" "clean run: clean (exit 0)"
+expect_in "demo: bounded" "$out" "12 runs of "
+expect_in "demo: verdict" "$out" "sweep passed: 12 runs"
+runs="$(report_runs "$work/demo.json")" || fail "demo: report" "$runs"
+check "demo: 12 runs in the report" test "$(grep -c -v '^totals' <<<"$runs")" -eq 12
+if grep -qE " (crashed|hung) " <<<"$runs"; then
+  fail "demo: no crash or hang in the report" "$runs"
+else
+  pass "demo: no crash or hang in the report"
+fi
+expect_in "demo: the allocation of the PD is failed" "$runs" "ibv_alloc_pd 1 nonzero 1 None"
+
+# --- Programs the sweep cannot work with ---
+run "$rpma_sim" sweep -- /bin/true
+expect_status "not a librpma program: exit 1" 1 "$status"
+expect_in "not a librpma program: message" "$err" "the clean run hit no fault point"
+run "$rpma_sim" sweep -- no-such-program-xyz
+expect_status "missing program: exit 2" 2 "$status"
+expect_in "missing program: message" "$err" "rpma-sim: cannot run no-such-program-xyz"
+
+finish

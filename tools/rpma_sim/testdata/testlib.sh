@@ -1,0 +1,99 @@
+# shellcheck shell=bash disable=SC2034  # (variables for the tests that source this)
+# testlib.sh: shared by the sh_tests of tools/rpma_sim (sourced, not run).
+#
+# Each check is one test case: the test writes its own JUnit XML (XML_OUTPUT_FILE) with a case
+# per check, so that `N passed, N failed` counts them, and ends with `finish`.
+
+root="${TEST_SRCDIR}/${TEST_WORKSPACE}"
+rpma_sim="$root/tools/rpma_sim/rpma-sim"
+testdata="$root/tools/rpma_sim/testdata"
+work="${TEST_TMPDIR:-$(mktemp -d)}"
+
+_cases=()     # "name|failure message" ("" when it passed)
+_failed=0
+
+xml_escape() {
+  printf '%s' "$1" | sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e 's/"/\&quot;/g'
+}
+
+pass() {
+  echo "PASS: $1"
+  _cases+=("$1|")
+}
+
+fail() {  # NAME WHY
+  echo "FAIL: $1: $2"
+  _cases+=("$1|$2")
+  _failed=$((_failed + 1))
+}
+
+# check NAME CONDITION-COMMAND...: a case that passes when the command succeeds.
+check() {
+  local name="$1"
+  shift
+  if "$@"; then pass "$name"; else fail "$name" "$*"; fi
+}
+
+# contains TEXT NEEDLE: whether TEXT has NEEDLE (fixed string).
+contains() { [[ "$1" == *"$2"* ]]; }
+
+# expect_in NAME TEXT NEEDLE: a case that passes when TEXT has NEEDLE; prints TEXT otherwise.
+expect_in() {
+  if contains "$2" "$3"; then
+    pass "$1"
+  else
+    fail "$1" "missing: $3"
+    echo "----- in:"
+    echo "$2"
+    echo "-----"
+  fi
+}
+
+# expect_status NAME EXPECTED ACTUAL
+expect_status() {
+  if [[ "$2" == "$3" ]]; then pass "$1"; else fail "$1" "exit status $3, expected $2"; fi
+}
+
+# Runs "$@", its stdout in $out, stderr in $err, exit status in $status; never fails.
+run() {
+  out="" err="" status=0
+  out="$("$@" 2>"$work/stderr")" || status=$?
+  err="$(cat "$work/stderr")"
+}
+
+# The flags a C program compiled here needs to load our librpma.so.0 when that is built with a
+# sanitizer (bazel test --config=asan / tsan): its runtime must come first.
+sanitizer_flags() {
+  local deps
+  deps="$(ldd "$1")"
+  if [[ "$deps" == *libasan* ]]; then
+    echo "-fsanitize=address,undefined"
+  elif [[ "$deps" == *libtsan* ]]; then
+    echo "-fsanitize=thread"
+  fi
+}
+
+finish() {
+  if [[ -n "${XML_OUTPUT_FILE:-}" ]]; then
+    local suite entry name why
+    suite="$(xml_escape "${TEST_TARGET:-test}")"
+    {
+      echo '<?xml version="1.0" encoding="UTF-8"?>'
+      echo "<testsuites><testsuite name=\"$suite\" tests=\"${#_cases[@]}\"" \
+        "failures=\"$_failed\" errors=\"0\">"
+      for entry in "${_cases[@]}"; do
+        name="$(xml_escape "${entry%%|*}")"
+        why="${entry#*|}"
+        if [[ -z "$why" ]]; then
+          echo "<testcase name=\"$name\" classname=\"$suite\"/>"
+        else
+          echo "<testcase name=\"$name\" classname=\"$suite\">" \
+            "<failure message=\"$(xml_escape "$why")\"/></testcase>"
+        fi
+      done
+      echo "</testsuite></testsuites>"
+    } >"$XML_OUTPUT_FILE"
+  fi
+  echo "${#_cases[@]} checks, $_failed failed"
+  ((_failed == 0))
+}

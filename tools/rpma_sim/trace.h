@@ -1,0 +1,77 @@
+// trace.h: reading the simulator's trace (RPMA_SIM_TRACE, format: docs/TRACE.md) and showing it
+// as readable lines or as Chrome Trace Event JSON (Perfetto, chrome://tracing).
+//
+// The Chrome view has one process ("softrpma-sim") with one track (tid) per QP and per CQ, plus
+// an "rdma_cm" track for connection-manager events and a "faults" track for injected faults not
+// tied to a QP. Each work request is a complete slice ("ph":"X") on its QP's track from its post
+// to its completion (the `ready` time of its CQE); each completion is also a slice on its CQ's
+// track from ready to the poll that took it. CM events and faults are instant events ("ph":"i").
+// Slices on one track must nest (a viewer drops slices that overlap partially), so a slice that
+// would overlap another partially goes to an extra lane of the same QP or CQ, a track of its
+// own named "QP 17 (2)"; a run whose WRs complete in order needs none.
+//
+// Thread-safety: every function is thread-safe (none keeps state).
+
+#ifndef SOFTRPMA_TOOLS_RPMA_SIM_TRACE_H_
+#define SOFTRPMA_TOOLS_RPMA_SIM_TRACE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace softrpma::rpma_sim {
+
+// The trace format versions this reader knows.
+inline constexpr int kTraceVersion = 1;
+
+// One event line: `<seq> <time_ns> <type> <key>=<value> ...`.
+struct TraceEvent {
+  uint64_t seq = 0;
+  uint64_t time_ns = 0;
+  std::string type;
+  std::vector<std::pair<std::string, std::string>> fields;  // in line order
+  int line = 0;                                             // 1-based line number in the file
+
+  // The value of `key`, or nullopt.
+  std::optional<std::string> Get(absl::string_view key) const;
+  // The value of `key` as a number (decimal, or 0x-hex), or nullopt when absent or not a number.
+  std::optional<uint64_t> GetNumber(absl::string_view key) const;
+};
+
+// A whole trace file.
+struct Trace {
+  int version = 0;
+  std::string seed;    // "0x736f667472706d61"
+  std::string faults;  // the plan at start, "-" for none
+  std::vector<TraceEvent> events;
+  bool has_end = false;               // the end line was there (the run exited normally)
+  uint64_t end_events = 0;            // its events=
+  std::string end_fingerprint;        // its fingerprint= ("0x" + 16 hex digits)
+  std::string fingerprint;            // recomputed from the event lines, same form
+  std::vector<std::string> warnings;  // things a reader should know (a cut last line...)
+};
+
+// Parses a trace. Lenient where the format allows it (unknown event types and fields are kept;
+// a last line without '\n' is dropped with a warning), strict elsewhere.
+// Errors: InvalidArgument "line N: ..." for a missing or unknown header, a version other than
+// kTraceVersion, an event line that is not `<seq> <time_ns> <type> [key=value...]`, a line after
+// the end line.
+absl::StatusOr<Trace> ParseTrace(absl::string_view text);
+
+// The trace as readable text: a header (seed, plan, whether it ended and its fingerprint
+// checks), one line per event with its simulated time in microseconds and what it means, then a
+// summary (work requests, completions with an error, faults).
+std::string FormatTrace(const Trace& trace);
+
+// The trace as Chrome Trace Event JSON (see the file comment): {"traceEvents":[...],
+// "displayTimeUnit":"ns","otherData":{...}}; ts and dur in microseconds, as the format wants.
+std::string ChromeTraceJson(const Trace& trace);
+
+}  // namespace softrpma::rpma_sim
+
+#endif  // SOFTRPMA_TOOLS_RPMA_SIM_TRACE_H_

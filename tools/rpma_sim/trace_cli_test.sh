@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# `rpma-sim trace` on a trace a real run wrote (`rpma-sim run --trace` of the demo) and on
+# testdata/sample.trace: readable lines whose fingerprint checks, and Chrome Trace Event JSON that
+# is structurally valid (testdata/check_chrome_trace.py: keys per phase, ts monotonic per track,
+# dur >= 0, slices nest) with a track per QP and per CQ.
+set -uo pipefail
+# shellcheck source=tools/rpma_sim/testdata/testlib.sh
+source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/rpma_sim/testdata/testlib.sh"
+demo="$root/tools/demo"
+checker="$testdata/check_chrome_trace.py"
+
+run "$rpma_sim" run --seed=7 --trace="$work/demo.trace" -- "$demo" --once
+expect_status "the traced demo run: exit 0" 0 "$status"
+check "the trace was written" test -s "$work/demo.trace"
+
+run "$rpma_sim" trace "$work/demo.trace"
+expect_status "trace: exit 0" 0 "$status"
+expect_in "trace: header" "$out" "trace format 1, seed 0x0000000000000007, faults at start: none"
+expect_in "trace: the fingerprint checks" "$out" "(matches the events)"
+expect_in "trace: a write" "$out" "post_send RDMA_WRITE wr_id=0x1"
+expect_in "trace: its completion" "$out" "polled: QP 17 wr_id=0x1 RDMA_WRITE IBV_WC_SUCCESS"
+expect_in "trace: CM" "$out" "CM event RDMA_CM_EVENT_ESTABLISHED"
+expect_in "trace: summary" "$out" "summary: 4 work requests posted"
+
+run "$rpma_sim" trace "$work/demo.trace" --chrome="$work/demo.json"
+expect_status "chrome: exit 0" 0 "$status"
+expect_in "chrome: says where" "$out" "wrote $work/demo.json"
+run python3 "$checker" "$work/demo.json" 4
+expect_status "chrome: structurally valid" 0 "$status"
+echo "$out"
+tracks="$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(" ".join(sorted(e["args"]["name"] for e in d["traceEvents"] if e["name"] == "thread_name")))
+' "$work/demo.json")"
+expect_in "chrome: QP tracks" "$tracks" "QP 17 QP 18"
+expect_in "chrome: CQ tracks" "$tracks" "CQ 1 CQ 2 CQ 3 CQ 4"
+expect_in "chrome: CM track" "$tracks" "rdma_cm"
+
+# Same seed, same trace (the demo is single-threaded; ASLR is off under rpma-sim run).
+"$rpma_sim" run --seed=7 --trace="$work/again.trace" -- "$demo" --once >/dev/null 2>&1
+check "same seed: the same trace, byte for byte" cmp -s "$work/demo.trace" "$work/again.trace"
+
+# A fault shows in both views.
+run "$rpma_sim" run --faults='ibv_post_send:fail=EIO:nth=2' --trace="$work/fault.trace" -- \
+  "$demo" --once
+expect_status "the faulted run: exit 1" 1 "$status"
+run "$rpma_sim" trace "$work/fault.trace"
+expect_in "fault: text" "$out" "FAULT injected: ibv_post_send fail=EIO (hit 2)"
+"$rpma_sim" trace "$work/fault.trace" --chrome=- >"$work/fault.json"
+run python3 "$checker" "$work/fault.json" 1
+expect_status "fault: chrome valid" 0 "$status"
+check "fault: an instant for it" grep -qF '"name":"fault: ibv_post_send fail=EIO","ph":"i"' \
+  "$work/fault.json"
+
+# The hand-written sample: partially overlapping work requests go to a second lane.
+run "$rpma_sim" trace "$testdata/sample.trace" --chrome="$work/sample.json"
+expect_status "sample: exit 0" 0 "$status"
+run python3 "$checker" "$work/sample.json" 6
+expect_status "sample: structurally valid" 0 "$status"
+check "sample: a second lane" grep -qF '"name":"QP 17 (2)"' "$work/sample.json"
+
+# The checker itself rejects what it must (so that a pass above means something).
+track='{"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"a"}}'
+printf '{"traceEvents":[%s,%s]}' "$track" \
+  '{"name":"x","ph":"X","ts":5,"dur":-1,"pid":1,"tid":1}' >"$work/bad1.json"
+run python3 "$checker" "$work/bad1.json"
+expect_in "checker: negative dur" "$out" "INVALID: event 1: bad dur -1"
+printf '{"traceEvents":[%s,%s,%s]}' "$track" \
+  '{"name":"x","ph":"X","ts":5,"dur":1,"pid":1,"tid":1}' \
+  '{"name":"y","ph":"i","ts":4,"s":"t","pid":1,"tid":1}' >"$work/bad2.json"
+run python3 "$checker" "$work/bad2.json"
+expect_in "checker: ts going back" "$out" "INVALID: event 2: ts 4 < 5"
+printf '{"traceEvents":[%s,%s,%s]}' "$track" \
+  '{"name":"x","ph":"X","ts":0,"dur":5,"pid":1,"tid":1}' \
+  '{"name":"y","ph":"X","ts":2,"dur":5,"pid":1,"tid":1}' >"$work/bad3.json"
+run python3 "$checker" "$work/bad3.json"
+expect_in "checker: partial overlap" "$out" "overlaps one ending at 5 partially"
+printf '{"traceEvents":[{"name":"x","ph":"X","ts":0,"pid":1,"tid":1}]}' >"$work/bad4.json"
+run python3 "$checker" "$work/bad4.json"
+expect_in "checker: missing dur" "$out" "no 'dur'"
+
+finish

@@ -1,0 +1,211 @@
+#include "tools/rpma_sim/trace.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace softrpma::rpma_sim {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// testdata/sample.trace: two QPs, a send with an unsignaled write before it, a receive, a read
+// and a write in flight at once (the write fails), an injected fault, CM events.
+std::string Sample() {
+  std::string path = absl::StrCat(std::getenv("TEST_SRCDIR"), "/", std::getenv("TEST_WORKSPACE"),
+                                  "/tools/rpma_sim/testdata/sample.trace");
+  std::ifstream file(path);
+  EXPECT_TRUE(file.good()) << path;
+  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+}
+
+std::string ParseError(const std::string& text) {
+  absl::StatusOr<Trace> trace = ParseTrace(text);
+  EXPECT_FALSE(trace.ok());
+  if (trace.ok()) return "";
+  EXPECT_EQ(trace.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(trace.status().message());
+}
+
+constexpr char kHeader[] = "softrpma-sim-trace 1\nseed 0x1\nfaults -\n";
+
+TEST(ParseTrace, Sample) {
+  absl::StatusOr<Trace> trace = ParseTrace(Sample());
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->version, 1);
+  EXPECT_EQ(trace->seed, "0x000000000000002a");
+  EXPECT_EQ(trace->faults, "ibv_post_send:fail=EIO:nth=4");
+  ASSERT_EQ(trace->events.size(), 34u);
+  EXPECT_TRUE(trace->has_end);
+  EXPECT_EQ(trace->end_events, 34u);
+  EXPECT_EQ(trace->end_fingerprint, "0xf233c3aae6aa8a0e");
+  EXPECT_EQ(trace->fingerprint, trace->end_fingerprint);
+  EXPECT_TRUE(trace->warnings.empty());
+
+  const TraceEvent& cqe = trace->events[14];
+  EXPECT_EQ(cqe.seq, 15u);
+  EXPECT_EQ(cqe.time_ns, 0u);
+  EXPECT_EQ(cqe.type, "cqe");
+  EXPECT_EQ(cqe.line, 18);
+  EXPECT_EQ(cqe.Get("status"), "IBV_WC_SUCCESS");
+  EXPECT_EQ(cqe.GetNumber("ready"), 2100u);
+  EXPECT_EQ(cqe.GetNumber("wr_id"), 2u);
+  EXPECT_EQ(cqe.Get("nothing"), std::nullopt);
+  EXPECT_EQ(cqe.GetNumber("status"), std::nullopt);
+  // A value with '=' in it keeps it: action=fail=EIO.
+  EXPECT_EQ(trace->events[24].Get("action"), "fail=EIO");
+}
+
+TEST(ParseTrace, UnknownTypesAndFieldsAreKept) {
+  absl::StatusOr<Trace> trace =
+      ParseTrace(absl::StrCat(kHeader, "1 5 future_event a=1\n2 6 wc cq=1 newfield=x\n"));
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->events[0].type, "future_event");
+  EXPECT_EQ(trace->events[1].Get("newfield"), "x");
+}
+
+TEST(ParseTrace, NoEndLine_Warning) {
+  absl::StatusOr<Trace> trace = ParseTrace(absl::StrCat(kHeader, "1 0 create_cq cq=1\n"));
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_FALSE(trace->has_end);
+  ASSERT_EQ(trace->warnings.size(), 1u);
+  EXPECT_THAT(trace->warnings[0], HasSubstr("no end line"));
+}
+
+TEST(ParseTrace, CutLastLine_DroppedWithAWarning) {
+  absl::StatusOr<Trace> trace =
+      ParseTrace(absl::StrCat(kHeader, "1 0 create_cq cq=1\n2 0 create_c"));
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->events.size(), 1u);
+  EXPECT_THAT(trace->warnings[0], HasSubstr("line 5 is cut"));
+}
+
+TEST(ParseTrace, SeqGapAndTimeGoingBack_Warnings) {
+  absl::StatusOr<Trace> trace =
+      ParseTrace(absl::StrCat(kHeader, "1 10 a\n3 5 b\nend events=2 fingerprint=0x0\n"));
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_EQ(trace->warnings.size(), 2u);
+  EXPECT_THAT(trace->warnings[0], HasSubstr("line 5: seq 3, expected 2"));
+  EXPECT_THAT(trace->warnings[1], HasSubstr("line 5: time goes back from 10 to 5 ns"));
+}
+
+TEST(ParseTrace, Errors) {
+  EXPECT_THAT(ParseError(""), HasSubstr("line 1: missing header"));
+  EXPECT_THAT(ParseError("hello 1\nseed 0x1\nfaults -\n"),
+              HasSubstr("line 1: not a softrpma-sim trace"));
+  EXPECT_THAT(ParseError("softrpma-sim-trace 2\nseed 0x1\nfaults -\n"),
+              HasSubstr("line 1: trace format version 2; rpma-sim reads version 1"));
+  EXPECT_THAT(ParseError("softrpma-sim-trace 1\nfaults -\nseed 0x1\n"),
+              HasSubstr("line 2: expected `seed <seed>`"));
+  EXPECT_THAT(ParseError("softrpma-sim-trace 1\nseed 0x1\nfault -\n"),
+              HasSubstr("line 3: expected `faults <plan>`"));
+  EXPECT_THAT(ParseError(absl::StrCat(kHeader, "x 0 wc\n")),
+              HasSubstr("line 4: expected `<seq> <time_ns> <type> key=value...`"));
+  EXPECT_THAT(ParseError(absl::StrCat(kHeader, "1 0\n")), HasSubstr("line 4: expected"));
+  EXPECT_THAT(ParseError(absl::StrCat(kHeader, "1 0 wc cq\n")),
+              HasSubstr("line 4: field \"cq\" is not key=value"));
+  EXPECT_THAT(ParseError(absl::StrCat(kHeader, "end events=0 fingerprint=0x0\n1 0 wc\n")),
+              HasSubstr("line 5: a line after the end line"));
+}
+
+TEST(FormatTrace, SampleReadsAsSentences) {
+  absl::StatusOr<Trace> trace = ParseTrace(Sample());
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  std::string text = FormatTrace(*trace);
+  EXPECT_THAT(text, HasSubstr("seed 0x000000000000002a, faults at start: "
+                              "ibv_post_send:fail=EIO:nth=4"));
+  EXPECT_THAT(text, HasSubstr("ended normally: 34 events, fingerprint 0xf233c3aae6aa8a0e "
+                              "(matches the events)"));
+  EXPECT_THAT(text, HasSubstr("0.000     13  QP 17    post_send RDMA_WRITE wr_id=0x1, 4096 "
+                              "bytes, unsignaled"));
+  EXPECT_THAT(text, HasSubstr("0.000     15  CQ 1     completion of QP 17 wr_id=0x2: SEND "
+                              "IBV_WC_SUCCESS, 20 bytes, ready at 2.100 us"));
+  EXPECT_THAT(text, HasSubstr("2.200     25  QP 17    FAULT injected: ibv_post_send fail=EIO "
+                              "(hit 4)"));
+  EXPECT_THAT(text, HasSubstr("5.001     30  CQ 1     polled: QP 17 wr_id=0x6 RDMA_WRITE "
+                              "IBV_WC_REM_ACCESS_ERR, 0 bytes"));
+  EXPECT_THAT(text, HasSubstr("id 1     CM event RDMA_CM_EVENT_DISCONNECTED queued (status 0)"));
+  EXPECT_THAT(text, HasSubstr("summary: 6 work requests posted, 4 completions (1 with an error), "
+                              "4 polled, 3 CM events, 1 faults injected"));
+}
+
+TEST(FormatTrace, FingerprintMismatchIsSaid) {
+  std::string edited =
+      absl::StrReplaceAll(Sample(), {{"cqe=64 channel=1\n2", "cqe=32 channel=1\n2"}});
+  absl::StatusOr<Trace> trace = ParseTrace(edited);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_THAT(FormatTrace(*trace), HasSubstr("(MISMATCH: the file has 34 events, fingerprint 0x"));
+}
+
+TEST(FormatTrace, NoEndLineIsSaid) {
+  absl::StatusOr<Trace> trace = ParseTrace(absl::StrCat(kHeader,
+                                                        "1 0 create_cq cq=1 cqe=1 "
+                                                        "channel=0\n"));
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  std::string text = FormatTrace(*trace);
+  EXPECT_THAT(text, HasSubstr("NO END LINE"));
+  EXPECT_THAT(text, HasSubstr("CQ 1     created: 1 entries, no channel"));
+}
+
+TEST(ChromeTraceJson, TracksSlicesAndInstants) {
+  absl::StatusOr<Trace> trace = ParseTrace(Sample());
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  std::string json = ChromeTraceJson(*trace);
+  EXPECT_THAT(json, HasSubstr("{\"traceEvents\":["));
+  EXPECT_THAT(json, HasSubstr("\"displayTimeUnit\":\"ns\""));
+  EXPECT_THAT(json, HasSubstr("\"args\":{\"name\":\"softrpma-sim (seed 0x000000000000002a)\"}"));
+  // One track per QP and per CQ, the CM's and the faults' (the fault here is on a QP's).
+  for (const char* track : {"QP 17", "QP 18", "CQ 1", "CQ 2", "rdma_cm"}) {
+    EXPECT_THAT(json, HasSubstr(absl::StrCat("\"args\":{\"name\":\"", track, "\"}"))) << track;
+  }
+  EXPECT_THAT(json, Not(HasSubstr("\"args\":{\"name\":\"faults\"}")));
+  // The read [2.1, 5] and the failed write [2.2, 5.001] overlap partially: a second lane.
+  EXPECT_THAT(json, HasSubstr("\"args\":{\"name\":\"QP 17 (2)\"}"));
+  EXPECT_THAT(json, HasSubstr("{\"name\":\"RDMA_READ\",\"ph\":\"X\",\"ts\":2.1,\"dur\":2.9,"));
+  EXPECT_THAT(json, HasSubstr("{\"name\":\"RDMA_WRITE IBV_WC_REM_ACCESS_ERR\",\"ph\":\"X\","
+                              "\"ts\":2.2,\"dur\":2.801,"));
+  EXPECT_THAT(json, HasSubstr("\"cname\":\"terrible\""));
+  // The unsignaled write ends with the send after it.
+  EXPECT_THAT(json, HasSubstr("{\"name\":\"RDMA_WRITE\",\"ph\":\"X\",\"ts\":0,\"dur\":2.1,"));
+  EXPECT_THAT(json, HasSubstr("\"completion\":\"implied by a later completion\""));
+  // The receive never completed: to the end of the trace.
+  EXPECT_THAT(json, HasSubstr("\"completion\":\"none in the trace\""));
+  // On the CQ: from ready to the poll.
+  EXPECT_THAT(json,
+              HasSubstr("{\"name\":\"RDMA_READ QP 17\",\"ph\":\"X\",\"ts\":5,\"dur\":0.001,"));
+  // Instants: the fault (process-wide), CM events.
+  EXPECT_THAT(json, HasSubstr("{\"name\":\"fault: ibv_post_send fail=EIO\",\"ph\":\"i\","
+                              "\"ts\":2.2,\"s\":\"p\","));
+  EXPECT_THAT(json,
+              HasSubstr("{\"name\":\"RDMA_CM_EVENT_ESTABLISHED queued (id 1)\",\"ph\":\"i\","));
+  EXPECT_THAT(json, HasSubstr("\"fingerprint\":\"0xf233c3aae6aa8a0e\""));
+}
+
+TEST(ChromeTraceJson, InOrderWorkNeedsOneLanePerQp) {
+  absl::StatusOr<Trace> trace = ParseTrace(absl::StrCat(
+      kHeader,
+      "1 0 post_send qp=17 wr_id=0x1 opcode=IBV_WR_SEND len=1 signaled=1\n"
+      "2 0 post_send qp=17 wr_id=0x2 opcode=IBV_WR_SEND len=1 signaled=1\n"
+      "3 0 cqe cq=1 qp=17 wr_id=0x1 status=IBV_WC_SUCCESS opcode=IBV_WC_SEND byte_len=1 "
+      "ready=1500\n"
+      "4 0 cqe cq=1 qp=17 wr_id=0x2 status=IBV_WC_SUCCESS opcode=IBV_WC_SEND byte_len=1 "
+      "ready=1501\n"
+      "5 1501 wc cq=1 qp=17 wr_id=0x1 status=IBV_WC_SUCCESS opcode=IBV_WC_SEND byte_len=1\n"
+      "6 1501 wc cq=1 qp=17 wr_id=0x2 status=IBV_WC_SUCCESS opcode=IBV_WC_SEND byte_len=1\n"
+      "end events=6 fingerprint=0x0\n"));
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  std::string json = ChromeTraceJson(*trace);
+  EXPECT_THAT(json, HasSubstr("\"args\":{\"name\":\"QP 17\"}"));
+  EXPECT_THAT(json, Not(HasSubstr("QP 17 (2)")));
+  EXPECT_THAT(json, Not(HasSubstr("CQ 1 (2)")));
+}
+
+}  // namespace
+}  // namespace softrpma::rpma_sim
