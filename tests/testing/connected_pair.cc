@@ -48,6 +48,18 @@ absl::Status ConnectedPair::Connect(const PairOptions& options) {
   RETURN_IF_RPMA_ERROR(rpma_conn_cfg_set_compl_channel(cfg_, options.shared_channel));
   RETURN_IF_RPMA_ERROR(rpma_conn_cfg_set_rcq_size(cfg_, options.rcq_size));
   RETURN_IF_RPMA_ERROR(rpma_conn_cfg_set_cq_size(cfg_, options.cq_size));
+  rpma_conn_cfg* server_cfg = cfg_;
+  if (options.server_uses_srq) {
+    RETURN_IF_RPMA_ERROR(rpma_srq_cfg_new(&srq_cfg_));
+    RETURN_IF_RPMA_ERROR(rpma_srq_cfg_set_rq_size(srq_cfg_, options.srq_rq_size));
+    RETURN_IF_RPMA_ERROR(rpma_srq_cfg_set_rcq_size(srq_cfg_, options.srq_rcq_size));
+    RETURN_IF_RPMA_ERROR(rpma_srq_new(peer_, srq_cfg_, &server_srq_));
+    RETURN_IF_RPMA_ERROR(rpma_conn_cfg_new(&server_cfg_));
+    RETURN_IF_RPMA_ERROR(rpma_conn_cfg_set_compl_channel(server_cfg_, options.shared_channel));
+    RETURN_IF_RPMA_ERROR(rpma_conn_cfg_set_cq_size(server_cfg_, options.cq_size));
+    RETURN_IF_RPMA_ERROR(rpma_conn_cfg_set_srq(server_cfg_, server_srq_));
+    server_cfg = server_cfg_;
+  }
   RETURN_IF_RPMA_ERROR(rpma_ep_listen(peer_, TestAddress(), port.c_str(), &ep_));
 
   const int usage = RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_READ_DST | RPMA_MR_USAGE_WRITE_SRC |
@@ -67,7 +79,7 @@ absl::Status ConnectedPair::Connect(const PairOptions& options) {
   }
 
   rpma_conn_req* server_req = nullptr;
-  RETURN_IF_RPMA_ERROR(rpma_ep_next_conn_req(ep_, cfg_, &server_req));
+  RETURN_IF_RPMA_ERROR(rpma_ep_next_conn_req(ep_, server_cfg, &server_req));
   size_t desc_size = 0;
   RETURN_IF_RPMA_ERROR(rpma_mr_get_descriptor_size(server_mr_, &desc_size));
   std::vector<char> desc(desc_size);
@@ -106,6 +118,9 @@ ConnectedPair::~ConnectedPair() {
   if (client_mr_ != nullptr) rpma_mr_dereg(&client_mr_);
   if (server_mr_ != nullptr) rpma_mr_dereg(&server_mr_);
   if (ep_ != nullptr) rpma_ep_shutdown(&ep_);
+  if (server_srq_ != nullptr) rpma_srq_delete(&server_srq_);
+  if (srq_cfg_ != nullptr) rpma_srq_cfg_delete(&srq_cfg_);
+  if (server_cfg_ != nullptr) rpma_conn_cfg_delete(&server_cfg_);
   if (cfg_ != nullptr) rpma_conn_cfg_delete(&cfg_);
   if (peer_ != nullptr) rpma_peer_delete(&peer_);
 }

@@ -23,6 +23,11 @@ struct PairOptions {
   uint32_t rcq_size = 0;        // rpma_conn_cfg_set_rcq_size (0: no receive CQ)
   uint32_t cq_size = 10;
   size_t buffer_size = 4096;
+  // The server's side takes its receives from a shared receive queue made on the pair's peer
+  // with these sizes (rpma_srq_new, rpma_conn_cfg_set_srq); the client's does not.
+  bool server_uses_srq = false;
+  uint32_t srq_rq_size = 16;
+  uint32_t srq_rcq_size = 16;
 };
 
 class ConnectedPair {
@@ -41,6 +46,8 @@ class ConnectedPair {
   rpma_mr_local* client_mr() const { return client_mr_; }
   rpma_mr_local* server_mr() const { return server_mr_; }
   rpma_mr_remote* server_mr_remote() const { return server_mr_remote_; }
+  // The server's shared receive queue (PairOptions::server_uses_srq), else NULL.
+  rpma_srq* server_srq() const { return server_srq_; }
   char* client_buf() { return client_buf_.data(); }
   char* server_buf() { return server_buf_.data(); }
 
@@ -55,6 +62,9 @@ class ConnectedPair {
   std::vector<char> server_buf_;
   rpma_peer* peer_ = nullptr;
   rpma_conn_cfg* cfg_ = nullptr;
+  rpma_conn_cfg* server_cfg_ = nullptr;  // cfg_ plus the SRQ, when the server uses one
+  rpma_srq_cfg* srq_cfg_ = nullptr;
+  rpma_srq* server_srq_ = nullptr;
   rpma_ep* ep_ = nullptr;
   rpma_conn* client_ = nullptr;
   rpma_conn* server_ = nullptr;
