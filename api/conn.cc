@@ -205,16 +205,8 @@ int rpma_conn_wait(struct rpma_conn* conn, int flags, struct rpma_cq** cq, bool*
     return RPMA_E_INVAL;
   }
   ibv_cq* ev_cq = nullptr;
-  void* ev_ctx = nullptr;
-  int err = conn->backend->IbvGetCqEvent(conn->shared_channel, &ev_cq, &ev_ctx);
-  if (err != 0) {
-    if (err == EAGAIN) {
-      RPMA_LOG_DEBUG("ibv_get_cq_event() found no event (non-blocking channel)");
-    } else {
-      RPMA_LOG_PROVIDER_ERROR(err, "ibv_get_cq_event");
-    }
-    return RPMA_E_NO_COMPLETION;
-  }
+  int ret = softrpma::api::CqGetEvent(conn->backend, conn->shared_channel, &ev_cq);
+  if (ret != 0) return ret;
   rpma_cq* event_cq = nullptr;
   if (ev_cq == softrpma::api::CqIbvCq(conn->cq)) {
     event_cq = conn->cq;
@@ -227,7 +219,7 @@ int rpma_conn_wait(struct rpma_conn* conn, int flags, struct rpma_cq** cq, bool*
     *cq = nullptr;
     return RPMA_E_UNKNOWN;
   }
-  int ret = softrpma::api::CqAckAndRearm(event_cq);
+  ret = softrpma::api::CqAckAndRearm(event_cq);
   if (ret != 0) {
     *cq = nullptr;
     return ret;

@@ -98,6 +98,19 @@ int CqAckAndRearm(rpma_cq* cq) {
   return 0;
 }
 
+int CqGetEvent(Backend* backend, ibv_comp_channel* channel, ibv_cq** ev_cq) {
+  void* ev_ctx = nullptr;
+  int err = backend->IbvGetCqEvent(channel, ev_cq, &ev_ctx);
+  if (err == 0) return 0;
+  // A non-blocking channel with no event is a normal outcome, not worth an error line.
+  if (err == EAGAIN) {
+    RPMA_LOG_DEBUG("ibv_get_cq_event() found no event (non-blocking channel)");
+  } else {
+    RPMA_LOG_PROVIDER_ERROR(err, "ibv_get_cq_event");
+  }
+  return RPMA_E_NO_COMPLETION;
+}
+
 }  // namespace softrpma::api
 
 extern "C" {
@@ -112,17 +125,8 @@ int rpma_cq_wait(struct rpma_cq* cq) {
   if (cq == nullptr) return RPMA_E_INVAL;
   if (cq->shared_channel) return RPMA_E_SHARED_CHANNEL;
   ibv_cq* ev_cq = nullptr;
-  void* ev_ctx = nullptr;
-  int err = cq->backend->IbvGetCqEvent(cq->channel, &ev_cq, &ev_ctx);
-  if (err != 0) {
-    // A non-blocking channel with no event is a normal outcome, not worth an error line.
-    if (err == EAGAIN) {
-      RPMA_LOG_DEBUG("ibv_get_cq_event() found no event (non-blocking channel)");
-    } else {
-      RPMA_LOG_PROVIDER_ERROR(err, "ibv_get_cq_event");
-    }
-    return RPMA_E_NO_COMPLETION;
-  }
+  int ret = softrpma::api::CqGetEvent(cq->backend, cq->channel, &ev_cq);
+  if (ret != 0) return ret;
   if (ev_cq != cq->cq) {
     RPMA_LOG_ERROR("ibv_get_cq_event() returned an event of another CQ");
     cq->backend->IbvAckCqEvents(ev_cq, 1);

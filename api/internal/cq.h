@@ -35,6 +35,11 @@ ibv_cq* CqIbvCq(const rpma_cq* cq);
 // Returns 0 or RPMA_E_PROVIDER (ibv_req_notify_cq failed; logged).
 int CqAckAndRearm(rpma_cq* cq);
 
+// ibv_get_cq_event on `channel`, for rpma_cq_wait and rpma_conn_wait: 0 with the event's CQ in
+// *ev_cq, or RPMA_E_NO_COMPLETION (logged at ERROR, or at DEBUG when a non-blocking channel
+// simply had no event).
+int CqGetEvent(Backend* backend, ibv_comp_channel* channel, ibv_cq** ev_cq);
+
 }  // namespace softrpma::api
 
 #endif  // SOFTRPMA_API_INTERNAL_CQ_H_
