@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The benchmark still runs and reports its three ratios. Times are not checked: these machines
+# are shared and noisy, and a test that asserts a time fails for reasons that are not bugs.
+set -euo pipefail
+bench="${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/bench"
+out=$("$bench" --benchmark_min_time=0.001 --benchmark_color=false 2>&1) || {
+  echo "$out"; echo "bench exited non-zero"; exit 1; }
+echo "$out"
+for ratio in "rpma_write 64 B + completion vs memcpy" "rpma_write 1 MiB + completion vs memcpy" \
+             "rpma_conn_wait ping-pong vs eventfd ping-pong"; do
+  grep -qF -- "$ratio" <<<"$out" || { echo "MISSING ratio: $ratio"; exit 1; }
+done
