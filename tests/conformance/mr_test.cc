@@ -2,9 +2,8 @@
 // rpma_mr_remote_*(3), rpma_mr_advise(3)): one test per ERRORS line (rows of rpma-errors.tsv),
 // through the public API on the simulated NIC.
 //
-// rpma_mr_advise is not implemented yet (docs/STATUS.md); its tests specify the man page and
-// fail until it is. The simulated device supports on-demand paging (and so ibv_advise_mr) only
-// when sim::SetOdpSupported(true); the fixture turns it off after every test.
+// The simulated device supports on-demand paging (and so ibv_advise_mr) only when
+// sim::SetOdpSupported(true); the fixture turns it off after every test.
 
 #include <infiniband/verbs.h>
 
