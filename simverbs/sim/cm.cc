@@ -24,6 +24,53 @@ bool ValidPrivateData(const void* data, int len, int max) {
 
 }  // namespace
 
+// The connection manager's end of a connection over the host fabric: it routes the peer's
+// connection-management messages to the CM and its data-path messages to the QP's link.
+class RemoteEnd final : public host::Conn::Handler,
+                        public std::enable_shared_from_this<RemoteEnd> {
+ public:
+  RemoteEnd(ConnectionManager* cm, uint32_t listener_serial)
+      : cm_(cm), listener_serial_(listener_serial) {}
+
+  void OnMessage(const wire::Header& header, const uint8_t* body) override {
+    if (header.type >= static_cast<uint16_t>(wire::Type::kWrite)) {
+      std::shared_ptr<SimLink> link;
+      {
+        softrpma::MutexLock lock(&mu_);
+        link = link_.lock();
+      }
+      if (link != nullptr) HandleRemoteMessage(link, header, body);
+      return;  // (a request before the QP exists breaks the protocol: dropped)
+    }
+    cm_->OnRemoteCm(shared_from_this(), header, body);
+  }
+  void OnClosed() override { cm_->OnRemoteClosed(shared_from_this()); }
+
+  uint32_t listener_serial() const { return listener_serial_; }
+  std::shared_ptr<host::Conn> conn() {
+    softrpma::MutexLock lock(&mu_);
+    return conn_;
+  }
+  void set_conn(std::shared_ptr<host::Conn> conn) {
+    softrpma::MutexLock lock(&mu_);
+    conn_ = std::move(conn);
+  }
+  void set_link(const std::shared_ptr<SimLink>& link) {
+    softrpma::MutexLock lock(&mu_);
+    link_ = link;
+  }
+
+  // The id this connection belongs to; guarded by the CM's mutex. nullptr once it is gone.
+  SimCmId* id = nullptr;
+
+ private:
+  ConnectionManager* const cm_;
+  const uint32_t listener_serial_;  // passive ends: the listener that accepted the socket
+  softrpma::Mutex mu_;
+  std::shared_ptr<host::Conn> conn_ ABSL_GUARDED_BY(mu_);
+  std::weak_ptr<SimLink> link_ ABSL_GUARDED_BY(mu_);
+};
+
 SimCmId::SimCmId() { std::memset(&id, 0, sizeof(id)); }
 
 int ConnectionManager::CreateEventChannel(rdma_event_channel** channel) {
@@ -131,6 +178,7 @@ int ConnectionManager::DestroyId(SimCmId* id) {
       break;
     case State::kConnected:
       if (id->peer != nullptr) PeerGoneLocked(id->peer);
+      SendRemoteLocked(id, wire::MakeHeader(wire::Type::kDisconnect), nullptr, 0);
       break;
     default:
       break;
@@ -250,6 +298,17 @@ int ConnectionManager::ResolveRoute(SimCmId* id) {
 int ConnectionManager::Listen(SimCmId* id) {
   softrpma::MutexLock lock(&mu_);
   if (id->state != State::kBound || id->channel == nullptr) return EINVAL;
+  // Processes of the same fabric connect to it through the host fabric.
+  const uint32_t serial = id->serial;
+  const int err = host::Listen(
+      SrcOf(id),
+      [this, serial](const std::shared_ptr<host::Conn>& conn) {
+        auto end = std::make_shared<RemoteEnd>(this, serial);
+        end->set_conn(conn);
+        return std::static_pointer_cast<host::Conn::Handler>(end);
+      },
+      &id->host_listener);
+  if (err != 0) return err;  // EADDRINUSE: another process listens there
   id->state = State::kListening;
   return 0;
 }
@@ -271,6 +330,10 @@ int ConnectionManager::CreateQp(SimCmId* id, SimPd* pd, ibv_qp_init_attr* attr) 
     TraceEvent("create_qp qp=%u id=%u send_cq=%u recv_cq=%u srq=%u", qp->qp.qp_num, id->serial,
                attr->send_cq->handle, attr->recv_cq->handle,
                attr->srq != nullptr ? attr->srq->handle : 0);
+  }
+  if (id->remote != nullptr) {
+    AttachRemote(qp, id->remote->conn());
+    id->remote->set_link(qp->link);
   }
   id->id.qp = &qp->qp;
   id->id.pd = &pd->pd;
@@ -317,29 +380,10 @@ int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFa
       break;
   }
   SimCmId* listener = FindListenerLocked(DstOf(id));
-  if (listener == nullptr) {
-    id->state = State::kRejected;
-    QueueLocked(id, RDMA_CM_EVENT_REJECTED, kRejectNoListener, id, nullptr, nullptr, nullptr, 0);
-    return 0;
-  }
-  SimCmId* request = New<SimCmId>();
+  if (listener == nullptr) return ConnectRemoteLocked(id, param);
+  SimCmId* request = NewRequestIdLocked(listener, DstOf(id), SrcOf(id));
   if (request == nullptr) return ENOMEM;
-  request->id.verbs = &device_->context;
-  request->id.channel = listener->id.channel;
-  request->id.context = listener->id.context;
-  request->id.ps = listener->id.ps;
-  request->id.qp_type = IBV_QPT_RC;
-  request->id.port_num = 1;
-  // The request's local address is the one the requester asked for; its peer the requester.
-  CopyAddress(DstOf(id), SrcOf(request));
-  CopyAddress(SrcOf(id), DstOf(request));
-  request->channel = listener->channel;
-  request->state = State::kRequestReceived;
   request->peer = id;
-  request->listener = listener;
-  request->serial = next_serial_++;
-  ids_[request->serial] = request;
-  listener->pending_requests.push_back(request);
   id->peer = request;
   id->state = State::kConnecting;
 
@@ -352,6 +396,254 @@ int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFa
               param != nullptr ? param->private_data : nullptr,
               param != nullptr ? param->private_data_len : 0);
   return 0;
+}
+
+SimCmId* ConnectionManager::NewRequestIdLocked(SimCmId* listener, const sockaddr* local_addr,
+                                               const sockaddr* peer_addr) {
+  SimCmId* request = New<SimCmId>();
+  if (request == nullptr) return nullptr;
+  request->id.verbs = &device_->context;
+  request->id.channel = listener->id.channel;
+  request->id.context = listener->id.context;
+  request->id.ps = listener->id.ps;
+  request->id.qp_type = IBV_QPT_RC;
+  request->id.port_num = 1;
+  // The request's local address is the one the requester asked for; its peer the requester.
+  CopyAddress(local_addr, SrcOf(request));
+  CopyAddress(peer_addr, DstOf(request));
+  request->channel = listener->channel;
+  request->state = State::kRequestReceived;
+  request->listener = listener;
+  request->serial = next_serial_++;
+  ids_[request->serial] = request;
+  listener->pending_requests.push_back(request);
+  return request;
+}
+
+int ConnectionManager::ConnectRemoteLocked(SimCmId* id, const rdma_conn_param* param) {
+  auto end = std::make_shared<RemoteEnd>(this, 0);
+  std::shared_ptr<host::Conn> conn;
+  const int err = host::Dial(DstOf(id), end, &conn);
+  if (err == ECONNREFUSED) {  // nobody listens there, in any process of the fabric
+    id->state = State::kRejected;
+    QueueLocked(id, RDMA_CM_EVENT_REJECTED, kRejectNoListener, id, nullptr, nullptr, nullptr, 0);
+    return 0;
+  }
+  if (err != 0) return err;
+  end->set_conn(conn);
+  end->id = id;
+  id->remote = end;
+  SimQp* qp = to_sim(id->id.qp);
+  AttachRemote(qp, conn);
+  end->set_link(qp->link);
+
+  wire::ConnectBody body;
+  std::memset(&body, 0, sizeof(body));
+  body.qp_num = qp->qp.qp_num;
+  body.srq = id->id.srq != nullptr ? 1 : 0;
+  CopyAddress(SrcOf(id), reinterpret_cast<sockaddr*>(&body.src));
+  CopyAddress(DstOf(id), reinterpret_cast<sockaddr*>(&body.dst));
+  if (param != nullptr) {
+    body.responder_resources = param->responder_resources;
+    body.initiator_depth = param->initiator_depth;
+    body.private_data_len = param->private_data_len;
+    if (param->private_data_len > 0) {
+      std::memcpy(body.private_data, param->private_data, param->private_data_len);
+    }
+  }
+  SendRemoteLocked(id, wire::MakeHeader(wire::Type::kConnectRequest), &body, sizeof(body));
+  id->state = State::kConnecting;
+  return 0;
+}
+
+int ConnectionManager::AcceptRemoteLocked(SimCmId* id, const rdma_conn_param* param,
+                                          ConnFault fault) {
+  switch (fault) {
+    case ConnFault::kReject: {  // the active side answers the REP with a REJ
+      wire::RejectBody body;
+      std::memset(&body, 0, sizeof(body));
+      wire::Header header = wire::MakeHeader(wire::Type::kReject);
+      header.status = kRejectConsumer;
+      SendRemoteLocked(id, header, &body, sizeof(body));
+      CloseRemoteLocked(id);
+      id->state = State::kRejected;
+      QueueLocked(id, RDMA_CM_EVENT_REJECTED, kRejectConsumer, id, nullptr, nullptr, nullptr, 0);
+      return 0;
+    }
+    case ConnFault::kLost:
+    case ConnFault::kUnreachable: {
+      const bool lost = fault == ConnFault::kLost;
+      if (lost) SetQpError(to_sim(id->id.qp));
+      CloseRemoteLocked(id);  // the peer sees the connection end
+      id->state = lost ? State::kDisconnected : State::kUnreachable;
+      QueueLocked(id, lost ? RDMA_CM_EVENT_CONNECT_ERROR : RDMA_CM_EVENT_UNREACHABLE,
+                  lost ? -ECONNRESET : -ETIMEDOUT, id, nullptr, nullptr, nullptr, 0);
+      return 0;
+    }
+    default:
+      break;
+  }
+  EstablishRemote(to_sim(id->id.qp), id->remote_qp_num);
+  wire::AcceptBody body;
+  std::memset(&body, 0, sizeof(body));
+  body.qp_num = id->id.qp->qp_num;
+  body.srq = id->id.srq != nullptr ? 1 : 0;
+  if (param != nullptr) {
+    body.responder_resources = param->responder_resources;
+    body.initiator_depth = param->initiator_depth;
+    body.private_data_len = param->private_data_len;
+    if (param->private_data_len > 0) {
+      std::memcpy(body.private_data, param->private_data, param->private_data_len);
+    }
+  }
+  SendRemoteLocked(id, wire::MakeHeader(wire::Type::kAccept), &body, sizeof(body));
+  id->state = State::kConnected;
+  id->established_pending = true;  // ESTABLISHED comes with the peer's RTU
+  if (fault == ConnFault::kDisconnect) {
+    id->established_pending = false;
+    QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
+    EndConnectionLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+  }
+  return 0;
+}
+
+void ConnectionManager::SendRemoteLocked(SimCmId* id, const wire::Header& header,
+                                         const void* body, size_t body_len) {
+  if (id->remote == nullptr) return;
+  std::shared_ptr<host::Conn> conn = id->remote->conn();
+  if (conn == nullptr) return;
+  wire::Header with_len = header;
+  with_len.body_len = static_cast<uint32_t>(body_len);
+  iovec iov{const_cast<void*>(body), body_len};
+  conn->Send(with_len, &iov, body_len > 0 ? 1 : 0);
+}
+
+void ConnectionManager::CloseRemoteLocked(SimCmId* id) {
+  if (id->remote == nullptr) return;
+  std::shared_ptr<RemoteEnd> end = std::move(id->remote);
+  id->remote = nullptr;
+  end->id = nullptr;
+  if (std::shared_ptr<host::Conn> conn = end->conn(); conn != nullptr) conn->Close();
+}
+
+void ConnectionManager::OnRemoteCm(const std::shared_ptr<RemoteEnd>& end,
+                                   const wire::Header& header, const uint8_t* body) {
+  softrpma::MutexLock lock(&mu_);
+  SimCmId* id = end->id;
+  switch (static_cast<wire::Type>(header.type)) {
+    case wire::Type::kConnectRequest: {
+      wire::ConnectBody request_body;
+      std::memcpy(&request_body, body, sizeof(request_body));
+      if (id != nullptr || !wire::ValidateConnectBody(request_body)) {
+        if (std::shared_ptr<host::Conn> conn = end->conn(); conn != nullptr) conn->Close();
+        return;  // a second REQ, or a malformed one: this connection ends
+      }
+      auto it = ids_.find(end->listener_serial());
+      SimCmId* listener = it != ids_.end() ? it->second : nullptr;
+      SimCmId* request = nullptr;
+      if (listener != nullptr && listener->state == State::kListening) {
+        request = NewRequestIdLocked(listener, reinterpret_cast<sockaddr*>(&request_body.dst),
+                                     reinterpret_cast<sockaddr*>(&request_body.src));
+      }
+      if (request == nullptr) {  // the listener went away (or no memory): a REJ
+        wire::RejectBody reject;
+        std::memset(&reject, 0, sizeof(reject));
+        wire::Header reject_header = wire::MakeHeader(wire::Type::kReject);
+        reject_header.status = listener == nullptr ? kRejectNoListener : kRejectConsumer;
+        reject_header.body_len = sizeof(reject);
+        iovec iov{&reject, sizeof(reject)};
+        if (std::shared_ptr<host::Conn> conn = end->conn(); conn != nullptr) {
+          conn->Send(reject_header, &iov, 1);
+          conn->Close();
+        }
+        return;
+      }
+      request->remote = end;
+      request->remote_qp_num = request_body.qp_num;
+      end->id = request;
+      rdma_conn_param conn;
+      std::memset(&conn, 0, sizeof(conn));
+      conn.qp_num = request_body.qp_num;
+      conn.srq = request_body.srq;
+      conn.responder_resources = request_body.responder_resources;
+      conn.initiator_depth = request_body.initiator_depth;
+      QueueLocked(listener, RDMA_CM_EVENT_CONNECT_REQUEST, 0, request, listener, &conn,
+                  request_body.private_data, request_body.private_data_len);
+      return;
+    }
+    case wire::Type::kAccept: {
+      wire::AcceptBody accept;
+      std::memcpy(&accept, body, sizeof(accept));
+      if (id == nullptr || id->state != State::kConnecting) return;
+      if (!wire::ValidateAcceptBody(accept) || id->id.qp == nullptr) {
+        CloseRemoteLocked(id);
+        id->state = State::kUnreachable;
+        QueueLocked(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, id, nullptr, nullptr, nullptr, 0);
+        return;
+      }
+      id->remote_qp_num = accept.qp_num;
+      EstablishRemote(to_sim(id->id.qp), accept.qp_num);
+      id->state = State::kConnected;
+      rdma_conn_param conn;
+      std::memset(&conn, 0, sizeof(conn));
+      conn.qp_num = accept.qp_num;
+      conn.srq = accept.srq;
+      conn.responder_resources = accept.responder_resources;
+      conn.initiator_depth = accept.initiator_depth;
+      QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, &conn, accept.private_data,
+                  accept.private_data_len);
+      SendRemoteLocked(id, wire::MakeHeader(wire::Type::kReady), nullptr, 0);
+      return;
+    }
+    case wire::Type::kReject: {
+      wire::RejectBody reject;
+      std::memcpy(&reject, body, sizeof(reject));
+      if (id == nullptr || id->state != State::kConnecting) return;
+      if (!wire::ValidateRejectBody(reject)) reject.private_data_len = 0;
+      const int status = header.status > 0 ? header.status : kRejectConsumer;
+      CloseRemoteLocked(id);
+      id->state = State::kRejected;
+      QueueLocked(id, RDMA_CM_EVENT_REJECTED, status, id, nullptr, nullptr, reject.private_data,
+                  reject.private_data_len);
+      return;
+    }
+    case wire::Type::kReady:
+      if (id != nullptr && id->state == State::kConnected && id->established_pending) {
+        id->established_pending = false;
+        QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
+      }
+      return;
+    case wire::Type::kDisconnect:
+      if (id == nullptr) return;
+      CloseRemoteLocked(id);
+      if (id->state == State::kConnected) {
+        id->established_pending = false;
+        PeerGoneLocked(id);
+      }
+      return;
+    default:
+      return;
+  }
+}
+
+void ConnectionManager::OnRemoteClosed(const std::shared_ptr<RemoteEnd>& end) {
+  softrpma::MutexLock lock(&mu_);
+  SimCmId* id = end->id;
+  if (id == nullptr) return;
+  CloseRemoteLocked(id);
+  switch (id->state) {
+    case State::kConnecting:  // the passive process went away before answering
+      id->state = State::kUnreachable;
+      QueueLocked(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, id, nullptr, nullptr, nullptr, 0);
+      break;
+    case State::kConnected:  // the peer process closed or died
+      id->established_pending = false;
+      PeerGoneLocked(id);
+      break;
+    default:
+      // A request whose requester went away: accepting it reports UNREACHABLE.
+      break;
+  }
 }
 
 int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFault fault) {
@@ -371,6 +663,7 @@ int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFau
     }
     id->listener = nullptr;
   }
+  if (id->remote != nullptr) return AcceptRemoteLocked(id, param, fault);
   SimCmId* active = id->peer;
   if (fault == ConnFault::kReject || fault == ConnFault::kLost) {
     // The active side answers the REP with a REJ (kReject), or the exchange breaks (kLost).
@@ -445,6 +738,10 @@ void ConnectionManager::EndConnectionLocked(SimCmId* id, rdma_cm_event_type type
   }
   if (peer != nullptr) peer->peer = nullptr;
   id->peer = nullptr;
+  if (id->remote != nullptr) {
+    SendRemoteLocked(id, wire::MakeHeader(wire::Type::kDisconnect), nullptr, 0);
+    CloseRemoteLocked(id);
+  }
 }
 
 int ConnectionManager::Reject(SimCmId* id, const void* private_data, uint8_t private_data_len) {
@@ -473,6 +770,10 @@ int ConnectionManager::Disconnect(SimCmId* id) {
         id->peer->peer = nullptr;
         id->peer = nullptr;
       }
+      if (id->remote != nullptr) {  // the DREQ
+        SendRemoteLocked(id, wire::MakeHeader(wire::Type::kDisconnect), nullptr, 0);
+        CloseRemoteLocked(id);
+      }
       return 0;
     default:
       // Connecting, rejected, unreachable, already disconnected, or a request not answered
@@ -491,6 +792,16 @@ void ConnectionManager::PeerGoneLocked(SimCmId* peer) {
 
 void ConnectionManager::DropRequestLocked(SimCmId* request, int status, const void* private_data,
                                           uint8_t private_data_len, bool free_it) {
+  if (request->remote != nullptr) {  // the requester is in another process: a REJ
+    wire::Header header = wire::MakeHeader(wire::Type::kReject);
+    header.status = status;
+    wire::RejectBody body;
+    std::memset(&body, 0, sizeof(body));
+    body.private_data_len = private_data_len;
+    if (private_data_len > 0) std::memcpy(body.private_data, private_data, private_data_len);
+    SendRemoteLocked(request, header, &body, sizeof(body));
+    CloseRemoteLocked(request);
+  }
   SimCmId* active = request->peer;
   if (active != nullptr && active->peer == request && active->state == State::kConnecting) {
     active->state = State::kRejected;
@@ -530,6 +841,7 @@ bool ConnectionManager::RemoveConnectRequestLocked(SimCmId* request) {
 }
 
 void ConnectionManager::FreeIdLocked(SimCmId* id) {
+  CloseRemoteLocked(id);
   UnbindLocked(id);
   ids_.erase(id->serial);
   Delete(id);

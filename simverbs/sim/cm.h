@@ -49,6 +49,20 @@
 //     go to ERROR first, so outstanding WRs and the WR being posted flush.
 //   * Every event queued, got and acknowledged is traced (trace.h), ids by their serial.
 //
+// PEERS IN OTHER PROCESSES (fabric/host.h). rdma_listen also listens on the host fabric, so
+// processes of the same fabric can connect (EADDRINUSE when another process listens on that
+// address and port already). RdmaConnect finds a listener of this process first; with none,
+// it dials the fabric: nobody listening there gives REJECTED (kRejectNoListener) at once.
+// Over the fabric the exchange is the IB CM's: the REQ (qp_num, private data) becomes a
+// CONNECT_REQUEST on the listener's channel; rdma_accept moves the passive QP to RTS and sends
+// the REP; the active side's fabric thread, on the REP, moves its QP to RTS, queues its
+// ESTABLISHED (with the accept's private data) and answers with the RTU, on which the
+// passive side's ESTABLISHED is queued. rdma_reject (or a listener going away) sends a REJ.
+// rdma_disconnect sends a DREQ: the peer gets DISCONNECTED and its QP goes to ERROR. A peer
+// process that closes or dies ends the connection: a connected id gets DISCONNECTED (its
+// outstanding WRs flush), a connecting one UNREACHABLE; a request whose requester died gives
+// UNREACHABLE when accepted. Faults apply in each process to its own side of the exchange.
+//
 // Thread-safe. One mutex (ConnectionManager::mu_) serializes connection management, which is
 // not on the data path; lock order: ConnectionManager::mu_ -> SimLink::mu -> ... (qp.h) ->
 // SimEventChannel::mu. RdmaGetCmEvent and RdmaAckCmEvent take only a channel's mutex.
@@ -62,12 +76,15 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "simverbs/mutex.h"
 #include "simverbs/sim/device.h"
+#include "simverbs/sim/fabric/host.h"
+#include "simverbs/sim/fabric/wire.h"
 #include "simverbs/sim/signal_fd.h"
 
 namespace softrpma::sim {
@@ -123,6 +140,7 @@ struct SimCmEvent final {
 };
 
 struct SimQp;
+class RemoteEnd;  // cm.cc: the CM's end of a host-fabric connection
 
 struct SimCmId final {
   enum class State : uint8_t {
@@ -153,6 +171,11 @@ struct SimCmId final {
   SimCmId* peer = nullptr;                 // the other end of a pending or established connection
   SimCmId* listener = nullptr;             // request ids: the listener that got the request
   std::vector<SimCmId*> pending_requests;  // listeners: request ids not accepted/rejected yet
+  // A connection (pending or established) with a process of the host fabric.
+  std::shared_ptr<RemoteEnd> remote;
+  uint32_t remote_qp_num = 0;         // the peer's QP, from its REQ / REP
+  bool established_pending = false;   // passive: accepted, ESTABLISHED waits for the RTU
+  std::unique_ptr<host::Listener> host_listener;  // listeners: on the host fabric too
 
   SimCmId();
   SimCmId(const SimCmId&) = delete;
@@ -198,7 +221,29 @@ class ConnectionManager final {
   static int GetEvent(SimEventChannel* channel, rdma_cm_event** event);
   static int AckEvent(SimCmEvent* event);
 
+  // A connection-management message, or the end of the connection, from the host fabric
+  // (run by the fabric thread, see RemoteEnd in cm.cc).
+  void OnRemoteCm(const std::shared_ptr<RemoteEnd>& end, const wire::Header& header,
+                  const uint8_t* body) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnRemoteClosed(const std::shared_ptr<RemoteEnd>& end) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
+  // A new request id for a connect request to `listener` from `peer_addr` asking for
+  // `local_addr`. nullptr when out of memory.
+  SimCmId* NewRequestIdLocked(SimCmId* listener, const sockaddr* local_addr,
+                              const sockaddr* peer_addr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RdmaConnect when no listener of this process serves the address: dials the host fabric.
+  int ConnectRemoteLocked(SimCmId* id, const rdma_conn_param* param)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RdmaAccept of a request that came over the host fabric.
+  int AcceptRemoteLocked(SimCmId* id, const rdma_conn_param* param, ConnFault fault)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends a message of `type` with `body` to id's remote peer (if it has one).
+  void SendRemoteLocked(SimCmId* id, const wire::Header& header, const void* body,
+                        size_t body_len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends id's host-fabric connection from this side (the peer sees it end) and unlinks it.
+  void CloseRemoteLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // Binds id to addr (port 0: the next free port). Errors: EADDRINUSE, EADDRNOTAVAIL.
   int BindLocked(SimCmId* id, const sockaddr* addr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UnbindLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

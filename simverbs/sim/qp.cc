@@ -119,20 +119,27 @@ void CompleteSend(SimQp* qp, uint64_t wr_id, ibv_wr_opcode opcode, bool signaled
   }
 }
 
-// Completes a receive WR of `qp` (consumed from its RQ or its SRQ).
-// REQUIRES: qp->link->mu held; the WR is no longer queued.
+// What a receive learns of the message that consumed it, and who waits when none is posted.
+struct Delivery {
+  const std::shared_ptr<SimLink>* waiter;  // resumed by the SRQ's next post
+  uint32_t src_qp;
+  bool solicited;
+  bool with_imm;
+  uint32_t imm_data;  // network order
+};
+
+// Completes a receive WR of `qp` (consumed from its RQ or its SRQ); `delivery` is nullptr for
+// a flushed or failed receive. REQUIRES: qp->link->mu held; the WR is no longer queued.
 void CompleteRecv(SimQp* qp, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode,
-                  uint64_t byte_len, const SendWqe* sender_wqe, uint32_t src_qp,
-                  uint64_t delay_ns = 0) {
+                  uint64_t byte_len, const Delivery* delivery, uint64_t delay_ns = 0) {
   ibv_wc wc = MakeWc(wr_id, status, opcode, status == IBV_WC_SUCCESS ? byte_len : 0, qp->qp.qp_num);
-  wc.src_qp = src_qp;
   bool solicited = false;
-  if (sender_wqe != nullptr) {
-    solicited = sender_wqe->solicited;
-    if (status == IBV_WC_SUCCESS && (sender_wqe->opcode == IBV_WR_SEND_WITH_IMM ||
-                                     sender_wqe->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
+  if (delivery != nullptr) {
+    wc.src_qp = delivery->src_qp;
+    solicited = delivery->solicited;
+    if (status == IBV_WC_SUCCESS && delivery->with_imm) {
       wc.wc_flags |= IBV_WC_WITH_IMM;
-      wc.imm_data = sender_wqe->imm_data;
+      wc.imm_data = delivery->imm_data;
     }
   }
   if (!qp->recv_cq->Push(wc, solicited, nullptr, 0, qp->timer.Next(wc.byte_len, delay_ns))) {
@@ -145,6 +152,7 @@ void EnterErrorLocked(SimQp* qp) {
   if (qp->state == IBV_QPS_ERR) return;
   qp->state = IBV_QPS_ERR;
   qp->qp.state = IBV_QPS_ERR;
+  qp->sq_sent = 0;  // a remote link's outstanding requests flush too; late responses are dropped
   if (TraceOn()) TraceEvent("qp_state qp=%u state=IBV_QPS_ERR", qp->qp.qp_num);
   while (!qp->sq.empty()) {
     const SendWqe& wqe = qp->sq.front();
@@ -158,7 +166,7 @@ void EnterErrorLocked(SimQp* qp) {
     const uint64_t wr_id = qp->rq.front().wr_id;
     const uint64_t delay_ns = qp->rq.front().delay_ns;
     qp->rq.pop_front();
-    CompleteRecv(qp, wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, nullptr, 0, delay_ns);
+    CompleteRecv(qp, wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, nullptr, delay_ns);
   }
 }
 
@@ -210,15 +218,15 @@ void AddWaiterLocked(SimSrq* srq, const std::shared_ptr<SimLink>& link)
 
 // SEND / SEND_WITH_IMM / WRITE_WITH_IMM: consumes the responder's oldest receive and completes
 // it. `src` is the message; for WRITE_WITH_IMM the data has already been checked and is copied
-// here, to `remote`. REQUIRES: link mu and both PDs' reader locks held.
-Outcome DeliverToReceive(SimQp* qp, SimQp* peer, SendWqe& wqe, const Segments& src,
+// here, to `remote`. REQUIRES: the responder's link mu and its PD's reader lock held.
+Outcome DeliverToReceive(SimQp* peer, const Delivery& delivery, const Segments& src,
                          const Segments* remote) {
   SimSrq* srq = peer->srq;
   Ring<RecvWqe>* rq = srq != nullptr ? &srq->rq : &peer->rq;
   if (srq != nullptr) srq->mu.Lock();
   if (rq->empty()) {
     if (srq != nullptr) {
-      AddWaiterLocked(srq, qp->link);
+      AddWaiterLocked(srq, *delivery.waiter);
       srq->mu.Unlock();
     }
     return kWait;
@@ -256,8 +264,7 @@ Outcome DeliverToReceive(SimQp* qp, SimQp* peer, SendWqe& wqe, const Segments& s
   }
   rq->pop_front();
   if (srq != nullptr) srq->mu.Unlock();
-  CompleteRecv(peer, recv_wr_id, recv_status, recv_opcode, src.total, &wqe, qp->qp.qp_num,
-               recv_delay_ns);
+  CompleteRecv(peer, recv_wr_id, recv_status, recv_opcode, src.total, &delivery, recv_delay_ns);
   if (recv_status != IBV_WC_SUCCESS) EnterErrorLocked(peer);
   return Done(send_status, src.total);
 }
@@ -276,8 +283,12 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
   if (!GatherLocal(qp, wqe, is_read ? IBV_ACCESS_LOCAL_WRITE : 0, &local)) {
     return Done(IBV_WC_LOC_PROT_ERR);
   }
+  const Delivery delivery{&qp->link, qp->qp.qp_num, wqe.solicited,
+                          wqe.opcode == IBV_WR_SEND_WITH_IMM ||
+                              wqe.opcode == IBV_WR_RDMA_WRITE_WITH_IMM,
+                          wqe.imm_data};
   if (wqe.opcode == IBV_WR_SEND || wqe.opcode == IBV_WR_SEND_WITH_IMM) {
-    return DeliverToReceive(qp, peer, wqe, local, nullptr);
+    return DeliverToReceive(peer, delivery, local, nullptr);
   }
 
   // One-sided: check the remote range (a zero-length operation checks no key).
@@ -294,7 +305,7 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
       Copy(remote, local);
       return Done(IBV_WC_SUCCESS, local.total);
     case IBV_WR_RDMA_WRITE_WITH_IMM:
-      return DeliverToReceive(qp, peer, wqe, local, &remote);
+      return DeliverToReceive(peer, delivery, local, &remote);
     case IBV_WR_ATOMIC_WRITE: {
       if (wqe.remote_addr % sizeof(uint64_t) != 0) return Done(IBV_WC_REM_INV_REQ_ERR);
       uint64_t value = 0;
@@ -311,6 +322,22 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
   }
 }
 
+// Retires the WR at the head of qp's send queue with `status` (an error moves qp to ERROR).
+// REQUIRES: qp->link->mu held; qp->sq not empty.
+void RetireHeadLocked(SimQp* qp, ibv_wc_status status, uint64_t byte_len) {
+  const SendWqe& wqe = qp->sq.front();
+  const uint64_t wr_id = wqe.wr_id;
+  const ibv_wr_opcode opcode = wqe.opcode;
+  const bool signaled = wqe.signaled;
+  const uint64_t delay_ns = wqe.delay_ns;
+  qp->sq.pop_front();
+  CompleteSend(qp, wr_id, opcode, signaled, status, byte_len, delay_ns);
+  if (status != IBV_WC_SUCCESS) EnterErrorLocked(qp);
+}
+
+void ProgressRemoteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+void DrainIncomingLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+
 // THE PROGRESS STEP of one QP: executes its send queue from the head until it is empty or the
 // head waits for a receive. Every WR executes here and nowhere else. The seeded scheduler
 // (sched.h) acts on what this produces: each completion gets a seeded ready time from the QP's
@@ -318,27 +345,220 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
 // seed says. A WR carrying a wc_status fault completes with that status without executing.
 // REQUIRES: link->mu held.
 void ProgressQpLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  if (link->remote != nullptr) return ProgressRemoteLocked(link, qp);
   CheckOverflowLocked(qp);
   while (qp->state == IBV_QPS_RTS && !qp->sq.empty()) {
     SendWqe& wqe = qp->sq.front();
     const Outcome outcome = wqe.forced_status != IBV_WC_SUCCESS ? Done(wqe.forced_status)
                                                                 : ExecuteLocked(link, qp, wqe);
     if (outcome.wait) return;
-    const uint64_t wr_id = wqe.wr_id;
-    const ibv_wr_opcode opcode = wqe.opcode;
-    const bool signaled = wqe.signaled;
-    const uint64_t delay_ns = wqe.delay_ns;
-    qp->sq.pop_front();
-    CompleteSend(qp, wr_id, opcode, signaled, outcome.status, outcome.byte_len, delay_ns);
-    if (outcome.status != IBV_WC_SUCCESS) EnterErrorLocked(qp);
+    RetireHeadLocked(qp, outcome.status, outcome.byte_len);
   }
 }
 
-// The progress step of both QPs of a link, side 0 first.
+// The progress step of both QPs of a link, side 0 first; of a remote link, its local QP's and
+// the peer's requests that wait for a receive.
 void ProgressLinkLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  if (link->remote != nullptr) DrainIncomingLocked(link);
   for (SimQp* qp : link->side) {
     if (qp != nullptr) ProgressQpLocked(link, qp);
   }
+}
+
+// ---- The remote data path (qp.h, "Connections to another process") ----------------------
+
+// The local QP of a remote link (its one side), or nullptr once it was destroyed.
+SimQp* LocalSideLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  return link->side[0] != nullptr ? link->side[0] : link->side[1];
+}
+
+wire::Type RequestType(ibv_wr_opcode opcode) {
+  switch (opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      return wire::Type::kWrite;
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+      return wire::Type::kSend;
+    case IBV_WR_RDMA_READ:
+      return wire::Type::kRead;
+    default:
+      return wire::Type::kAtomicWrite;
+  }
+}
+
+// The iovecs of `segments` (at most kMaxSge). Returns their count.
+int ToIovecs(const Segments& segments, iovec* iov) {
+  for (int i = 0; i < segments.count; ++i) {
+    iov[i] = iovec{segments.pieces[i].ptr, static_cast<size_t>(segments.pieces[i].length)};
+  }
+  return segments.count;
+}
+
+// Sends the WRs of qp's send queue not sent yet, in order, as requests. A WR that must fail
+// without reaching the peer (a fault's status, a local protection error) stops the sending:
+// it completes once every WR before it has its response.
+void ProgressRemoteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  CheckOverflowLocked(qp);
+  while (qp->state == IBV_QPS_RTS && qp->sq_sent < qp->sq.size()) {
+    SendWqe& wqe = qp->sq.at(qp->sq_sent);
+    if (wqe.forced_status != IBV_WC_SUCCESS) {
+      if (qp->sq_sent == 0) RetireHeadLocked(qp, wqe.forced_status, 0);
+      return;
+    }
+    const bool is_read = wqe.opcode == IBV_WR_RDMA_READ;
+    {
+      PdReadLocks pd_lock(qp->pd, nullptr);
+      Segments local;
+      if (!GatherLocal(qp, wqe, is_read ? IBV_ACCESS_LOCAL_WRITE : 0, &local)) {
+        wqe.forced_status = IBV_WC_LOC_PROT_ERR;
+        continue;
+      }
+      wire::Header header = wire::MakeHeader(RequestType(wqe.opcode));
+      header.seq = qp->next_seq++;
+      header.remote_addr = wqe.remote_addr;
+      header.rkey = wqe.rkey;
+      header.imm_data = wqe.imm_data;
+      if (wqe.opcode == IBV_WR_RDMA_WRITE_WITH_IMM || wqe.opcode == IBV_WR_SEND_WITH_IMM) {
+        header.flags |= wire::kFlagImm;
+      }
+      if (wqe.solicited) header.flags |= wire::kFlagSolicited;
+      iovec iov[kMaxSge];
+      int iovcnt = 0;
+      if (is_read) {
+        header.length = local.total;
+      } else {
+        header.body_len = static_cast<uint32_t>(local.total);
+        iovcnt = ToIovecs(local, iov);
+      }
+      wqe.seq = header.seq;
+      link->remote->Send(header, iov, iovcnt);
+    }
+    ++qp->sq_sent;
+  }
+}
+
+// Answers `request`: an ack, or a read response carrying `data` when the read succeeded.
+void RespondLocked(SimLink* link, const wire::Header& request, ibv_wc_status status,
+                   const Segments* data) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  const bool is_read = static_cast<wire::Type>(request.type) == wire::Type::kRead;
+  wire::Header response =
+      wire::MakeHeader(is_read ? wire::Type::kReadResponse : wire::Type::kAck);
+  response.seq = request.seq;
+  response.status = status;
+  iovec iov[kMaxSge];
+  int iovcnt = 0;
+  if (is_read && status == IBV_WC_SUCCESS && data != nullptr) {
+    response.body_len = static_cast<uint32_t>(data->total);
+    iovcnt = ToIovecs(*data, iov);
+  }
+  link->remote->Send(response, iov, iovcnt);
+}
+
+// Executes one request of the peer against `qp` (nullptr: destroyed) and answers it. Returns
+// false, answering nothing, when it needs a receive and none is posted.
+bool ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
+                        const uint8_t* body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  const wire::Type type = static_cast<wire::Type>(request.type);
+  if (qp != nullptr) CheckOverflowLocked(qp);
+  if (qp == nullptr || qp->state != IBV_QPS_RTS) {
+    RespondLocked(link, request, IBV_WC_RETRY_EXC_ERR, nullptr);  // a real requester times out
+    return true;
+  }
+  PdReadLocks pd_lock(qp->pd, nullptr);
+  Segments message;
+  if (request.body_len > 0) message.Add(const_cast<uint8_t*>(body), request.body_len);
+  // The remote range (a zero-length operation checks no key).
+  Segments remote;
+  const uint64_t length = type == wire::Type::kRead ? request.length : request.body_len;
+  if (type != wire::Type::kSend && length > 0) {
+    if (type == wire::Type::kAtomicWrite && request.remote_addr % sizeof(uint64_t) != 0) {
+      RespondLocked(link, request, IBV_WC_REM_INV_REQ_ERR, nullptr);
+      return true;
+    }
+    const int need =
+        type == wire::Type::kRead ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
+    if (qp->pd->FindRemote(request.rkey, request.remote_addr, length, need) == nullptr) {
+      RespondLocked(link, request, IBV_WC_REM_ACCESS_ERR, nullptr);
+      return true;
+    }
+    remote.Add(AsPtr(request.remote_addr), length);
+  }
+  const Delivery delivery{&qp->link, link->remote_qp_num,
+                          (request.flags & wire::kFlagSolicited) != 0,
+                          (request.flags & wire::kFlagImm) != 0, request.imm_data};
+  Outcome outcome = Done(IBV_WC_SUCCESS);
+  switch (type) {
+    case wire::Type::kSend:
+      outcome = DeliverToReceive(qp, delivery, message, nullptr);
+      break;
+    case wire::Type::kWrite:
+      if (delivery.with_imm) {
+        outcome = DeliverToReceive(qp, delivery, message, &remote);
+      } else {
+        Copy(message, remote);
+      }
+      break;
+    case wire::Type::kRead:
+      RespondLocked(link, request, IBV_WC_SUCCESS, &remote);
+      return true;
+    default: {  // kAtomicWrite: one 8-byte store, never torn
+      uint64_t value = 0;
+      std::memcpy(&value, body, sizeof(value));
+      __atomic_store_n(reinterpret_cast<uint64_t*>(AsPtr(request.remote_addr)), value,
+                       __ATOMIC_SEQ_CST);
+      break;
+    }
+  }
+  if (outcome.wait) return false;
+  RespondLocked(link, request, outcome.status, nullptr);
+  return true;
+}
+
+// Serves the peer's requests that waited for a receive, oldest first, until one waits again.
+void DrainIncomingLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  SimQp* qp = LocalSideLocked(link);
+  while (!link->incoming.empty()) {
+    IncomingRequest& request = link->incoming.front();
+    if (!ServeRequestLocked(link, qp, request.header, request.body.data())) return;
+    link->incoming.pop_front();
+  }
+}
+
+// A status from the peer, as one this side may report (untrusted input).
+ibv_wc_status PeerStatus(int32_t status) {
+  return status >= IBV_WC_SUCCESS && status <= IBV_WC_GENERAL_ERR
+             ? static_cast<ibv_wc_status>(status)
+             : IBV_WC_GENERAL_ERR;
+}
+
+// A response of the peer: completes the WR at the head of qp's send queue, if it is the one
+// answered (a response to a WR that was flushed meanwhile is dropped).
+void HandleResponseLocked(SimLink* link, SimQp* qp, const wire::Header& response,
+                          const uint8_t* body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  if (qp == nullptr || qp->sq_sent == 0 || qp->sq.empty()) return;
+  SendWqe& wqe = qp->sq.front();
+  if (wqe.seq != response.seq) return;
+  ibv_wc_status status = PeerStatus(response.status);
+  const bool is_read = wqe.opcode == IBV_WR_RDMA_READ;
+  const bool read_response = static_cast<wire::Type>(response.type) == wire::Type::kReadResponse;
+  if (status == IBV_WC_SUCCESS && is_read != read_response) status = IBV_WC_BAD_RESP_ERR;
+  if (status == IBV_WC_SUCCESS && is_read) {
+    PdReadLocks pd_lock(qp->pd, nullptr);
+    Segments local;
+    if (response.body_len != wqe.length) {
+      status = IBV_WC_BAD_RESP_ERR;
+    } else if (!GatherLocal(qp, wqe, IBV_ACCESS_LOCAL_WRITE, &local)) {
+      status = IBV_WC_LOC_PROT_ERR;  // the region went away while the read was out
+    } else if (local.total > 0) {
+      Segments data;
+      data.Add(const_cast<uint8_t*>(body), response.body_len);
+      Copy(data, local);
+    }
+  }
+  --qp->sq_sent;
+  RetireHeadLocked(qp, status, wqe.length);
+  if (qp->state == IBV_QPS_RTS) ProgressRemoteLocked(link, qp);  // a failing WR may be next
 }
 
 // Checks one send WR against the QP's limits. Returns 0 or EINVAL; sets *length.
@@ -509,8 +729,14 @@ int CreateQp(SimPd* pd, ibv_qp_init_attr* attr, const std::shared_ptr<SimLink>& 
 
 void DestroyQp(SimQp* qp) {
   {
-    softrpma::MutexLock lock(&qp->link->mu);
-    qp->link->side[qp->side] = nullptr;
+    SimLink* link = qp->link.get();
+    softrpma::MutexLock lock(&link->mu);
+    link->side[qp->side] = nullptr;
+    // A remote peer's requests that waited for a receive: nobody will serve them.
+    for (const IncomingRequest& request : link->incoming) {
+      RespondLocked(link, request.header, IBV_WC_RETRY_EXC_ERR, nullptr);
+    }
+    link->incoming.clear();
   }
   qp->send_cq->ForgetSqSlots(&qp->sq_in_use);
   if (qp->srq != nullptr) qp->srq->users.fetch_sub(1, std::memory_order_acq_rel);
@@ -520,18 +746,59 @@ void DestroyQp(SimQp* qp) {
   Delete(qp);
 }
 
+namespace {
+
+// INIT -> RTS (any other state stays). REQUIRES: qp->link->mu held.
+void EnterRtsLocked(SimQp* qp) {
+  CheckOverflowLocked(qp);
+  if (qp->state != IBV_QPS_INIT) return;
+  qp->state = IBV_QPS_RTS;
+  qp->qp.state = IBV_QPS_RTS;
+  if (TraceOn()) TraceEvent("qp_state qp=%u state=IBV_QPS_RTS", qp->qp.qp_num);
+}
+
+}  // namespace
+
 bool EstablishLink(SimLink* link) {
   softrpma::MutexLock lock(&link->mu);
   if (link->side[0] == nullptr || link->side[1] == nullptr) return false;
-  for (SimQp* qp : link->side) {
-    CheckOverflowLocked(qp);
-    if (qp->state == IBV_QPS_INIT) {
-      qp->state = IBV_QPS_RTS;
-      qp->qp.state = IBV_QPS_RTS;
-      if (TraceOn()) TraceEvent("qp_state qp=%u state=IBV_QPS_RTS", qp->qp.qp_num);
-    }
-  }
+  for (SimQp* qp : link->side) EnterRtsLocked(qp);
   return true;
+}
+
+void AttachRemote(SimQp* qp, std::shared_ptr<host::Conn> conn) {
+  softrpma::MutexLock lock(&qp->link->mu);
+  qp->link->remote = std::move(conn);
+}
+
+void EstablishRemote(SimQp* qp, uint32_t remote_qp_num) {
+  softrpma::MutexLock lock(&qp->link->mu);
+  qp->link->remote_qp_num = remote_qp_num;
+  EnterRtsLocked(qp);
+}
+
+void HandleRemoteMessage(const std::shared_ptr<SimLink>& link, const wire::Header& header,
+                         const uint8_t* body) {
+  softrpma::MutexLock lock(&link->mu);
+  if (link->remote == nullptr) return;
+  SimQp* qp = LocalSideLocked(link.get());
+  switch (static_cast<wire::Type>(header.type)) {
+    case wire::Type::kAck:
+    case wire::Type::kReadResponse:
+      HandleResponseLocked(link.get(), qp, header, body);
+      return;
+    case wire::Type::kWrite:
+    case wire::Type::kSend:
+    case wire::Type::kRead:
+    case wire::Type::kAtomicWrite:
+      // In order: behind any request that waits for a receive.
+      if (link->incoming.empty() && ServeRequestLocked(link.get(), qp, header, body)) return;
+      link->incoming.push_back(
+          IncomingRequest{header, std::vector<uint8_t>(body, body + header.body_len)});
+      return;
+    default:
+      return;  // connection management is the CM's
+  }
 }
 
 void SetQpError(SimQp* qp) {
@@ -644,13 +911,13 @@ int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr, const WrFault& fa
                  static_cast<unsigned long long>(RecvCapacity(wr)));
     }
     if (qp->state == IBV_QPS_ERR) {
-      CompleteRecv(qp, wr->wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, nullptr, 0, fault.delay_ns);
+      CompleteRecv(qp, wr->wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, nullptr, fault.delay_ns);
       continue;
     }
     if (first && fault.status != IBV_WC_SUCCESS) {
       // A wc_status fault: this receive fails at once; the QP goes to ERROR, flushing the
       // receives posted before it (after it in the CQ) and the rest of this list.
-      CompleteRecv(qp, wr->wr_id, fault.status, IBV_WC_RECV, 0, nullptr, 0, fault.delay_ns);
+      CompleteRecv(qp, wr->wr_id, fault.status, IBV_WC_RECV, 0, nullptr, fault.delay_ns);
       EnterErrorLocked(qp);
       continue;
     }
@@ -659,8 +926,11 @@ int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr, const WrFault& fa
     wqe.delay_ns = fault.delay_ns;
   }
   // A sender waiting for a receive of this QP may go on now.
-  SimQp* peer = link->side[1 - qp->side];
-  if (peer != nullptr) ProgressQpLocked(link, peer);
+  if (link->remote != nullptr) {
+    DrainIncomingLocked(link);
+  } else if (SimQp* peer = link->side[1 - qp->side]; peer != nullptr) {
+    ProgressQpLocked(link, peer);
+  }
   if (err != 0) {
     *bad_wr = wr;
     return err;

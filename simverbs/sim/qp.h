@@ -61,6 +61,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -68,6 +69,8 @@
 #include "simverbs/mutex.h"
 #include "simverbs/sim/cq.h"
 #include "simverbs/sim/device.h"
+#include "simverbs/sim/fabric/host.h"
+#include "simverbs/sim/fabric/wire.h"
 #include "simverbs/sim/sched.h"
 
 namespace softrpma::sim {
@@ -89,6 +92,8 @@ class Ring final {
   bool full() const { return size_ == slots_.size(); }
   size_t size() const { return size_; }
   T& front() { return slots_[head_]; }
+  // The i-th entry from the front. REQUIRES: i < size().
+  T& at(size_t i) { return slots_[(head_ + i) % slots_.size()]; }
   // REQUIRES: !full(). The slot keeps its old contents; the caller overwrites it.
   T& push_back() {
     T& slot = slots_[(head_ + size_) % slots_.size()];
@@ -125,6 +130,7 @@ struct SendWqe {
   // its completion is ready delay_ns later.
   ibv_wc_status forced_status = IBV_WC_SUCCESS;
   uint64_t delay_ns = 0;
+  uint64_t seq = 0;  // a remote link's request number, once sent (qp.cc)
 };
 
 // A posted receive WR.
@@ -139,9 +145,22 @@ struct SimQp;
 
 // The two QPs of a connection and the one mutex that guards them both. Shared (std::shared_ptr)
 // by the QPs and weakly by the SRQs a sender waits on, so that it outlives whichever goes first.
+// A request of the remote peer waiting for a receive (receiver not ready), with the requests
+// that arrived after it.
+struct IncomingRequest {
+  wire::Header header;
+  std::vector<uint8_t> body;
+};
+
 struct SimLink final {
   softrpma::Mutex mu;
   SimQp* side[2] ABSL_GUARDED_BY(mu) = {nullptr, nullptr};
+  // A connection to a QP in another process (fabric/host.h): the link then has one local side,
+  // which sends its requests over `remote` and answers the peer's (HandleRemoteMessage).
+  // nullptr for a connection inside this process.
+  std::shared_ptr<host::Conn> remote ABSL_GUARDED_BY(mu);
+  uint32_t remote_qp_num ABSL_GUARDED_BY(mu) = 0;
+  std::deque<IncomingRequest> incoming ABSL_GUARDED_BY(mu);
 };
 
 struct SimSrq final {
@@ -186,6 +205,10 @@ struct SimQp final {
   Ring<RecvWqe> rq;
   uint32_t unretired = 0;  // executed unsignaled WRs whose slots the next completion retires
   CompletionTimer timer;   // ready times of this QP's completions (sched.h)
+  // A remote link: the WRs at the head of sq already sent to the peer (awaiting a response),
+  // and the number the next request gets.
+  uint32_t sq_sent = 0;
+  uint64_t next_seq = 1;
 
   SimQp(SimPd* pd, const ibv_qp_init_attr& attr, std::shared_ptr<SimLink> link, int side);
   SimQp(const SimQp&) = delete;
@@ -209,6 +232,26 @@ void DestroyQp(SimQp* qp);
 bool EstablishLink(SimLink* link);
 // Moves `qp` to ERROR (flushing), if it is not there already.
 void SetQpError(SimQp* qp);
+
+// ---- Connections to another process (fabric/host.h) -------------------------------------
+// THE REMOTE DATA PATH. When a QP's peer is in another process the progress step sends each
+// WR, in order, as a request (wire.h) and keeps it at the head of the send queue until its
+// response arrives; responses come in order and complete the WRs. The peer's requests are
+// executed by this process's fabric thread against this process's memory, with every check
+// the in-process path makes (rkey, range, access, receive capacity), and answered; a SEND
+// (or WRITE_WITH_IMM) finding no receive waits, with every request behind it, until one is
+// posted (receiver not ready, retried forever). Nothing in a message is trusted: a response
+// to no outstanding WR is dropped, a status out of range becomes IBV_WC_GENERAL_ERR, a read
+// response of the wrong length IBV_WC_BAD_RESP_ERR.
+
+// Makes qp's link a link to a peer in another process, reached through `conn`.
+void AttachRemote(SimQp* qp, std::shared_ptr<host::Conn> conn);
+// Moves the local QP of a remote link to RTS (from INIT) and records the peer's QP number.
+void EstablishRemote(SimQp* qp, uint32_t remote_qp_num);
+// A data-path message (request or response) from the peer of remote `link`; runs on the
+// fabric thread.
+void HandleRemoteMessage(const std::shared_ptr<SimLink>& link, const wire::Header& header,
+                         const uint8_t* body);
 
 // ---- Shared receive queues --------------------------------------------------------------
 // Errors: EINVAL (max_wr / max_sge zero or above the limits), ENOMEM.

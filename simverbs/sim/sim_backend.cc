@@ -1,5 +1,9 @@
 #include "simverbs/sim/sim_backend.h"
 
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +20,7 @@
 #include "simverbs/sim/cm.h"
 #include "simverbs/sim/cq.h"
 #include "simverbs/sim/device.h"
+#include "simverbs/sim/fabric/host.h"
 #include "simverbs/sim/fault.h"
 #include "simverbs/sim/qp.h"
 #include "simverbs/sim/sched.h"
@@ -108,7 +113,7 @@ class SimBackend final : public Backend {
   }
 
   int IbvReqNotifyCq(ibv_cq* cq, int solicited_only) override {
-    const FaultDecision decision = faults_.Check(FaultPoint::kIbvReqNotifyCq);
+    const FaultDecision decision = Check(FaultPoint::kIbvReqNotifyCq);
     if (decision.kind == FaultKind::kFail) return decision.err;
     if (cq == nullptr) return EINVAL;
     return to_sim(cq)->ReqNotify(solicited_only != 0,
@@ -116,7 +121,7 @@ class SimBackend final : public Backend {
   }
 
   int IbvGetCqEvent(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) override {
-    const FaultDecision decision = faults_.Check(FaultPoint::kIbvGetCqEvent);
+    const FaultDecision decision = Check(FaultPoint::kIbvGetCqEvent);
     if (decision.kind == FaultKind::kFail) return decision.err;
     if (channel == nullptr || cq == nullptr || cq_context == nullptr) return EINVAL;
     if (decision.kind == FaultKind::kUnknownCq) {
@@ -136,7 +141,7 @@ class SimBackend final : public Backend {
   }
 
   void IbvAckCqEvents(ibv_cq* cq, unsigned int nevents) override {
-    faults_.Check(FaultPoint::kIbvAckCqEvents);  // counted; cannot fail
+    Check(FaultPoint::kIbvAckCqEvents);  // counted; cannot fail
     if (cq != nullptr) AckCqEvents(to_sim(cq), nevents);
   }
 
@@ -175,7 +180,7 @@ class SimBackend final : public Backend {
   // ---- Queue pairs: the data path -----------------------------------------------------------
 
   int IbvPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) override {
-    const FaultDecision decision = faults_.Check(FaultPoint::kIbvPostSend, QpNum(qp));
+    const FaultDecision decision = Check(FaultPoint::kIbvPostSend, QpNum(qp));
     if (decision.kind == FaultKind::kFail) {
       if (bad_wr != nullptr) *bad_wr = wr;
       return decision.err;
@@ -185,7 +190,7 @@ class SimBackend final : public Backend {
   }
 
   int IbvPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) override {
-    const FaultDecision decision = faults_.Check(FaultPoint::kIbvPostRecv, QpNum(qp));
+    const FaultDecision decision = Check(FaultPoint::kIbvPostRecv, QpNum(qp));
     if (decision.kind == FaultKind::kFail) {
       if (bad_wr != nullptr) *bad_wr = wr;
       return decision.err;
@@ -204,7 +209,7 @@ class SimBackend final : public Backend {
   }
 
   void RdmaFreeaddrinfo(rdma_addrinfo* res) override {
-    faults_.Check(FaultPoint::kRdmaFreeaddrinfo);
+    Check(FaultPoint::kRdmaFreeaddrinfo);
     FreeAddrInfo(res);
   }
 
@@ -215,7 +220,7 @@ class SimBackend final : public Backend {
   }
 
   void RdmaDestroyEventChannel(rdma_event_channel* channel) override {
-    faults_.Check(FaultPoint::kRdmaDestroyEventChannel);
+    Check(FaultPoint::kRdmaDestroyEventChannel);
     if (channel != nullptr) cm_.DestroyEventChannel(to_sim(channel));
   }
 
@@ -270,19 +275,19 @@ class SimBackend final : public Backend {
   }
 
   void RdmaDestroyQp(rdma_cm_id* id) override {
-    faults_.Check(FaultPoint::kRdmaDestroyQp);
+    Check(FaultPoint::kRdmaDestroyQp);
     if (id != nullptr) cm_.DestroyQp(to_sim(id));
   }
 
   int RdmaConnect(rdma_cm_id* id, rdma_conn_param* param) override {
-    const FaultDecision decision = faults_.Check(FaultPoint::kRdmaConnect, IdQpNum(id));
+    const FaultDecision decision = Check(FaultPoint::kRdmaConnect, IdQpNum(id));
     if (decision.kind == FaultKind::kFail) return decision.err;
     if (id == nullptr) return EINVAL;
     return cm_.Connect(to_sim(id), param, ToConnFault(decision.kind));
   }
 
   int RdmaAccept(rdma_cm_id* id, rdma_conn_param* param) override {
-    const FaultDecision decision = faults_.Check(FaultPoint::kRdmaAccept, IdQpNum(id));
+    const FaultDecision decision = Check(FaultPoint::kRdmaAccept, IdQpNum(id));
     if (decision.kind == FaultKind::kFail) return decision.err;
     if (id == nullptr) return EINVAL;
     return cm_.Accept(to_sim(id), param, ToConnFault(decision.kind));
@@ -314,9 +319,40 @@ class SimBackend final : public Backend {
 
  private:
   int Injected(FaultPoint point, uint32_t qp_num = 0) {
-    const FaultDecision decision = faults_.Check(point, qp_num);
+    const FaultDecision decision = Check(point, qp_num);
     return decision.kind == FaultKind::kFail ? decision.err : 0;
   }
+
+  // Every method starts here: the fault plan's decision for this hit of `point`, or, in a
+  // child of fork(), EIO for every object the parent's NIC made (see MarkForked).
+  FaultDecision Check(FaultPoint point, uint32_t qp_num = 0) {
+    if (forked_.load(std::memory_order_acquire)) {
+      ReportForkedUse();
+      FaultDecision decision;
+      decision.kind = FaultKind::kFail;
+      decision.err = EIO;
+      return decision;
+    }
+    return faults_.Check(point, qp_num);
+  }
+
+  void ReportForkedUse() {
+    if (forked_reported_.exchange(true)) return;
+    std::fprintf(stderr,
+                 "softrpma-sim: process %d used an RDMA object that its parent created before "
+                 "fork(); it belongs to the parent's simulated NIC (calls on it fail with EIO). "
+                 "Create the child's own objects after fork().\n",
+                 static_cast<int>(getpid()));
+  }
+
+ public:
+  // In the child of a fork(): this NIC is the parent's. Its objects stay in memory but every
+  // call on them fails; the child's next rpma_utils_get_ibv_context starts a NIC of its own.
+  void MarkForked() { forked_.store(true, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> forked_{false};
+  std::atomic<bool> forked_reported_{false};
 
   static uint32_t QpNum(const ibv_qp* qp) { return qp != nullptr ? qp->qp_num : 0; }
   static uint32_t IdQpNum(const rdma_cm_id* id) {
@@ -428,6 +464,9 @@ absl::Status ApplyEnvironment() {
     if (!parsed.ok()) return EnvError(kSeedEnvVar, parsed.status().message());
     seed = *parsed;
   }
+  if (absl::Status fabric = host::ConfigureFabric(); !fabric.ok()) {
+    return EnvError(host::kFabricEnvVar, fabric.message());
+  }
   std::vector<FaultRule> rules;
   bool has_plan = false;
   if (const char* spec = std::getenv(kFaultsEnvVar)) {  // set but blank: an empty plan
@@ -471,8 +510,16 @@ absl::Status ApplyEnvironment() {
 
 }  // namespace
 
+// The child of a fork() gets a NIC of its own on first use (sim_backend.h).
+void ForgetBackendInChild() {
+  SimBackend* parent = g_backend.exchange(nullptr, std::memory_order_acq_rel);
+  if (parent != nullptr) parent->MarkForked();
+}
+
 absl::StatusOr<Backend*> GetSimBackend() {
   static softrpma::Mutex mu;
+  static const bool registered = (pthread_atfork(nullptr, nullptr, &ForgetBackendInChild), true);
+  (void)registered;
   softrpma::MutexLock lock(&mu);
   SimBackend* backend = g_backend.load(std::memory_order_acquire);
   if (backend != nullptr) return backend;

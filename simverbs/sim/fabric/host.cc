@@ -1,0 +1,578 @@
+#include "simverbs/sim/fabric/host.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace softrpma::sim::host {
+
+// The fabric's view of a connection, for the code in this file only.
+struct Conn::Internal {
+  static void SetHandler(Conn* conn, std::shared_ptr<Handler> handler);
+  static void ReadAll(const std::shared_ptr<Conn>& conn);
+  static void Flush(Conn* conn);
+  static void End(const std::shared_ptr<Conn>& conn);
+  static int Fd(const Conn& conn) { return conn.fd_; }
+};
+
+struct Listener::State {
+  int fd = -1;
+  uint64_t token = 0;
+  uint64_t generation = 0;
+  softrpma::Mutex mu;
+  AcceptFn on_accept ABSL_GUARDED_BY(mu);
+};
+
+namespace {
+
+constexpr size_t kMaxFabricName = 40;
+
+softrpma::Mutex g_name_mu;
+std::string* g_name ABSL_GUARDED_BY(g_name_mu) = nullptr;
+
+std::string DefaultFabricName() {
+  std::string name = absl::StrCat("uid", geteuid());
+  const char* test_tmpdir = std::getenv("TEST_TMPDIR");
+  if (test_tmpdir != nullptr && *test_tmpdir != '\0') {
+    uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a
+    for (const char* p = test_tmpdir; *p != '\0'; ++p) {
+      hash = (hash ^ static_cast<uint8_t>(*p)) * 0x100000001b3ULL;
+    }
+    absl::StrAppendFormat(&name, "-test-%016x", hash);
+  }
+  return name;
+}
+
+bool ValidFabricName(const char* name) {
+  const size_t length = std::strlen(name);
+  if (length == 0 || length > kMaxFabricName) return false;
+  for (const char* p = name; *p != '\0'; ++p) {
+    const char c = *p;
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// "192.0.2.1:7204" or "[2001:db8::1]:7204"; a v4-mapped v6 address in its v4 form.
+std::string AddressName(const sockaddr* addr) {
+  char text[INET6_ADDRSTRLEN] = "";
+  uint16_t port = 0;
+  if (addr->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(addr);
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+    port = ntohs(in->sin_port);
+    return absl::StrCat(text, ":", port);
+  }
+  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(addr);
+  port = ntohs(in6->sin6_port);
+  if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+    in_addr v4;
+    std::memcpy(&v4.s_addr, &in6->sin6_addr.s6_addr[12], 4);
+    inet_ntop(AF_INET, &v4, text, sizeof(text));
+    return absl::StrCat(text, ":", port);
+  }
+  inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+  return absl::StrCat("[", text, "]:", port);
+}
+
+bool IsV4(const sockaddr* addr) {
+  if (addr->sa_family == AF_INET) return true;
+  return IN6_IS_ADDR_V4MAPPED(&reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr);
+}
+
+// The abstract socket address of listener name `name`.
+socklen_t AbstractAddress(const std::string& name, sockaddr_un* out) {
+  std::memset(out, 0, sizeof(*out));
+  out->sun_family = AF_UNIX;
+  const size_t length = std::min(name.size(), sizeof(out->sun_path) - 1);
+  std::memcpy(out->sun_path + 1, name.data(), length);  // sun_path[0] = '\0': abstract
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + length);
+}
+
+// Bumped in every fork child: objects of an older generation belong to the parent, and their
+// descriptors (closed at fork) must not be closed again.
+std::atomic<uint64_t> g_generation{1};
+
+struct Watch {
+  std::shared_ptr<Conn> conn;
+  std::shared_ptr<Listener::State> listener;
+};
+
+struct Fabric {
+  int epoll_fd = -1;
+  uint64_t next_token = 1;
+  absl::flat_hash_map<uint64_t, Watch> watches;
+};
+
+softrpma::Mutex g_mu;
+Fabric* g_fabric ABSL_GUARDED_BY(g_mu) = nullptr;
+
+void AtForkPrepare() ABSL_NO_THREAD_SAFETY_ANALYSIS { g_mu.Lock(); }
+void AtForkParent() ABSL_NO_THREAD_SAFETY_ANALYSIS { g_mu.Unlock(); }
+// The child: the parent's sockets are not ours. Close them (the parent keeps its own copies),
+// forget the parent's fabric (its thread does not exist here) and start afresh on first use.
+void AtForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  g_generation.fetch_add(1, std::memory_order_acq_rel);
+  Fabric* fabric = g_fabric;
+  g_fabric = nullptr;  // leaked: objects of the parent may still point at it
+  g_mu.Unlock();
+  if (fabric == nullptr) return;
+  close(fabric->epoll_fd);
+  for (const auto& [token, watch] : fabric->watches) {
+    close(watch.conn != nullptr ? Conn::Internal::Fd(*watch.conn) : watch.listener->fd);
+  }
+}
+
+void* RunFabric(void* arg);
+
+// The process's fabric, started on first use. Errors: the errno of epoll_create1 or
+// pthread_create.
+int GetFabric(Fabric** out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
+  if (g_fabric != nullptr) {
+    *out = g_fabric;
+    return 0;
+  }
+  static const bool registered =
+      (pthread_atfork(&AtForkPrepare, &AtForkParent, &AtForkChild), true);
+  (void)registered;
+  auto* fabric = new (std::nothrow) Fabric();
+  if (fabric == nullptr) return ENOMEM;
+  fabric->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  if (fabric->epoll_fd < 0) {
+    const int err = errno;
+    delete fabric;
+    return err;
+  }
+  // The thread takes no signals: the application's handlers run on the application's threads.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_t thread;
+  const int err = pthread_create(&thread, &attr, &RunFabric, fabric);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (err != 0) {
+    close(fabric->epoll_fd);
+    delete fabric;
+    return err;
+  }
+  g_fabric = fabric;
+  *out = fabric;
+  return 0;
+}
+
+// Adds a watch for `fd` (readable) and returns its token. REQUIRES: g_mu held.
+int AddWatchLocked(Fabric* fabric, int fd, uint64_t token, Watch watch)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
+  fabric->watches[token] = std::move(watch);
+  epoll_event event;
+  std::memset(&event, 0, sizeof(event));
+  event.events = EPOLLIN | EPOLLRDHUP;
+  event.data.u64 = token;
+  if (epoll_ctl(fabric->epoll_fd, EPOLL_CTL_ADD, fd, &event) != 0) {
+    const int err = errno;
+    fabric->watches.erase(token);
+    return err;
+  }
+  return 0;
+}
+
+void RemoveWatch(int fd, uint64_t token, uint64_t generation) {
+  softrpma::MutexLock lock(&g_mu);
+  if (g_fabric == nullptr || generation != g_generation.load(std::memory_order_acquire)) return;
+  epoll_ctl(g_fabric->epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+  g_fabric->watches.erase(token);
+}
+
+void SetWritableInterest(int fd, uint64_t token, bool writable) {
+  softrpma::MutexLock lock(&g_mu);
+  if (g_fabric == nullptr) return;
+  epoll_event event;
+  std::memset(&event, 0, sizeof(event));
+  event.events = EPOLLIN | EPOLLRDHUP | (writable ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+  event.data.u64 = token;
+  epoll_ctl(g_fabric->epoll_fd, EPOLL_CTL_MOD, fd, &event);
+}
+
+void AcceptAll(const std::shared_ptr<Listener::State>& listener) {
+  while (true) {
+    const int fd = accept4(listener->fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR) continue;
+      return;  // EAGAIN: no more; anything else: the next wake-up tries again
+    }
+    ucred cred;
+    socklen_t cred_len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 || cred.uid != geteuid()) {
+      close(fd);  // another user's process: fabrics of different users never meet
+      continue;
+    }
+    std::shared_ptr<Conn> conn;
+    uint64_t token = 0;
+    {
+      softrpma::MutexLock lock(&g_mu);
+      if (g_fabric == nullptr) {
+        close(fd);
+        return;
+      }
+      token = g_fabric->next_token++;
+    }
+    conn = std::make_shared<Conn>(fd, token);
+    std::shared_ptr<Conn::Handler> handler;
+    {
+      softrpma::MutexLock lock(&listener->mu);
+      if (listener->on_accept) handler = listener->on_accept(conn);
+    }
+    if (handler == nullptr) continue;  // refused: the last reference closes the socket
+    Conn::Internal::SetHandler(conn.get(), std::move(handler));
+    softrpma::MutexLock lock(&g_mu);
+    if (g_fabric == nullptr || AddWatchLocked(g_fabric, fd, token, Watch{conn, nullptr}) != 0) {
+      Conn::Internal::SetHandler(conn.get(), nullptr);
+    }
+  }
+}
+
+void* RunFabric(void* arg) {
+  Fabric* fabric = static_cast<Fabric*>(arg);
+  const int epoll_fd = fabric->epoll_fd;
+  epoll_event events[64];
+  while (true) {
+    const int n = epoll_wait(epoll_fd, events, 64, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return nullptr;
+    }
+    for (int i = 0; i < n; ++i) {
+      Watch watch;
+      {
+        softrpma::MutexLock lock(&g_mu);
+        if (g_fabric != fabric) return nullptr;
+        auto it = fabric->watches.find(events[i].data.u64);
+        if (it == fabric->watches.end()) continue;
+        watch = it->second;
+      }
+      if (watch.listener != nullptr) {
+        AcceptAll(watch.listener);
+        continue;
+      }
+      if ((events[i].events & EPOLLOUT) != 0) Conn::Internal::Flush(watch.conn.get());
+      if ((events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
+        Conn::Internal::ReadAll(watch.conn);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// ---- Names ----------------------------------------------------------------------------------
+
+absl::Status ConfigureFabric() {
+  const char* value = std::getenv(kFabricEnvVar);
+  std::string name;
+  if (value == nullptr || *value == '\0') {
+    name = DefaultFabricName();
+  } else if (!ValidFabricName(value)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad fabric name \"", value, "\": expected 1 to ", kMaxFabricName,
+        " characters of A-Z a-z 0-9 . _ -"));
+  } else {
+    name = value;
+  }
+  softrpma::MutexLock lock(&g_name_mu);
+  delete g_name;
+  g_name = new std::string(std::move(name));
+  return absl::OkStatus();
+}
+
+std::string FabricName() {
+  softrpma::MutexLock lock(&g_name_mu);
+  return g_name != nullptr ? *g_name : DefaultFabricName();
+}
+
+std::string ListenerName(const sockaddr* addr) {
+  return absl::StrCat("softrpma/", FabricName(), "/", AddressName(addr));
+}
+
+// ---- Conn -----------------------------------------------------------------------------------
+
+Conn::Conn(int fd, uint64_t token)
+    : fd_(fd), token_(token), generation_(g_generation.load(std::memory_order_acquire)) {}
+
+Conn::~Conn() {
+  if (generation_ == g_generation.load(std::memory_order_acquire)) close(fd_);
+}
+
+int Conn::Send(const wire::Header& header, const iovec* body, int iovcnt) {
+  softrpma::MutexLock lock(&mu_);
+  if (closing_ || broken_) return 0;
+  size_t total = sizeof(header);
+  for (int i = 0; i < iovcnt; ++i) total += body[i].iov_len;
+  size_t sent = 0;
+  if (out_offset_ == out_.size()) {
+    iovec iov[1 + 64];
+    int count = 0;
+    iov[count++] = iovec{const_cast<wire::Header*>(&header), sizeof(header)};
+    for (int i = 0; i < iovcnt && count < 65; ++i) iov[count++] = body[i];
+    msghdr msg;
+    std::memset(&msg, 0, sizeof(msg));
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    while (true) {
+      const ssize_t n = sendmsg(fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n >= 0) {
+        sent = static_cast<size_t>(n);
+        break;
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      broken_ = true;  // the peer is gone; the fabric thread will see the end
+      return 0;
+    }
+    if (sent == total) return 0;
+    out_.clear();
+    out_offset_ = 0;
+  }
+  // Queue what the socket did not take.
+  size_t skip = sent;
+  auto append = [&](const void* data, size_t length) {
+    const uint8_t* bytes = static_cast<const uint8_t*>(data);
+    if (skip >= length) {
+      skip -= length;
+      return;
+    }
+    out_.insert(out_.end(), bytes + skip, bytes + length);
+    skip = 0;
+  };
+  append(&header, sizeof(header));
+  for (int i = 0; i < iovcnt; ++i) append(body[i].iov_base, body[i].iov_len);
+  if (!want_writable_) {
+    want_writable_ = true;
+    SetWritableInterest(fd_, token_, true);
+  }
+  return 0;
+}
+
+void Conn::Close() {
+  std::shared_ptr<Handler> handler;
+  {
+    softrpma::MutexLock lock(&mu_);
+    if (closing_) return;
+    closing_ = true;
+    handler.swap(handler_);
+    if (out_offset_ == out_.size()) shutdown(fd_, SHUT_RDWR);  // else once flushed
+  }
+  // `handler` is released here, outside the lock.
+}
+
+void Conn::Internal::SetHandler(Conn* conn, std::shared_ptr<Handler> handler) {
+  std::shared_ptr<Handler> old;
+  softrpma::MutexLock lock(&conn->mu_);
+  old.swap(conn->handler_);
+  conn->handler_ = std::move(handler);
+}
+
+void Conn::Internal::Flush(Conn* conn) {
+  softrpma::MutexLock lock(&conn->mu_);
+  while (conn->out_offset_ < conn->out_.size() && !conn->broken_) {
+    const ssize_t n = send(conn->fd_, conn->out_.data() + conn->out_offset_,
+                           conn->out_.size() - conn->out_offset_, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n >= 0) {
+      conn->out_offset_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // still interested in writable
+    conn->broken_ = true;
+  }
+  conn->out_.clear();
+  conn->out_offset_ = 0;
+  if (conn->want_writable_) {
+    conn->want_writable_ = false;
+    SetWritableInterest(conn->fd_, conn->token_, false);
+  }
+  if (conn->closing_) shutdown(conn->fd_, SHUT_RDWR);
+}
+
+void Conn::Internal::End(const std::shared_ptr<Conn>& conn) {
+  std::shared_ptr<Handler> handler;
+  bool notify = false;
+  {
+    softrpma::MutexLock lock(&conn->mu_);
+    notify = !conn->closing_;
+    conn->closing_ = true;
+    conn->broken_ = true;
+    handler.swap(conn->handler_);
+  }
+  RemoveWatch(conn->fd_, conn->token_, conn->generation_);
+  if (notify && handler != nullptr) handler->OnClosed();
+}
+
+void Conn::Internal::ReadAll(const std::shared_ptr<Conn>& conn) {
+  Conn* c = conn.get();
+  while (true) {
+    uint8_t* into;
+    size_t want;
+    const bool in_header = c->in_header_got_ < sizeof(wire::Header);
+    if (in_header) {
+      into = reinterpret_cast<uint8_t*>(&c->in_header_) + c->in_header_got_;
+      want = sizeof(wire::Header) - c->in_header_got_;
+    } else {
+      into = c->in_body_.data() + c->in_body_got_;
+      want = c->in_body_.size() - c->in_body_got_;
+    }
+    if (want > 0) {
+      const ssize_t n = recv(c->fd_, into, want, MSG_DONTWAIT);
+      if (n == 0) return End(conn);  // the peer closed (or died: the kernel closed for it)
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        return End(conn);
+      }
+      if (in_header) {
+        c->in_header_got_ += static_cast<size_t>(n);
+        if (c->in_header_got_ < sizeof(wire::Header)) continue;
+        if (!wire::ValidateHeader(c->in_header_)) return End(conn);  // untrusted: ends it
+        try {
+          c->in_body_.resize(c->in_header_.body_len);
+        } catch (const std::bad_alloc&) {
+          return End(conn);
+        }
+        c->in_body_got_ = 0;
+        if (c->in_header_.body_len > 0) continue;
+      } else {
+        c->in_body_got_ += static_cast<size_t>(n);
+        if (c->in_body_got_ < c->in_body_.size()) continue;
+      }
+    }
+    // A whole message.
+    c->in_header_got_ = 0;
+    std::shared_ptr<Handler> handler;
+    {
+      softrpma::MutexLock lock(&c->mu_);
+      if (c->closing_) return;
+      handler = c->handler_;
+    }
+    if (handler != nullptr) handler->OnMessage(c->in_header_, c->in_body_.data());
+  }
+}
+
+// ---- Listener -------------------------------------------------------------------------------
+
+Listener::~Listener() {
+  {
+    softrpma::MutexLock lock(&state_->mu);
+    state_->on_accept = nullptr;
+  }
+  RemoveWatch(state_->fd, state_->token, state_->generation);
+  if (state_->generation == g_generation.load(std::memory_order_acquire)) close(state_->fd);
+}
+
+int Listen(const sockaddr* addr, AcceptFn on_accept, std::unique_ptr<Listener>* listener) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  sockaddr_un name;
+  const socklen_t name_len = AbstractAddress(ListenerName(addr), &name);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&name), name_len) != 0 || listen(fd, SOMAXCONN) != 0) {
+    const int err = errno;
+    close(fd);
+    return err;  // EADDRINUSE: another process of this fabric listens there
+  }
+  auto state = std::make_shared<Listener::State>();
+  state->fd = fd;
+  state->generation = g_generation.load(std::memory_order_acquire);
+  {
+    softrpma::MutexLock lock(&state->mu);
+    state->on_accept = std::move(on_accept);
+  }
+  softrpma::MutexLock lock(&g_mu);
+  Fabric* fabric = nullptr;
+  int err = GetFabric(&fabric);
+  if (err == 0) {
+    state->token = fabric->next_token++;
+    err = AddWatchLocked(fabric, fd, state->token, Watch{nullptr, state});
+  }
+  if (err != 0) {
+    close(fd);
+    return err;
+  }
+  *listener = std::make_unique<Listener>(std::move(state));
+  return 0;
+}
+
+int Dial(const sockaddr* dst, std::shared_ptr<Conn::Handler> handler,
+         std::shared_ptr<Conn>* conn) {
+  // The exact address first, then the wildcards of its port (a v6 wildcard serves v4 too).
+  std::vector<std::string> names = {ListenerName(dst)};
+  sockaddr_in any4;
+  std::memset(&any4, 0, sizeof(any4));
+  any4.sin_family = AF_INET;
+  any4.sin_port = dst->sa_family == AF_INET ? reinterpret_cast<const sockaddr_in*>(dst)->sin_port
+                                            : reinterpret_cast<const sockaddr_in6*>(dst)->sin6_port;
+  sockaddr_in6 any6;
+  std::memset(&any6, 0, sizeof(any6));
+  any6.sin6_family = AF_INET6;
+  any6.sin6_port = any4.sin_port;
+  if (IsV4(dst)) names.push_back(ListenerName(reinterpret_cast<sockaddr*>(&any4)));
+  names.push_back(ListenerName(reinterpret_cast<sockaddr*>(&any6)));
+
+  int err = ECONNREFUSED;
+  for (const std::string& listener_name : names) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return errno;
+    sockaddr_un name;
+    const socklen_t name_len = AbstractAddress(listener_name, &name);
+    int rc;
+    do {
+      rc = connect(fd, reinterpret_cast<sockaddr*>(&name), name_len);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+      err = errno;
+      close(fd);
+      if (err == ECONNREFUSED || err == ENOENT) {
+        err = ECONNREFUSED;
+        continue;  // nobody listens under that name: try the next
+      }
+      return err;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    softrpma::MutexLock lock(&g_mu);
+    Fabric* fabric = nullptr;
+    err = GetFabric(&fabric);
+    if (err != 0) {
+      close(fd);
+      return err;
+    }
+    const uint64_t token = fabric->next_token++;
+    auto made = std::make_shared<Conn>(fd, token);
+    Conn::Internal::SetHandler(made.get(), std::move(handler));
+    err = AddWatchLocked(fabric, fd, token, Watch{made, nullptr});
+    if (err != 0) return err;  // `made` closes the socket
+    *conn = std::move(made);
+    return 0;
+  }
+  return err;
+}
+
+}  // namespace softrpma::sim::host

@@ -1,0 +1,147 @@
+// host.h: the host transport, on which simulated NICs in different processes of one machine
+// meet. It carries the messages of wire.h between a connection's two ends; what they mean is
+// the connection manager's (cm.cc) and the data path's (qp.cc) business.
+//
+// THE MODEL
+//   * A fabric is a name (RPMA_SIM_FABRIC; by default one per user, and one per test under
+//     Bazel's `bazel test`, see FabricName). Only processes of one fabric, one user and one
+//     network namespace see each other.
+//   * A listener (rdma_listen of an id bound to addr:port) is a Unix stream socket in the
+//     abstract namespace named after the fabric and the address: "softrpma/<fabric>/<addr>".
+//     The kernel owns the name: a second listener on it anywhere on the machine gets
+//     EADDRINUSE, and the name is gone the moment its process exits, however it exits, so no
+//     file is ever left behind to block the next run. A wildcard listener (0.0.0.0, ::) serves
+//     connects to any address of its port that no exact listener has.
+//   * Dial connects to the listener of an address: ECONNREFUSED when nobody listens (the CM
+//     turns that into REJECTED, as a real NIC's CM does for an unknown service id).
+//     Connections from another user are refused (SO_PEERCRED).
+//   * THE FABRIC THREAD. The first Listen or Dial of a process starts one thread that sleeps in
+//     epoll_wait on every socket of the process's fabric and, as a NIC does, serves the peer's
+//     requests without the application's help: it reads each message, checks its header
+//     (wire.h) and hands it to the connection's Handler, which executes it against this
+//     process's memory and answers. It costs no CPU while nothing arrives.
+//   * Sending never blocks: Conn::Send writes what the socket takes and queues the rest, which
+//     the fabric thread writes when the socket drains. (Two processes blocked writing to each
+//     other could otherwise deadlock.) Messages of one connection arrive in the order sent.
+//   * A peer that exits, crashes or is killed closes its sockets (the kernel does it), so the
+//     survivor's Handler gets OnClosed at once. A message that fails validation closes the
+//     connection too, and only that connection.
+//   * fork(): the child closes every socket it inherited from the parent's fabric (so the
+//     parent's listeners and connections stay the parent's alone) and starts a fabric of its
+//     own on first use.
+//
+// Thread-safety: every function and method is thread-safe. Handlers run on the fabric thread,
+// one message at a time, and may call Send and Close (on any connection).
+
+#ifndef SOFTRPMA_SIMVERBS_SIM_FABRIC_HOST_H_
+#define SOFTRPMA_SIMVERBS_SIM_FABRIC_HOST_H_
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "simverbs/mutex.h"
+#include "simverbs/sim/fabric/wire.h"
+
+namespace softrpma::sim::host {
+
+inline constexpr char kFabricEnvVar[] = "RPMA_SIM_FABRIC";
+
+// Sets the fabric's name from RPMA_SIM_FABRIC (1 to 64 characters of [A-Za-z0-9._-]), or the
+// default when it is unset or empty: "uid<uid>", or "uid<uid>-test-<hash of TEST_TMPDIR>"
+// inside a Bazel test (Bazel runs tests side by side; each gets a fabric of its own).
+// Errors: InvalidArgument naming the bad value. Call before the first Listen / Dial.
+absl::Status ConfigureFabric();
+// The fabric's name (the default until ConfigureFabric succeeded).
+std::string FabricName();
+// The abstract socket name of `addr` on the fabric (without the leading NUL), for messages.
+std::string ListenerName(const sockaddr* addr);
+
+class Conn final {
+ public:
+  class Handler {
+   public:
+    virtual ~Handler() = default;
+    // A message whose header passed wire::ValidateHeader; `body` holds header.body_len bytes,
+    // valid during the call only.
+    virtual void OnMessage(const wire::Header& header, const uint8_t* body) = 0;
+    // The connection ended: the peer closed it or died, or sent a malformed message. Called
+    // once, never after Close(), and no OnMessage follows it.
+    virtual void OnClosed() = 0;
+  };
+
+  // Sends one message: `header` (its body_len must be the bytes of `body`) and the body,
+  // gathered from `body`. Never blocks. Returns 0; a connection that is closed or broken drops
+  // the message (its peer is gone or going, and OnClosed tells the owner).
+  int Send(const wire::Header& header, const iovec* body, int iovcnt) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the connection from this side: what was sent is still delivered, then the peer sees
+  // the end. The handler is released and gets no further call.
+  void Close() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Internal (the fabric's): use Listen / Dial.
+  struct Internal;
+  Conn(int fd, uint64_t token);
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+  ~Conn();
+
+ private:
+  friend struct Internal;
+
+  const int fd_;
+  const uint64_t token_;
+  const uint64_t generation_;  // the fork generation that made it (host.cc)
+  softrpma::Mutex mu_;
+  std::shared_ptr<Handler> handler_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint8_t> out_ ABSL_GUARDED_BY(mu_);  // bytes not yet taken by the socket
+  size_t out_offset_ ABSL_GUARDED_BY(mu_) = 0;
+  bool want_writable_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;  // Close() was called
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;   // a send failed: the peer is gone
+
+  // The message being read (the fabric thread's alone).
+  wire::Header in_header_;
+  size_t in_header_got_ = 0;
+  std::vector<uint8_t> in_body_;
+  size_t in_body_got_ = 0;
+};
+
+class Listener final {
+ public:
+  struct State;
+  explicit Listener(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+  // Stops listening: the name is free again when this returns; `on_accept` is not called
+  // after it.
+  ~Listener();
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// Called on the fabric thread for each connection a peer makes; returns the connection's
+// handler, or nullptr to refuse it (the peer sees the connection end).
+using AcceptFn = std::function<std::shared_ptr<Conn::Handler>(const std::shared_ptr<Conn>&)>;
+
+// Listens at `addr` (an IP address and port; a wildcard serves every address of the port).
+// Errors: EADDRINUSE (another listener has that name on this fabric), EMFILE & co. from
+// socket(2), ENOMEM.
+int Listen(const sockaddr* addr, AcceptFn on_accept, std::unique_ptr<Listener>* listener);
+
+// Connects to the listener of `dst` (exact address first, then a wildcard of its port);
+// `handler` gets the connection's messages. Errors: ECONNREFUSED (nobody listens there),
+// errors of socket(2) / connect(2).
+int Dial(const sockaddr* dst, std::shared_ptr<Conn::Handler> handler,
+         std::shared_ptr<Conn>* conn);
+
+}  // namespace softrpma::sim::host
+
+#endif  // SOFTRPMA_SIMVERBS_SIM_FABRIC_HOST_H_

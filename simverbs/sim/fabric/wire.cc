@@ -1,0 +1,62 @@
+#include "simverbs/sim/fabric/wire.h"
+
+#include <netinet/in.h>
+
+#include <cstring>
+
+namespace softrpma::sim::wire {
+namespace {
+
+bool KnownFamily(const sockaddr_storage& addr) {
+  return addr.ss_family == AF_INET || addr.ss_family == AF_INET6;
+}
+
+}  // namespace
+
+bool ValidateHeader(const Header& header) {
+  if (header.magic != kMagic) return false;
+  switch (static_cast<Type>(header.type)) {
+    case Type::kConnectRequest:
+      return header.body_len == sizeof(ConnectBody);
+    case Type::kAccept:
+      return header.body_len == sizeof(AcceptBody);
+    case Type::kReject:
+      return header.body_len == sizeof(RejectBody);
+    case Type::kReady:
+    case Type::kDisconnect:
+    case Type::kRead:
+    case Type::kAck:
+      return header.body_len == 0 &&
+             (static_cast<Type>(header.type) != Type::kRead || header.length <= kMaxMessageBytes);
+    case Type::kAtomicWrite:
+      return header.body_len == sizeof(uint64_t);
+    case Type::kWrite:
+    case Type::kSend:
+    case Type::kReadResponse:
+      return header.body_len <= kMaxMessageBytes;
+  }
+  return false;
+}
+
+bool ValidateConnectBody(const ConnectBody& body) {
+  return body.private_data_len <= kMaxConnectPrivateData && KnownFamily(body.src) &&
+         KnownFamily(body.dst);
+}
+
+bool ValidateAcceptBody(const AcceptBody& body) {
+  return body.private_data_len <= kMaxAcceptPrivateData;
+}
+
+bool ValidateRejectBody(const RejectBody& body) {
+  return body.private_data_len <= kMaxRejectPrivateData;
+}
+
+Header MakeHeader(Type type) {
+  Header header;
+  std::memset(&header, 0, sizeof(header));
+  header.magic = kMagic;
+  header.type = static_cast<uint16_t>(type);
+  return header;
+}
+
+}  // namespace softrpma::sim::wire

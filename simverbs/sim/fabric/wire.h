@@ -1,0 +1,104 @@
+// wire.h: the messages two simulated NICs in different processes exchange over the host
+// transport (host.h): connection management (the IB CM's REQ / REP / REJ / RTU / DREQ) and the
+// RC data path (requests and their responses). One header, then `body_len` bytes of body.
+//
+// Every message comes from another process and is UNTRUSTED: ValidateHeader checks the magic,
+// the type and the body length that type allows before a byte of body is read, and every
+// address, key and length in a request is checked against the responder's registered regions
+// (qp.cc) before memory is touched. A message that fails a check ends that connection only.
+//
+// The layout is native (both ends run on one machine, one ABI); a transport between machines
+// will have its own wire (DESIGN.md: iWARP's framing).
+
+#ifndef SOFTRPMA_SIMVERBS_SIM_FABRIC_WIRE_H_
+#define SOFTRPMA_SIMVERBS_SIM_FABRIC_WIRE_H_
+
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace softrpma::sim::wire {
+
+inline constexpr uint32_t kMagic = 0x52504d31;  // "RPM1"
+
+enum class Type : uint16_t {
+  // Connection management.
+  kConnectRequest = 1,  // active -> passive: ConnectBody
+  kAccept = 2,          // passive -> active: AcceptBody
+  kReject = 3,          // passive -> active: RejectBody, header.status = the reject reason
+  kReady = 4,           // active -> passive: the RTU (no body)
+  kDisconnect = 5,      // either way (no body)
+  // The data path: requests, each answered by exactly one response in order.
+  kWrite = 16,        // body = the data; header.remote_addr / rkey; kFlagImm: with immediate
+  kSend = 17,         // body = the message; kFlagImm, kFlagSolicited
+  kRead = 18,         // header.remote_addr / rkey / length (no body)
+  kAtomicWrite = 19,  // body = 8 bytes; header.remote_addr / rkey
+  kAck = 32,          // responder -> requester: header.seq, header.status (an ibv_wc_status)
+  kReadResponse = 33, // responder -> requester: header.seq, header.status, body = the data
+};
+
+inline constexpr uint16_t kFlagImm = 1;
+inline constexpr uint16_t kFlagSolicited = 2;
+
+// The largest body a request or read response may carry (the largest RC message, qp.cc).
+inline constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 31;
+
+struct Header {
+  uint32_t magic;
+  uint16_t type;      // a Type
+  uint16_t flags;     // kFlag*
+  uint32_t body_len;  // bytes that follow the header
+  uint32_t imm_data;  // network order, as the sender gave it
+  uint64_t seq;       // requests: the requester's number; responses: the request's number
+  uint64_t remote_addr;
+  uint64_t length;  // kRead: the bytes wanted
+  uint32_t rkey;
+  int32_t status;  // responses: ibv_wc_status; kReject: the CM reject reason
+};
+
+inline constexpr int kMaxConnectPrivateData = 56;
+inline constexpr int kMaxAcceptPrivateData = 196;
+inline constexpr int kMaxRejectPrivateData = 148;
+
+struct ConnectBody {
+  uint32_t qp_num;
+  uint8_t srq;
+  uint8_t private_data_len;
+  uint8_t responder_resources;
+  uint8_t initiator_depth;
+  sockaddr_storage src;  // the requester's address
+  sockaddr_storage dst;  // the address it asked for
+  uint8_t private_data[kMaxConnectPrivateData];
+};
+
+struct AcceptBody {
+  uint32_t qp_num;
+  uint8_t private_data_len;
+  uint8_t responder_resources;
+  uint8_t initiator_depth;
+  uint8_t srq;
+  uint8_t private_data[kMaxAcceptPrivateData];
+};
+
+struct RejectBody {
+  uint8_t private_data_len;
+  uint8_t private_data[kMaxRejectPrivateData];
+};
+
+// True when `header` is a message this version understands with a body length its type
+// allows (fixed for CM bodies, bounded for data). Nothing else of the message is trusted yet.
+bool ValidateHeader(const Header& header);
+
+// True when `body` (a validated ConnectBody / AcceptBody / RejectBody) has consistent fields:
+// private_data_len within its array, addresses of a known family.
+bool ValidateConnectBody(const ConnectBody& body);
+bool ValidateAcceptBody(const AcceptBody& body);
+bool ValidateRejectBody(const RejectBody& body);
+
+// A header of `type` with the magic set and everything else zero.
+Header MakeHeader(Type type);
+
+}  // namespace softrpma::sim::wire
+
+#endif  // SOFTRPMA_SIMVERBS_SIM_FABRIC_WIRE_H_

@@ -1,0 +1,81 @@
+// wire_test: what ValidateHeader and the body checks let through from an untrusted peer.
+
+#include "simverbs/sim/fabric/wire.h"
+
+#include <netinet/in.h>
+
+#include <cstring>
+
+#include "gtest/gtest.h"
+
+namespace softrpma::sim::wire {
+namespace {
+
+TEST(ValidateHeader, AcceptsEachTypeWithItsBodyLength) {
+  struct Case {
+    Type type;
+    uint32_t body_len;
+  };
+  for (const Case& c : {Case{Type::kConnectRequest, sizeof(ConnectBody)},
+                        Case{Type::kAccept, sizeof(AcceptBody)},
+                        Case{Type::kReject, sizeof(RejectBody)}, Case{Type::kReady, 0},
+                        Case{Type::kDisconnect, 0}, Case{Type::kRead, 0}, Case{Type::kAck, 0},
+                        Case{Type::kAtomicWrite, 8}, Case{Type::kWrite, 4096},
+                        Case{Type::kSend, 0}, Case{Type::kReadResponse, 1 << 20}}) {
+    Header header = MakeHeader(c.type);
+    header.body_len = c.body_len;
+    EXPECT_TRUE(ValidateHeader(header)) << static_cast<int>(c.type);
+  }
+}
+
+TEST(ValidateHeader, RejectsBadMagicUnknownTypeAndWrongLengths) {
+  Header header = MakeHeader(Type::kAck);
+  header.magic = 0x12345678;
+  EXPECT_FALSE(ValidateHeader(header));
+
+  header = MakeHeader(Type::kAck);
+  header.type = 99;
+  EXPECT_FALSE(ValidateHeader(header));
+
+  header = MakeHeader(Type::kAck);
+  header.body_len = 1;  // an ack has no body
+  EXPECT_FALSE(ValidateHeader(header));
+
+  header = MakeHeader(Type::kAccept);
+  header.body_len = sizeof(AcceptBody) - 1;
+  EXPECT_FALSE(ValidateHeader(header));
+
+  header = MakeHeader(Type::kAtomicWrite);
+  header.body_len = 16;
+  EXPECT_FALSE(ValidateHeader(header));
+
+  header = MakeHeader(Type::kRead);
+  header.length = kMaxMessageBytes + 1;
+  EXPECT_FALSE(ValidateHeader(header));
+}
+
+TEST(ValidateBodies, RejectOversizedPrivateDataAndUnknownFamilies) {
+  ConnectBody connect;
+  std::memset(&connect, 0, sizeof(connect));
+  connect.src.ss_family = AF_INET;
+  connect.dst.ss_family = AF_INET6;
+  connect.private_data_len = kMaxConnectPrivateData;
+  EXPECT_TRUE(ValidateConnectBody(connect));
+  connect.private_data_len = kMaxConnectPrivateData + 1;
+  EXPECT_FALSE(ValidateConnectBody(connect));
+  connect.private_data_len = 0;
+  connect.dst.ss_family = AF_UNIX;
+  EXPECT_FALSE(ValidateConnectBody(connect));
+
+  AcceptBody accept;
+  std::memset(&accept, 0, sizeof(accept));
+  accept.private_data_len = kMaxAcceptPrivateData;
+  EXPECT_TRUE(ValidateAcceptBody(accept));
+  RejectBody reject;
+  std::memset(&reject, 0, sizeof(reject));
+  reject.private_data_len = kMaxRejectPrivateData + 1;
+  EXPECT_FALSE(ValidateRejectBody(reject));
+}
+
+}  // namespace
+}  // namespace softrpma::sim::wire

@@ -1,0 +1,375 @@
+/*
+ * peer.c: one side of a librpma connection between two PROCESSES, written against librpma.h
+ * only, as a user's server and client are. Every operation the simulated NIC's host fabric
+ * carries is used and checked; each side prints "<role>: ok" and exits 0 when all was right.
+ *
+ *   peer server ADDR PORT [CLIENTS]   accept CLIENTS (default 1) connections, one after another
+ *   peer client ADDR PORT [ID]        connect, then write, read, atomic write, flush, send/recv,
+ *                                     write with immediate data, disconnect
+ *   peer fork ADDR PORT               listen, then fork(): the child is a client (librpma used
+ *                                     after fork), the parent serves it (a forking harness)
+ *   peer connect-only ADDR PORT       connect and print the event (no server expected)
+ *   peer hold ADDR PORT               connect, then write in a loop until the connection ends:
+ *                                     prints how it ended (for killing the server mid-transfer)
+ *   peer listen ADDR PORT             listen, print the result of rpma_ep_listen, then wait for
+ *                                     stdin to close
+ *
+ * The server sleeps in rpma_cq_wait while the client's one-sided operations run: the target's
+ * NIC must make progress without the target's help.
+ */
+#include <librpma.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define BUF_SIZE 8192
+#define IMM 0xfeed5eedu
+
+static const char *role = "peer";
+
+#define CHECK(expr)                                                                   \
+	do {                                                                          \
+		int ret_ = (expr);                                                    \
+		if (ret_ != 0) {                                                      \
+			fprintf(stderr, "%s: %s: %s\n", role, #expr, rpma_err_2str(ret_)); \
+			exit(2);                                                      \
+		}                                                                     \
+	} while (0)
+
+#define EXPECT(cond)                                                          \
+	do {                                                                  \
+		if (!(cond)) {                                                \
+			fprintf(stderr, "%s: expected %s\n", role, #cond);    \
+			exit(3);                                              \
+		}                                                             \
+	} while (0)
+
+static int ctx_tag; /* an op_context that is not NULL */
+
+/* Waits for one completion on cq and checks it. */
+static void wait_wc(struct rpma_cq *cq, enum ibv_wc_opcode opcode, struct ibv_wc *out)
+{
+	struct ibv_wc wc;
+	int got = 0;
+	while (1) {
+		int ret = rpma_cq_get_wc(cq, 1, &wc, &got);
+		if (ret == 0)
+			break;
+		if (ret != RPMA_E_NO_COMPLETION) {
+			fprintf(stderr, "%s: rpma_cq_get_wc: %s\n", role, rpma_err_2str(ret));
+			exit(2);
+		}
+		CHECK(rpma_cq_wait(cq));
+	}
+	if (wc.status != IBV_WC_SUCCESS || wc.opcode != opcode) {
+		fprintf(stderr, "%s: completion opcode %d status %s, expected opcode %d\n", role,
+			wc.opcode, ibv_wc_status_str(wc.status), opcode);
+		exit(3);
+	}
+	if (out)
+		*out = wc;
+}
+
+static void expect_event(struct rpma_conn *conn, enum rpma_conn_event expected)
+{
+	enum rpma_conn_event event;
+	CHECK(rpma_conn_next_event(conn, &event));
+	if (event != expected) {
+		fprintf(stderr, "%s: event %s, expected %s\n", role,
+			rpma_utils_conn_event_2str(event), rpma_utils_conn_event_2str(expected));
+		exit(3);
+	}
+}
+
+static struct rpma_peer *new_peer(const char *addr, enum rpma_util_ibv_context_type type)
+{
+	struct ibv_context *dev = NULL;
+	struct rpma_peer *peer = NULL;
+	CHECK(rpma_utils_get_ibv_context(addr, type, &dev));
+	CHECK(rpma_peer_new(dev, &peer));
+	return peer;
+}
+
+/* Serves one client on ep. */
+static void serve_one(struct rpma_peer *peer, struct rpma_ep *ep)
+{
+	static char buf[BUF_SIZE];
+	memset(buf, 0, sizeof(buf));
+	struct rpma_mr_local *mr = NULL;
+	CHECK(rpma_mr_reg(peer, buf, sizeof(buf),
+			  RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_SEND |
+				  RPMA_MR_USAGE_RECV | RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY,
+			  &mr));
+	size_t desc_size = 0;
+	CHECK(rpma_mr_get_descriptor_size(mr, &desc_size));
+	char desc[64];
+	CHECK(rpma_mr_get_descriptor(mr, desc));
+
+	struct rpma_conn_req *req = NULL;
+	CHECK(rpma_ep_next_conn_req(ep, NULL, &req));
+	struct rpma_conn_private_data client_pdata;
+	CHECK(rpma_conn_req_get_private_data(req, &client_pdata));
+	EXPECT(client_pdata.len >= 10 && memcmp(client_pdata.ptr, "client-pd:", 10) == 0);
+	CHECK(rpma_conn_req_recv(req, mr, 1024, 64, &ctx_tag)); /* for "ping" */
+
+	struct rpma_conn_private_data pdata = {desc, (uint8_t)desc_size};
+	struct rpma_conn *conn = NULL;
+	CHECK(rpma_conn_req_connect(&req, &pdata, &conn));
+	expect_event(conn, RPMA_CONN_ESTABLISHED);
+
+	struct rpma_cq *cq = NULL;
+	CHECK(rpma_conn_get_cq(conn, &cq));
+	/* Sleeps here while the client writes, reads, atomically writes and flushes. */
+	struct ibv_wc wc;
+	wait_wc(cq, IBV_WC_RECV, &wc);
+	EXPECT(wc.byte_len == 5 && memcmp(buf + 1024, "ping", 5) == 0);
+	/* The client's write and atomic write landed before its send (RC order). */
+	EXPECT(memcmp(buf, "hello from the client", 22) == 0);
+	EXPECT(memcmp(buf + 64, "ATOMIC!!", 8) == 0);
+
+	CHECK(rpma_recv(conn, mr, 2048, 0, &ctx_tag)); /* for the write with immediate data */
+	memcpy(buf + 3072, "pong", 5);
+	CHECK(rpma_send(conn, mr, 3072, 5, RPMA_F_COMPLETION_ALWAYS, &ctx_tag));
+	int got_send = 0, got_imm = 0;
+	while (!got_send || !got_imm) {
+		int n = 0;
+		int ret = rpma_cq_get_wc(cq, 1, &wc, &n);
+		if (ret == RPMA_E_NO_COMPLETION) {
+			CHECK(rpma_cq_wait(cq));
+			continue;
+		}
+		CHECK(ret);
+		EXPECT(wc.status == IBV_WC_SUCCESS);
+		if (wc.opcode == IBV_WC_SEND) {
+			got_send = 1;
+		} else {
+			EXPECT(wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM);
+			EXPECT((wc.wc_flags & IBV_WC_WITH_IMM) != 0 && ntohl(wc.imm_data) == IMM);
+			got_imm = 1;
+		}
+	}
+	EXPECT(memcmp(buf + 4000, "imm!", 4) == 0);
+
+	expect_event(conn, RPMA_CONN_CLOSED);
+	CHECK(rpma_conn_disconnect(conn));
+	CHECK(rpma_conn_delete(&conn));
+	CHECK(rpma_mr_dereg(&mr));
+}
+
+static int run_server(const char *addr, const char *port, int clients, struct rpma_peer *peer,
+		      struct rpma_ep *ep)
+{
+	for (int i = 0; i < clients; ++i)
+		serve_one(peer, ep);
+	CHECK(rpma_ep_shutdown(&ep));
+	CHECK(rpma_peer_delete(&peer));
+	printf("%s: ok (%d client%s)\n", role, clients, clients == 1 ? "" : "s");
+	return 0;
+}
+
+static int run_client(const char *addr, const char *port, const char *id)
+{
+	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
+	static char buf[BUF_SIZE];
+	memset(buf, 0, sizeof(buf));
+	struct rpma_mr_local *mr = NULL;
+	CHECK(rpma_mr_reg(peer, buf, sizeof(buf),
+			  RPMA_MR_USAGE_WRITE_SRC | RPMA_MR_USAGE_READ_DST | RPMA_MR_USAGE_SEND |
+				  RPMA_MR_USAGE_RECV,
+			  &mr));
+	struct rpma_conn_req *req = NULL;
+	CHECK(rpma_conn_req_new(peer, addr, port, NULL, &req));
+	char hello[32];
+	snprintf(hello, sizeof(hello), "client-pd:%s", id);
+	struct rpma_conn_private_data pdata = {hello, (uint8_t)(strlen(hello) + 1)};
+	struct rpma_conn *conn = NULL;
+	CHECK(rpma_conn_req_connect(&req, &pdata, &conn));
+	expect_event(conn, RPMA_CONN_ESTABLISHED);
+
+	struct rpma_conn_private_data server_pdata;
+	CHECK(rpma_conn_get_private_data(conn, &server_pdata));
+	struct rpma_mr_remote *remote = NULL;
+	CHECK(rpma_mr_remote_from_descriptor(server_pdata.ptr, server_pdata.len, &remote));
+	struct rpma_cq *cq = NULL;
+	CHECK(rpma_conn_get_cq(conn, &cq));
+
+	memcpy(buf, "hello from the client", 22);
+	CHECK(rpma_write(conn, remote, 0, mr, 0, 22, RPMA_F_COMPLETION_ALWAYS, &ctx_tag));
+	wait_wc(cq, IBV_WC_RDMA_WRITE, NULL);
+	CHECK(rpma_read(conn, mr, 256, remote, 0, 22, RPMA_F_COMPLETION_ALWAYS, &ctx_tag));
+	struct ibv_wc wc;
+	wait_wc(cq, IBV_WC_RDMA_READ, &wc);
+	EXPECT(memcmp(buf + 256, "hello from the client", 22) == 0);
+
+	char atomic[8];
+	memcpy(atomic, "ATOMIC!!", 8);
+	CHECK(rpma_atomic_write(conn, remote, 64, atomic, RPMA_F_COMPLETION_ALWAYS, &ctx_tag));
+	wait_wc(cq, IBV_WC_ATOMIC_WRITE, NULL);
+	CHECK(rpma_flush(conn, remote, 0, 64, RPMA_FLUSH_TYPE_VISIBILITY, RPMA_F_COMPLETION_ALWAYS,
+			 &ctx_tag));
+	wait_wc(cq, IBV_WC_RDMA_READ, NULL);
+
+	CHECK(rpma_recv(conn, mr, 512, 64, &ctx_tag)); /* for "pong" */
+	memcpy(buf + 128, "ping", 5);
+	CHECK(rpma_send(conn, mr, 128, 5, RPMA_F_COMPLETION_ALWAYS, &ctx_tag));
+	int got_send = 0, got_recv = 0;
+	while (!got_send || !got_recv) {
+		int n = 0;
+		int ret = rpma_cq_get_wc(cq, 1, &wc, &n);
+		if (ret == RPMA_E_NO_COMPLETION) {
+			CHECK(rpma_cq_wait(cq));
+			continue;
+		}
+		CHECK(ret);
+		EXPECT(wc.status == IBV_WC_SUCCESS);
+		if (wc.opcode == IBV_WC_SEND)
+			got_send = 1;
+		else if (wc.opcode == IBV_WC_RECV)
+			got_recv = 1;
+	}
+	EXPECT(memcmp(buf + 512, "pong", 5) == 0);
+
+	memcpy(buf + 1000, "imm!", 4);
+	CHECK(rpma_write_with_imm(conn, remote, 4000, mr, 1000, 4, RPMA_F_COMPLETION_ALWAYS, IMM,
+				  &ctx_tag));
+	wait_wc(cq, IBV_WC_RDMA_WRITE, NULL);
+
+	CHECK(rpma_conn_disconnect(conn));
+	expect_event(conn, RPMA_CONN_CLOSED);
+	CHECK(rpma_conn_delete(&conn));
+	CHECK(rpma_mr_remote_delete(&remote));
+	CHECK(rpma_mr_dereg(&mr));
+	CHECK(rpma_peer_delete(&peer));
+	printf("%s: ok\n", role);
+	return 0;
+}
+
+/* Connects where nobody listens: prints the first event. */
+static int run_connect_only(const char *addr, const char *port)
+{
+	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
+	struct rpma_conn_req *req = NULL;
+	CHECK(rpma_conn_req_new(peer, addr, port, NULL, &req));
+	struct rpma_conn *conn = NULL;
+	CHECK(rpma_conn_req_connect(&req, NULL, &conn));
+	enum rpma_conn_event event;
+	CHECK(rpma_conn_next_event(conn, &event));
+	printf("%s: %s\n", role, rpma_utils_conn_event_2str(event));
+	CHECK(rpma_conn_delete(&conn));
+	CHECK(rpma_peer_delete(&peer));
+	return 0;
+}
+
+/* Writes until the connection breaks (the server is killed): prints how it ended. */
+static int run_hold(const char *addr, const char *port)
+{
+	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
+	static char buf[BUF_SIZE];
+	struct rpma_mr_local *mr = NULL;
+	CHECK(rpma_mr_reg(peer, buf, sizeof(buf), RPMA_MR_USAGE_WRITE_SRC, &mr));
+	struct rpma_conn_req *req = NULL;
+	CHECK(rpma_conn_req_new(peer, addr, port, NULL, &req));
+	char hello[] = "client-pd:hold";
+	struct rpma_conn_private_data pdata = {hello, sizeof(hello)};
+	struct rpma_conn *conn = NULL;
+	CHECK(rpma_conn_req_connect(&req, &pdata, &conn));
+	expect_event(conn, RPMA_CONN_ESTABLISHED);
+	struct rpma_conn_private_data server_pdata;
+	CHECK(rpma_conn_get_private_data(conn, &server_pdata));
+	struct rpma_mr_remote *remote = NULL;
+	CHECK(rpma_mr_remote_from_descriptor(server_pdata.ptr, server_pdata.len, &remote));
+	struct rpma_cq *cq = NULL;
+	CHECK(rpma_conn_get_cq(conn, &cq));
+	printf("%s: writing\n", role);
+	fflush(stdout);
+	for (long i = 0;; ++i) {
+		int ret = rpma_write(conn, remote, 0, mr, 0, BUF_SIZE, RPMA_F_COMPLETION_ALWAYS,
+				     &ctx_tag);
+		if (ret != 0) {
+			printf("%s: rpma_write: %s\n", role, rpma_err_2str(ret));
+			break;
+		}
+		struct ibv_wc wc;
+		int n = 0;
+		while ((ret = rpma_cq_get_wc(cq, 1, &wc, &n)) == RPMA_E_NO_COMPLETION)
+			CHECK(rpma_cq_wait(cq));
+		CHECK(ret);
+		if (wc.status != IBV_WC_SUCCESS) {
+			printf("%s: completion status %s\n", role, ibv_wc_status_str(wc.status));
+			break;
+		}
+	}
+	enum rpma_conn_event event;
+	CHECK(rpma_conn_next_event(conn, &event));
+	printf("%s: event %s\n", role, rpma_utils_conn_event_2str(event));
+	CHECK(rpma_conn_delete(&conn));
+	CHECK(rpma_mr_remote_delete(&remote));
+	CHECK(rpma_mr_dereg(&mr));
+	CHECK(rpma_peer_delete(&peer));
+	return 0;
+}
+
+int main(int argc, char *argv[])
+{
+	if (argc < 4) {
+		fprintf(stderr,
+			"usage: %s server|client|fork|connect-only|hold|listen ADDR PORT [N]\n",
+			argv[0]);
+		return 2;
+	}
+	const char *mode = argv[1], *addr = argv[2], *port = argv[3];
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (strcmp(mode, "client") == 0) {
+		role = "client";
+		return run_client(addr, port, argc > 4 ? argv[4] : "0");
+	}
+	if (strcmp(mode, "connect-only") == 0) {
+		role = "client";
+		return run_connect_only(addr, port);
+	}
+	if (strcmp(mode, "hold") == 0) {
+		role = "client";
+		return run_hold(addr, port);
+	}
+	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_LOCAL);
+	struct rpma_ep *ep = NULL;
+	if (strcmp(mode, "listen") == 0) {
+		role = "listener";
+		int ret = rpma_ep_listen(peer, addr, port, &ep);
+		printf("%s: %s\n", role, ret == 0 ? "listening" : rpma_err_2str(ret));
+		if (ret != 0)
+			return 1;
+		char c;
+		while (read(0, &c, 1) > 0) {
+		}
+		CHECK(rpma_ep_shutdown(&ep));
+		return 0;
+	}
+	role = "server";
+	CHECK(rpma_ep_listen(peer, addr, port, &ep));
+	printf("%s: listening\n", role);
+	if (strcmp(mode, "fork") == 0) {
+		pid_t child = fork();
+		if (child < 0) {
+			perror("fork");
+			return 2;
+		}
+		if (child == 0) {
+			/* The child uses librpma after fork: a NIC of its own. */
+			role = "child client";
+			_exit(run_client(addr, port, "child"));
+		}
+		run_server(addr, port, 1, peer, ep);
+		int status = 0;
+		waitpid(child, &status, 0);
+		EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		printf("harness: ok\n");
+		return 0;
+	}
+	EXPECT(strcmp(mode, "server") == 0);
+	return run_server(addr, port, argc > 4 ? atoi(argv[4]) : 1, peer, ep);
+}
