@@ -39,8 +39,12 @@ class RemoteEnd final : public host::Conn::Handler,
         softrpma::MutexLock lock(&mu_);
         link = link_.lock();
       }
-      if (link != nullptr) HandleRemoteMessage(link, header, body);
-      return;  // (a request before the QP exists breaks the protocol: dropped)
+      if (link != nullptr) {
+        HandleRemoteMessage(link, header, body);
+      } else if (std::shared_ptr<host::Conn> conn = this->conn(); conn != nullptr) {
+        conn->Close();  // data before the connection exists breaks the protocol: it ends
+      }
+      return;
     }
     cm_->OnRemoteCm(shared_from_this(), header, body);
   }

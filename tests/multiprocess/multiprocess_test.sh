@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# multiprocess_test: librpma programs in SEPARATE PROCESSES meet on the simulated NIC.
+# Every process is started with a timeout and killed at the end, whatever happens.
+set -uo pipefail
+
+peer="$1"
+garbage="$2"
+export RPMA_SIM_FABRIC="mp-test-$$"
+addr=127.0.0.1
+failures=0
+pids=()
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+cleanup() { for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null; done; }
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# check NAME OUTPUT_FILE PATTERN: the file has a line matching PATTERN.
+check() { grep -q -- "$3" "$2" && echo "ok: $1" || { fail "$1 (no '$3' in:)"; sed 's/^/    /' "$2"; }; }
+# start NAME ARGS...: runs peer ARGS in the background (20 s at most), output in $tmp/NAME.
+start() { local name="$1"; shift; timeout 20 "$peer" "$@" >"$tmp/$name" 2>&1 & pids+=($!); }
+wait_listening() { for _ in $(seq 100); do grep -q listening "$1" 2>/dev/null && return; sleep 0.05; done; }
+
+# A server and a client, two programs.
+start server1 server $addr 7301
+wait_listening "$tmp/server1"
+timeout 20 "$peer" client $addr 7301 one >"$tmp/client1" 2>&1
+check "client process: every operation" "$tmp/client1" "^client: ok"
+wait "${pids[-1]}"
+check "server process: every operation, slept while the client wrote and read" "$tmp/server1" "^server: ok (1 client)"
+
+# Several clients at once.
+start server2 server $addr 7302 3
+wait_listening "$tmp/server2"
+server2=${pids[-1]}
+for i in 1 2 3; do start "client2-$i" client $addr 7302 "c$i"; done
+wait
+for i in 1 2 3; do check "client $i of 3" "$tmp/client2-$i" "^client: ok"; done
+check "server of 3 clients" "$tmp/server2" "^server: ok (3 clients)"
+
+# A harness that forks its client after listening.
+timeout 20 "$peer" fork $addr 7303 >"$tmp/fork" 2>&1
+check "forked child uses librpma after fork" "$tmp/fork" "^child client: ok"
+check "forking parent serves it" "$tmp/fork" "^harness: ok"
+
+# A client before its server: rejected at once (no hang).
+timeout 5 "$peer" connect-only $addr 7304 >"$tmp/early" 2>&1
+check "client with no server is rejected" "$tmp/early" "Connection rejected"
+
+# Two listeners on one address and port: the second fails (EADDRINUSE -> RPMA_E_PROVIDER).
+(sleep 3 | timeout 10 "$peer" listen $addr 7305 >"$tmp/listen1" 2>&1) & pids+=($!)
+wait_listening "$tmp/listen1"
+timeout 5 "$peer" listen $addr 7305 </dev/null >"$tmp/listen2" 2>&1
+check "second listener on one addr:port" "$tmp/listen2" "Provider error"
+
+# Fabrics are apart: a client of another fabric does not see the listener.
+start server6 server $addr 7306
+wait_listening "$tmp/server6"
+RPMA_SIM_FABRIC=elsewhere timeout 5 "$peer" connect-only $addr 7306 >"$tmp/other" 2>&1
+check "another fabric's client is rejected" "$tmp/other" "Connection rejected"
+
+# Garbage on the fabric ends only that connection: the same server then serves a real client.
+timeout 20 python3 "$garbage" "$RPMA_SIM_FABRIC" "$addr:7306" >"$tmp/garbage" 2>&1
+check "every malformed message closed its connection" "$tmp/garbage" "a 4 GiB read: closed"
+grep -q "LEFT OPEN" "$tmp/garbage" && fail "a malformed message left its connection open"
+timeout 20 "$peer" client $addr 7306 after-garbage >"$tmp/client6" 2>&1
+check "client after the garbage" "$tmp/client6" "^client: ok"
+wait
+check "server survived the garbage" "$tmp/server6" "^server: ok (1 client)"
+
+# The server killed mid-transfer: the client's WRs complete in error, then CLOSED; no hang.
+"$peer" server $addr 7307 >"$tmp/server7" 2>&1 &  # no `timeout` between: it is killed below
+server7=$!
+pids+=($server7)
+wait_listening "$tmp/server7"
+start hold hold $addr 7307
+hold=${pids[-1]}
+for _ in $(seq 100); do grep -q writing "$tmp/hold" && break; sleep 0.05; done
+sleep 0.2
+kill -9 "$server7"
+wait "$hold"
+check "outstanding write completes in error" "$tmp/hold" "completion status Work Request Flushed Error"
+check "the survivor sees the connection closed" "$tmp/hold" "event Connection closed"
+# ... and nothing it left behind blocks the next run on that address.
+start server8 server $addr 7307
+wait_listening "$tmp/server8"
+timeout 20 "$peer" client $addr 7307 next-run >"$tmp/client8" 2>&1
+check "the next server on the killed one's address" "$tmp/client8" "^client: ok"
+wait
+
+echo "multiprocess: $failures failed"
+((failures == 0))
