@@ -437,6 +437,8 @@ void SimBackend::InstallContextOps() {
 
 // The RPMA_SIM_STATS file, written at exit.
 std::FILE* g_stats_file = nullptr;
+// Set in a child of fork() whose parent had started the simulated NIC.
+std::atomic<bool> g_forked_child{false};
 
 void WriteStatsAtExit() {
   if (g_stats_file == nullptr) return;
@@ -483,8 +485,9 @@ absl::Status ApplyEnvironment() {
     has_plan = true;
   }
   std::FILE* stats = nullptr;
-  if (const char* path = PathEnv(kStatsEnvVar)) {
-    stats = std::fopen(path, "w");
+  if (const char* path_env = PathEnv(kStatsEnvVar)) {
+    const std::string path = TracePathForProcess(path_env, g_forked_child.load());
+    stats = std::fopen(path.c_str(), "w");
     if (stats == nullptr) {
       const int err = errno;
       return EnvError(kStatsEnvVar,
@@ -502,7 +505,8 @@ absl::Status ApplyEnvironment() {
   }
   if (const char* path = PathEnv(kTraceEnvVar)) {
     const FaultPlan* plan = GlobalFaultInjector().current();
-    absl::Status status = StartTrace(path, CurrentSeed(), plan != nullptr ? plan->Text(";") : "");
+    absl::Status status = StartTrace(TracePathForProcess(path, g_forked_child.load()),
+                                     CurrentSeed(), plan != nullptr ? plan->Text(";") : "");
     if (!status.ok()) return EnvError(kTraceEnvVar, status.message());
   }
   return absl::OkStatus();
@@ -510,10 +514,15 @@ absl::Status ApplyEnvironment() {
 
 }  // namespace
 
-// The child of a fork() gets a NIC of its own on first use (sim_backend.h).
+// The child of a fork() gets a NIC of its own on first use (sim_backend.h), and a trace of
+// its own.
 void ForgetBackendInChild() {
   SimBackend* parent = g_backend.exchange(nullptr, std::memory_order_acq_rel);
-  if (parent != nullptr) parent->MarkForked();
+  if (parent == nullptr) return;
+  parent->MarkForked();
+  g_forked_child.store(true);
+  AbandonTraceInChild();
+  g_stats_file = nullptr;  // the parent's, written by the parent at its exit
 }
 
 absl::StatusOr<Backend*> GetSimBackend() {

@@ -1,5 +1,7 @@
 #include "simverbs/sim/trace.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -197,6 +199,32 @@ void FinishTrace() {
                static_cast<unsigned long long>(tracer.fingerprint));
   std::fclose(tracer.file);
   tracer.file = nullptr;
+}
+
+void AbandonTraceInChild() {
+  trace_internal::g_trace_on.store(false, std::memory_order_release);
+  Tracer& tracer = GetTracer();
+  // No lock: this runs in the child right after fork(), with one thread, and the parent's
+  // FILE must not be written or flushed from here.
+  if (tracer.file != nullptr) close(fileno(tracer.file));
+  tracer.file = nullptr;
+}
+
+std::string TracePathForProcess(const std::string& path, bool forked_child) {
+  const std::string pid = std::to_string(static_cast<long>(getpid()));
+  std::string out;
+  bool substituted = false;
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '%' && i + 1 < path.size() && path[i + 1] == 'p') {
+      out += pid;
+      substituted = true;
+      ++i;
+    } else {
+      out += path[i];
+    }
+  }
+  if (forked_child && !substituted) out += "." + pid;
+  return out;
 }
 
 uint64_t TraceEventCount() {

@@ -56,6 +56,15 @@ absl::Status StartTrace(const std::string& path, uint64_t seed, absl::string_vie
 // Writes the end line and closes the trace. Does nothing when none is open.
 void FinishTrace();
 
+// In the child of a fork(): the open trace is the parent's. Stops tracing in this process
+// without writing to it (the parent goes on writing its own).
+void AbandonTraceInChild();
+
+// The trace file of this process for RPMA_SIM_TRACE=`path`: every "%p" replaced by the pid;
+// in a child of fork() (`forked_child`) a path without "%p" gets ".<pid>" appended, so that
+// parent and child never write one file.
+std::string TracePathForProcess(const std::string& path, bool forked_child);
+
 // The number of event lines and the fingerprint so far of the open (or last closed) trace.
 uint64_t TraceEventCount();
 uint64_t TraceFingerprint();

@@ -42,6 +42,27 @@ timeout 20 "$peer" fork $addr 7303 >"$tmp/fork" 2>&1
 check "forked child uses librpma after fork" "$tmp/fork" "^child client: ok"
 check "forking parent serves it" "$tmp/fork" "^harness: ok"
 
+# Traces: one per process. A forked child without %p in the path gets ".<pid>" appended; %p is
+# the pid in any process.
+RPMA_SIM_TRACE="$tmp/fork.trace" timeout 20 "$peer" fork $addr 7308 >"$tmp/fork-traced" 2>&1
+check "forking harness, traced" "$tmp/fork-traced" "^harness: ok"
+traces=("$tmp"/fork.trace.*)
+if [[ -f "$tmp/fork.trace" && ${#traces[@]} == 1 && -f "${traces[0]}" ]] &&
+  grep -q "^end events=" "$tmp/fork.trace" && grep -q " post_send " "${traces[0]}"; then
+  # (the child leaves with _exit(), so its trace has no end line: atexit handlers do not run)
+  echo "ok: parent and forked child write a trace each"
+else
+  fail "parent and forked child write a trace each: $(ls "$tmp" | grep fork.trace | tr '\n' ' ')"
+fi
+start server9 server $addr 7309
+RPMA_SIM_TRACE="$tmp/pair.%p.trace" timeout 20 "$peer" client $addr 7309 traced >"$tmp/client9" 2>&1
+wait
+if (($(ls "$tmp" | grep -c '^pair\.[0-9]*\.trace$') == 1)) && grep -q "cm_event" "$tmp"/pair.*.trace; then
+  echo "ok: %p names the trace after the pid"
+else
+  fail "%p names the trace after the pid: $(ls "$tmp" | tr '\n' ' ')"
+fi
+
 # A client before its server: rejected at once (no hang).
 timeout 5 "$peer" connect-only $addr 7304 >"$tmp/early" 2>&1
 check "client with no server is rejected" "$tmp/early" "Connection rejected"
