@@ -27,6 +27,8 @@ class ABSL_LOCKABLE Mutex final {
 
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
   void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  // Takes the lock if it is free; true when taken.
+  bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return mu_.try_lock(); }
   // For the analysis only: states that the caller holds the lock.
   void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK() {}
 

@@ -7,12 +7,23 @@
 //     against memcpy of the same N bytes (64 B and 1 MiB);
 //   * a wake-up through rpma_conn_wait across two threads (a send/recv ping-pong: each round
 //     trip is two wake-ups) against a bare eventfd ping-pong between two threads.
+// Then TWO PROCESSES on the simulated NIC (the host fabric): the bench forks a server that
+// listens (the child uses librpma after fork, with a NIC of its own) and connects to it:
+//   * an 8-byte send/recv ping-pong, both sides busy-polling (latency: half a round trip);
+//   * 1 MiB RDMA writes, 16 in flight (bandwidth);
+//   * the CPU the server uses in one second with a connection open and no traffic.
+// beside libfabric's shm provider (fi_pingpong and fi_rma_bw of Debian's libfabric-bin, when
+// installed: `apt-get install libfabric-bin`; the bench installs nothing).
 // The machines this runs on are shared and noisy: read the ratios, not the absolute times, and
 // nothing here asserts a time.
 
+#include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -230,6 +241,241 @@ class RatioReporter final : public benchmark::ConsoleReporter {
   std::map<std::string, double> ns_per_iteration_;
 };
 
+// ---- Two processes ---------------------------------------------------------------------
+
+constexpr char kTwoProcessPort[] = "7310";
+constexpr size_t kBigWrite = 1 << 20;
+constexpr int kWindow = 16;
+constexpr int kPingPongRounds = 20000;
+constexpr int kBigWrites = 2000;
+int g_op_context;  // (librpma accepts NULL; softrpma's rpma_conn_req_recv does not yet: issue 9)
+
+// Polls cq until one completion arrives; returns it.
+ibv_wc PollOne(rpma_cq* cq) {
+  ibv_wc wc;
+  int ret;
+  while ((ret = rpma_cq_get_wc(cq, 1, &wc, nullptr)) == RPMA_E_NO_COMPLETION) {
+  }
+  Check(ret, "get_wc");
+  if (wc.status != IBV_WC_SUCCESS) Check(RPMA_E_UNKNOWN, ibv_wc_status_str(wc.status));
+  return wc;
+}
+
+// The server process: one connection; answers kPingPongRounds pings, then waits for the client
+// to disconnect (the writes and the idle second need nothing of it).
+[[noreturn]] void RunTwoProcessServer(int ready_fd) {
+  ibv_context* dev = nullptr;
+  Check(rpma_utils_get_ibv_context(kAddress, RPMA_UTIL_IBV_CONTEXT_LOCAL, &dev), "get ctx");
+  rpma_peer* peer = nullptr;
+  Check(rpma_peer_new(dev, &peer), "peer_new");
+  rpma_ep* ep = nullptr;
+  Check(rpma_ep_listen(peer, kAddress, kTwoProcessPort, &ep), "ep_listen");
+  std::vector<char> buf(kBigWrite);
+  rpma_mr_local* mr = nullptr;
+  Check(rpma_mr_reg(peer, buf.data(), buf.size(),
+                    RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_SEND | RPMA_MR_USAGE_RECV, &mr),
+        "mr_reg");
+  size_t desc_size = 0;
+  Check(rpma_mr_get_descriptor_size(mr, &desc_size), "desc size");
+  std::vector<char> desc(desc_size);
+  Check(rpma_mr_get_descriptor(mr, desc.data()), "desc");
+  if (write(ready_fd, "r", 1) != 1) std::_Exit(1);
+  rpma_conn_req* req = nullptr;
+  Check(rpma_ep_next_conn_req(ep, nullptr, &req), "next_conn_req");
+  Check(rpma_conn_req_recv(req, mr, 0, 8, &g_op_context), "first recv");
+  rpma_conn_private_data pdata{desc.data(), static_cast<uint8_t>(desc_size)};
+  rpma_conn* conn = nullptr;
+  Check(rpma_conn_req_connect(&req, &pdata, &conn), "connect");
+  rpma_conn_event event;
+  Check(rpma_conn_next_event(conn, &event), "established");
+  rpma_cq* cq = nullptr;
+  Check(rpma_conn_get_cq(conn, &cq), "get_cq");
+  for (int i = 0; i < kPingPongRounds; ++i) {
+    while (PollOne(cq).opcode != IBV_WC_RECV) {
+    }
+    Check(rpma_recv(conn, mr, 0, 8, &g_op_context), "recv");
+    Check(rpma_send(conn, mr, 8, 8, RPMA_F_COMPLETION_ALWAYS, nullptr), "send");
+  }
+  Check(rpma_conn_next_event(conn, &event), "closed");  // sleeps until the client disconnects
+  rpma_conn_disconnect(conn);
+  rpma_conn_delete(&conn);
+  std::_Exit(0);
+}
+
+double CpuSecondsOf(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return 0;
+  char line[1024] = "";
+  const bool read = std::fgets(line, sizeof(line), f) != nullptr;
+  std::fclose(f);
+  if (!read) return 0;
+  const char* p = std::strrchr(line, ')');  // the fields after the command name
+  unsigned long utime = 0, stime = 0;
+  if (p == nullptr || std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+                                  &utime, &stime) != 2) {
+    return 0;
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+struct TwoProcessFigures {
+  double latency_us = 0;      // half a round trip
+  double bandwidth_gbs = 0;   // 1 MiB writes
+  double idle_cpu_pct = 0;    // the server, one idle second
+};
+
+TwoProcessFigures MeasureTwoProcesses() {
+  int ready[2];
+  if (pipe(ready) != 0) std::exit(1);
+  std::fflush(stdout);
+  const pid_t server = fork();
+  if (server < 0) std::exit(1);
+  if (server == 0) {
+    close(ready[0]);
+    RunTwoProcessServer(ready[1]);
+  }
+  close(ready[1]);
+  char byte;
+  if (read(ready[0], &byte, 1) != 1) Check(RPMA_E_UNKNOWN, "server start");
+  close(ready[0]);
+
+  TwoProcessFigures figures;
+  ibv_context* dev = nullptr;
+  Check(rpma_utils_get_ibv_context(kAddress, RPMA_UTIL_IBV_CONTEXT_REMOTE, &dev), "get ctx");
+  rpma_peer* peer = nullptr;
+  Check(rpma_peer_new(dev, &peer), "peer_new");
+  std::vector<char> buf(kBigWrite, 'w');
+  rpma_mr_local* mr = nullptr;
+  Check(rpma_mr_reg(peer, buf.data(), buf.size(),
+                    RPMA_MR_USAGE_WRITE_SRC | RPMA_MR_USAGE_SEND | RPMA_MR_USAGE_RECV, &mr),
+        "mr_reg");
+  rpma_conn_cfg* cfg = nullptr;
+  Check(rpma_conn_cfg_new(&cfg), "cfg");
+  Check(rpma_conn_cfg_set_sq_size(cfg, 64), "sq size");
+  Check(rpma_conn_cfg_set_cq_size(cfg, 64), "cq size");
+  rpma_conn_req* req = nullptr;
+  Check(rpma_conn_req_new(peer, kAddress, kTwoProcessPort, cfg, &req), "conn_req_new");
+  rpma_conn* conn = nullptr;
+  Check(rpma_conn_req_connect(&req, nullptr, &conn), "connect");
+  rpma_conn_event event;
+  Check(rpma_conn_next_event(conn, &event), "established");
+  rpma_conn_private_data pdata;
+  Check(rpma_conn_get_private_data(conn, &pdata), "private data");
+  rpma_mr_remote* remote = nullptr;
+  Check(rpma_mr_remote_from_descriptor(pdata.ptr, pdata.len, &remote), "remote mr");
+  rpma_cq* cq = nullptr;
+  Check(rpma_conn_get_cq(conn, &cq), "get_cq");
+
+  using Clock = std::chrono::steady_clock;
+  auto start = Clock::now();
+  for (int i = 0; i < kPingPongRounds; ++i) {
+    Check(rpma_recv(conn, mr, 64, 8, &g_op_context), "recv");
+    Check(rpma_send(conn, mr, 0, 8, RPMA_F_COMPLETION_ALWAYS, nullptr), "send");
+    int got_recv = 0, got_send = 0;
+    while (!got_recv || !got_send) {
+      (PollOne(cq).opcode == IBV_WC_RECV ? got_recv : got_send) = 1;
+    }
+  }
+  figures.latency_us =
+      std::chrono::duration<double, std::micro>(Clock::now() - start).count() / kPingPongRounds / 2;
+
+  start = Clock::now();
+  int in_flight = 0;
+  for (int posted = 0; posted < kBigWrites || in_flight > 0;) {
+    if (posted < kBigWrites && in_flight < kWindow) {
+      Check(rpma_write(conn, remote, 0, mr, 0, kBigWrite, RPMA_F_COMPLETION_ALWAYS, nullptr),
+            "write");
+      ++posted;
+      ++in_flight;
+    } else {
+      PollOne(cq);
+      --in_flight;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  figures.bandwidth_gbs = static_cast<double>(kBigWrites) * kBigWrite / seconds / 1e9;
+
+  const double cpu_before = CpuSecondsOf(server);
+  struct timespec second = {1, 0};
+  nanosleep(&second, nullptr);
+  figures.idle_cpu_pct = (CpuSecondsOf(server) - cpu_before) * 100.0;
+
+  Check(rpma_conn_disconnect(conn), "disconnect");
+  Check(rpma_conn_next_event(conn, &event), "closed");
+  rpma_conn_delete(&conn);
+  rpma_mr_remote_delete(&remote);
+  rpma_mr_dereg(&mr);
+  rpma_conn_cfg_delete(&cfg);
+  rpma_peer_delete(&peer);
+  int status = 0;
+  waitpid(server, &status, 0);
+  return figures;
+}
+
+// Runs `command` (a shell line) and returns the value of column `column` (1-based) of the
+// last line of its output that starts with a digit, or 0 when it did not run.
+double LastRowColumn(const std::string& command, int column) {
+  std::FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return 0;
+  char line[512];
+  double value = 0;
+  while (std::fgets(line, sizeof(line), pipe) != nullptr) {
+    if (line[0] < '0' || line[0] > '9') continue;
+    char* p = line;
+    for (int i = 1; i < column; ++i) {
+      while (*p != '\0' && *p != ' ' && *p != '\t') ++p;
+      while (*p == ' ' || *p == '\t') ++p;
+    }
+    value = std::strtod(p, nullptr);
+  }
+  pclose(pipe);
+  return value;
+}
+
+// libfabric's shm provider between two processes: fi_pingpong's usec/xfer (8 bytes) and
+// fi_rma_bw's MB/sec (1 MiB writes). 0 where the tool is not installed.
+struct ShmFigures {
+  double latency_us = 0;
+  double bandwidth_gbs = 0;
+};
+
+ShmFigures MeasureLibfabricShm() {
+  ShmFigures figures;
+  if (std::system("command -v fi_pingpong >/dev/null 2>&1 && command -v fi_rma_bw >/dev/null 2>&1") != 0) {
+    return figures;
+  }
+  // Columns: bytes iters total time MB/sec usec/xfer Mxfers/sec.
+  figures.latency_us = LastRowColumn(
+      "(fi_pingpong -p shm -S 8 -I 20000 -B 9228 >/dev/null 2>&1 &) ; sleep 0.5; "
+      "timeout 60 fi_pingpong -p shm -S 8 -I 20000 -B 9228 localhost 2>/dev/null", 6);
+  figures.bandwidth_gbs = LastRowColumn(
+      "(fi_rma_bw -p shm -o write -S 1048576 -I 2000 -W 16 -B 9229 >/dev/null 2>&1 &) ; "
+      "sleep 0.5; timeout 60 fi_rma_bw -p shm -o write -S 1048576 -I 2000 -W 16 -B 9229 "
+      "localhost 2>/dev/null", 5) / 1000.0;
+  return figures;
+}
+
+void ReportTwoProcesses() {
+  const TwoProcessFigures ours = MeasureTwoProcesses();
+  const ShmFigures shm = MeasureLibfabricShm();
+  std::printf("\nTwo processes on the simulated NIC (host fabric), measured in this run:\n");
+  std::printf("  %-44s %8.2f us\n", "8-byte send/recv ping-pong, half round trip", ours.latency_us);
+  std::printf("  %-44s %8.2f GB/s\n", "1 MiB RDMA write bandwidth (16 in flight)",
+              ours.bandwidth_gbs);
+  std::printf("  %-44s %8.1f %%\n", "idle server's CPU (1 s, connection open)", ours.idle_cpu_pct);
+  if (shm.latency_us <= 0 || shm.bandwidth_gbs <= 0) {
+    std::printf("  libfabric shm: not measured (fi_pingpong / fi_rma_bw not installed: "
+                "apt-get install libfabric-bin)\n");
+    return;
+  }
+  std::printf("  %-44s %8.2f us   ours %.2fx\n", "libfabric shm fi_pingpong 8 B (usec/xfer)",
+              shm.latency_us, ours.latency_us / shm.latency_us);
+  std::printf("  %-44s %8.2f GB/s ours %.2fx\n", "libfabric shm fi_rma_bw write 1 MiB",
+              shm.bandwidth_gbs, ours.bandwidth_gbs / shm.bandwidth_gbs);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -248,5 +494,6 @@ int main(int argc, char** argv) {
                       "BM_ConnWaitPingPong/iterations:20000/real_time",
                       "BM_EventfdPingPong/iterations:20000/real_time");
   benchmark::Shutdown();
+  ReportTwoProcesses();
   return 0;
 }

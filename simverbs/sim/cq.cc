@@ -141,6 +141,28 @@ int SimCq::Poll(int num_entries, ibv_wc* wc, int* num_polled) {
   return 0;
 }
 
+void SimCq::AddRemote(const std::shared_ptr<host::Conn>& conn) {
+  softrpma::MutexLock lock(&mu_);
+  // Forget connections that ended, so that a long-lived CQ's list stays short.
+  remotes_.erase(std::remove_if(remotes_.begin(), remotes_.end(),
+                                [](const std::weak_ptr<host::Conn>& c) { return c.expired(); }),
+                 remotes_.end());
+  remotes_.push_back(conn);
+  has_remote_.store(true, std::memory_order_relaxed);
+}
+
+void SimCq::ProgressRemotes() {
+  std::vector<std::shared_ptr<host::Conn>> live;
+  {
+    softrpma::MutexLock lock(&mu_);
+    live.reserve(remotes_.size());
+    for (const std::weak_ptr<host::Conn>& conn : remotes_) {
+      if (std::shared_ptr<host::Conn> c = conn.lock()) live.push_back(std::move(c));
+    }
+  }
+  for (const std::shared_ptr<host::Conn>& conn : live) conn->Progress();
+}
+
 int SimCq::ReqNotify(bool solicited_only, bool muted) {
   if (is_dummy) return 0;
   if (channel == nullptr) return EINVAL;

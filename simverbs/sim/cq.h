@@ -39,6 +39,7 @@
 #include "absl/base/thread_annotations.h"
 #include "simverbs/mutex.h"
 #include "simverbs/sim/device.h"
+#include "simverbs/sim/fabric/host.h"
 #include "simverbs/sim/sched.h"
 #include "simverbs/sim/signal_fd.h"
 
@@ -117,6 +118,14 @@ struct SimCq final {
   // Forgets the send-queue slots of a QP being destroyed (its completions stay pollable).
   void ForgetSqSlots(std::atomic<uint32_t>* sq_slots) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A QP on this CQ is connected to another process through `conn` (fabric/host.h). An empty
+  // poll then drives those connections itself (ProgressRemotes), so that a busy-polling
+  // program's completions do not wait for the fabric thread to be scheduled.
+  void AddRemote(const std::shared_ptr<host::Conn>& conn) ABSL_LOCKS_EXCLUDED(mu_);
+  bool has_remote() const { return has_remote_.load(std::memory_order_relaxed); }
+  // Conn::Progress() of each live connection added. REQUIRES: no simulator lock held.
+  void ProgressRemotes() ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   enum class Arm : uint8_t { kNone, kAny, kSolicited };
 
@@ -125,6 +134,8 @@ struct SimCq final {
   size_t head_ ABSL_GUARDED_BY(mu_) = 0;
   size_t count_ ABSL_GUARDED_BY(mu_) = 0;
   Arm arm_ ABSL_GUARDED_BY(mu_) = Arm::kNone;
+  std::atomic<bool> has_remote_{false};
+  std::vector<std::weak_ptr<host::Conn>> remotes_ ABSL_GUARDED_BY(mu_);
   bool arm_muted_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -767,6 +767,8 @@ bool EstablishLink(SimLink* link) {
 }
 
 void AttachRemote(SimQp* qp, std::shared_ptr<host::Conn> conn) {
+  qp->send_cq->AddRemote(conn);
+  if (qp->recv_cq != qp->send_cq) qp->recv_cq->AddRemote(conn);
   softrpma::MutexLock lock(&qp->link->mu);
   qp->link->remote = std::move(conn);
 }

@@ -189,6 +189,7 @@ static int run_client(const char *addr, const char *port, const char *id)
 	struct rpma_conn *conn = NULL;
 	CHECK(rpma_conn_req_connect(&req, &pdata, &conn));
 	expect_event(conn, RPMA_CONN_ESTABLISHED);
+	printf("%s: connected (pid %d)\n", role, (int)getpid());
 
 	struct rpma_conn_private_data server_pdata;
 	CHECK(rpma_conn_get_private_data(conn, &server_pdata));
@@ -351,7 +352,7 @@ int main(int argc, char *argv[])
 	}
 	role = "server";
 	CHECK(rpma_ep_listen(peer, addr, port, &ep));
-	printf("%s: listening\n", role);
+	printf("%s: listening (pid %d)\n", role, (int)getpid());
 	if (strcmp(mode, "fork") == 0) {
 		pid_t child = fork();
 		if (child < 0) {

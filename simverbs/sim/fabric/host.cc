@@ -25,7 +25,10 @@ namespace softrpma::sim::host {
 // The fabric's view of a connection, for the code in this file only.
 struct Conn::Internal {
   static void SetHandler(Conn* conn, std::shared_ptr<Handler> handler);
-  static void ReadAll(const std::shared_ptr<Conn>& conn);
+  static void Drive(const std::shared_ptr<Conn>& conn);
+  static void ReadLocked(const std::shared_ptr<Conn>& conn);
+  static bool PollerActive(const Conn& conn);
+  static void Rearm(Conn* conn);
   static void Flush(Conn* conn);
   static void End(const std::shared_ptr<Conn>& conn);
   static int Fd(const Conn& conn) { return conn.fd_; }
@@ -182,13 +185,29 @@ int GetFabric(Fabric** out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
   return 0;
 }
 
+uint64_t NowNs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000ULL + static_cast<uint64_t>(now.tv_nsec);
+}
+
+// Connections are watched one event at a time (EPOLLONESHOT, re-armed by Rearm once handled
+// or left to a poller, so a busy-polling program is not interrupted by the fabric thread for
+// every message) and edge-triggered (whoever reads, reads until EAGAIN); listeners
+// level-triggered.
+uint32_t ConnEvents(bool writable) {
+  return EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLONESHOT |
+         (writable ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+}
+
 // Adds a watch for `fd` (readable) and returns its token. REQUIRES: g_mu held.
 int AddWatchLocked(Fabric* fabric, int fd, uint64_t token, Watch watch)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
+  const bool is_conn = watch.conn != nullptr;
   fabric->watches[token] = std::move(watch);
   epoll_event event;
   std::memset(&event, 0, sizeof(event));
-  event.events = EPOLLIN | EPOLLRDHUP;
+  event.events = is_conn ? ConnEvents(false) : static_cast<uint32_t>(EPOLLIN);
   event.data.u64 = token;
   if (epoll_ctl(fabric->epoll_fd, EPOLL_CTL_ADD, fd, &event) != 0) {
     const int err = errno;
@@ -210,7 +229,7 @@ void SetWritableInterest(int fd, uint64_t token, bool writable) {
   if (g_fabric == nullptr) return;
   epoll_event event;
   std::memset(&event, 0, sizeof(event));
-  event.events = EPOLLIN | EPOLLRDHUP | (writable ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+  event.events = ConnEvents(writable);
   event.data.u64 = token;
   epoll_ctl(g_fabric->epoll_fd, EPOLL_CTL_MOD, fd, &event);
 }
@@ -257,11 +276,19 @@ void* RunFabric(void* arg) {
   Fabric* fabric = static_cast<Fabric*>(arg);
   const int epoll_fd = fabric->epoll_fd;
   epoll_event events[64];
+  // Connections with news that a busy poller is about to read (Conn::kBusyPollWindowNs).
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Conn>> deferred;
   while (true) {
-    const int n = epoll_wait(epoll_fd, events, 64, -1);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return nullptr;
+    const int n = epoll_wait(epoll_fd, events, 64, deferred.empty() ? -1 : 1);
+    if (n < 0 && errno != EINTR) return nullptr;
+    for (auto it = deferred.begin(); it != deferred.end();) {
+      if (Conn::Internal::PollerActive(*it->second)) {
+        ++it;
+        continue;
+      }
+      Conn::Internal::Drive(it->second);
+      Conn::Internal::Rearm(it->second.get());
+      deferred.erase(it++);
     }
     for (int i = 0; i < n; ++i) {
       Watch watch;
@@ -278,8 +305,13 @@ void* RunFabric(void* arg) {
       }
       if ((events[i].events & EPOLLOUT) != 0) Conn::Internal::Flush(watch.conn.get());
       if ((events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
-        Conn::Internal::ReadAll(watch.conn);
+        if (Conn::Internal::PollerActive(*watch.conn)) {
+          deferred[events[i].data.u64] = watch.conn;  // stays disarmed while it is polled
+          continue;
+        }
+        Conn::Internal::Drive(watch.conn);
       }
+      Conn::Internal::Rearm(watch.conn.get());
     }
   }
 }
@@ -429,7 +461,42 @@ void Conn::Internal::End(const std::shared_ptr<Conn>& conn) {
   if (notify && handler != nullptr) handler->OnClosed();
 }
 
-void Conn::Internal::ReadAll(const std::shared_ptr<Conn>& conn) {
+void Conn::Progress() {
+  last_poll_ns_.store(NowNs(), std::memory_order_relaxed);
+  Internal::Drive(shared_from_this());
+}
+
+void Conn::Internal::Rearm(Conn* conn) {
+  bool writable;
+  {
+    softrpma::MutexLock lock(&conn->mu_);
+    writable = conn->want_writable_;
+  }
+  SetWritableInterest(conn->fd_, conn->token_, writable);
+}
+
+bool Conn::Internal::PollerActive(const Conn& conn) {
+  return NowNs() - conn.last_poll_ns_.load(std::memory_order_relaxed) < kBusyPollWindowNs;
+}
+
+void Conn::Internal::Drive(const std::shared_ptr<Conn>& conn) {
+  conn->drive_pending_.store(true, std::memory_order_seq_cst);
+  while (conn->drive_pending_.load(std::memory_order_seq_cst)) {
+    if (!conn->read_mu_.TryLock()) return;  // its holder looks again after letting go
+    conn->drive_pending_.store(false, std::memory_order_seq_cst);
+    bool queued;
+    {
+      softrpma::MutexLock lock(&conn->mu_);
+      queued = conn->out_offset_ < conn->out_.size();
+    }
+    if (queued) Flush(conn.get());
+    ReadLocked(conn);
+    conn->read_mu_.Unlock();
+  }
+}
+
+void Conn::Internal::ReadLocked(const std::shared_ptr<Conn>& conn)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // REQUIRES: conn->read_mu_ held
   Conn* c = conn.get();
   while (true) {
     uint8_t* into;
