@@ -1,5 +1,8 @@
 #include "simverbs/sim/fault.h"
 
+#include <errno.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -464,7 +467,8 @@ class RuleParser final {
 
   absl::Status ParseCondition(const Token& token, FaultPoint point, FaultCondition* condition,
                               std::string* canonical) const {
-    static constexpr char kExpected[] = "expected nth=N, after=N, every=K, prob=P or qp=QP_NUM";
+    static constexpr char kExpected[] =
+        "expected nth=N, after=N, every=K, prob=P, qp=QP_NUM or prog=NAME";
     if (token.text.empty()) {
       return Error(token.offset, "empty condition (\"::\" or a trailing ':')");
     }
@@ -511,6 +515,22 @@ class RuleParser final {
       }
       condition->qp = qp_num;
       absl::StrAppend(canonical, ":qp=", qp_num);
+      return absl::OkStatus();
+    }
+    if (name.text == "prog") {
+      if (condition->prog.has_value()) return Error(name.offset, "duplicate condition \"prog\"");
+      bool valid = !value.text.empty() && value.text.size() <= 64;
+      for (char c : value.text) {
+        valid = valid && (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                          c == '_' || c == '-');
+      }
+      if (!valid) {
+        return Error(value.offset,
+                     absl::StrCat("bad program name \"", value.text,
+                                  "\" for prog (expected 1 to 64 of A-Z a-z 0-9 . _ -)"));
+      }
+      condition->prog = std::string(value.text);
+      absl::StrAppend(canonical, ":prog=", value.text);
       return absl::OkStatus();
     }
     std::optional<uint64_t>* slot = nullptr;
@@ -607,10 +627,19 @@ bool FaultCondition::Matches(uint64_t hit) const {
   return true;
 }
 
+std::string ProcessName() {
+  const char* role = std::getenv(kRoleEnvVar);
+  if (role != nullptr && *role != '\0') return role;
+  return program_invocation_short_name;
+}
+
 FaultPlan::FaultPlan(std::vector<FaultRule> rules)
     : rules_(std::move(rules)), rule_hits_(new std::atomic<uint64_t>[rules_.size()]) {
+  const std::string process = ProcessName();
   for (uint32_t i = 0; i < rules_.size(); ++i) {
     rule_hits_[i].store(0, std::memory_order_relaxed);
+    // A rule for another program is part of the plan (its text, the trace) but never fires.
+    if (rules_[i].condition.prog.has_value() && *rules_[i].condition.prog != process) continue;
     rules_by_point_[static_cast<int>(rules_[i].point)].push_back(i);
     if (rules_[i].point == FaultPoint::kMalloc) has_malloc_rule_ = true;
   }
@@ -821,6 +850,7 @@ uint64_t FaultInjector::total_hits(FaultPoint point) const {
 }
 
 void FaultInjector::WriteStats(std::FILE* file) const {
+  std::fprintf(file, "# process %s pid %d\n", ProcessName().c_str(), static_cast<int>(getpid()));
   for (const FaultPointInfo& info : kFaultPointTable) {
     std::fprintf(file, "%s %llu\n", info.name,
                  static_cast<unsigned long long>(total_hits(info.point)));

@@ -13,8 +13,9 @@
 // taken but sends no event); on the posts `wc_status=<IBV_WC_*>` (the WR completes with that
 // error) and `delay=<ns>` (its completion arrives later, in simulated time); on the connection
 // calls `reject`, `unreachable`, `lost`, `disconnect` (the connection ends that way).
-// Conditions: nth / after / every on the hit number, prob (seeded, see sched.h) and qp (only
-// that QP's hits, numbered on their own). Every action is off unless a rule asks for it. Every
+// Conditions: nth / after / every on the hit number, prob (seeded, see sched.h), qp (only
+// that QP's hits, numbered on their own) and prog (the rule applies only in the process of that
+// name, ProcessName(): so one spec serves a server and its client). Every action is off unless a rule asks for it. Every
 // injection is logged to stderr, counted and traced (trace.h). With no plan installed a fault
 // point costs one relaxed atomic load. The full grammar and every point are in docs/FAULTS.md.
 //
@@ -47,6 +48,12 @@ namespace softrpma::sim {
 inline constexpr char kFaultsEnvVar[] = "RPMA_SIM_FAULTS";
 inline constexpr char kScenarioEnvVar[] = "RPMA_SIM_SCENARIO";
 inline constexpr char kStatsEnvVar[] = "RPMA_SIM_STATS";
+// The name a process goes by in prog= conditions and in its stats file; unset or empty: the
+// executable's file name.
+inline constexpr char kRoleEnvVar[] = "RPMA_SIM_ROLE";
+
+// This process's name for prog= conditions: RPMA_SIM_ROLE, else the executable's file name.
+std::string ProcessName();
 
 // Every fault point. The order matches kFaultPointTable in fault.cc.
 enum class FaultPoint : uint8_t {
@@ -152,6 +159,7 @@ struct FaultCondition {
   std::optional<uint64_t> every;  // hit % every == 0
   std::optional<double> prob;     // a seeded draw for (rule, hit) is below prob
   std::optional<uint32_t> qp;     // the hit is on this QP number
+  std::optional<std::string> prog;  // the rule exists only in the process named so (ProcessName)
   // nth / after / every only (qp and prob are checked by the plan).
   bool Matches(uint64_t hit) const;
 };

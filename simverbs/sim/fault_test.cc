@@ -56,6 +56,8 @@ INSTANTIATE_TEST_SUITE_P(
         GoodSpec{"rdma_resolve_route:fail=4000", "rdma_resolve_route:fail=4000"},
         GoodSpec{"  ", ""},
         GoodSpec{"ibv_get_cq_event:spurious:nth=2", "ibv_get_cq_event:spurious:nth=2"},
+        GoodSpec{"ibv_post_send : fail=EIO : nth=3 : prog=my-server.1",
+                 "ibv_post_send:fail=EIO:nth=3:prog=my-server.1"},
         GoodSpec{"ibv_req_notify_cq:no_notify", "ibv_req_notify_cq:no_notify"},
         GoodSpec{"ibv_post_send:wc_status=IBV_WC_REM_ACCESS_ERR:nth=3",
                  "ibv_post_send:wc_status=IBV_WC_REM_ACCESS_ERR:nth=3"},
@@ -144,7 +146,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "fault spec rule 1, column 30: duplicate condition \"nth\""},
         BadSpec{"ibv_post_send:fail=EIO:sometimes=2",
                 "fault spec rule 1, column 24: unknown condition \"sometimes\"; expected nth=N, "
-                "after=N, every=K, prob=P or qp=QP_NUM"},
+                "after=N, every=K, prob=P, qp=QP_NUM or prog=NAME"},
         BadSpec{"ibv_post_send:fail=EIO:",
                 "fault spec rule 1, column 24: empty condition (\"::\" or a trailing ':')"},
         BadSpec{"ibv_post_send:fail=EIO;;ibv_poll_cq:fail=EIO",
@@ -246,6 +248,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "number from 1 to 4294967295)"},
         BadSpec{"ibv_post_send:fail=EIO:qp=17:qp=18",
                 "fault spec rule 1, column 30: duplicate condition \"qp\""},
+        BadSpec{"ibv_post_send:fail=EIO:prog=a/b",
+                "fault spec rule 1, column 29: bad program name \"a/b\" for prog (expected 1 to "
+                "64 of A-Z a-z 0-9 . _ -)"},
         BadSpec{":fail=EIO", "fault spec rule 1, column 1: missing fault point name"}));
 
 TEST(FaultPointsTest, ListedNamedAfterTheCalls) {
@@ -301,6 +306,24 @@ TEST_F(FaultTest, Nth_OnlyThatHitFails) {
   ASSERT_TRUE(SetFaultPlan("ibv_query_device_ex:fail=EIO:nth=2").ok());
 
   EXPECT_EQ(QueryResults(4), (std::vector<int>{0, EIO, 0, 0}));
+}
+
+TEST_F(FaultTest, Prog_RuleFiresOnlyInTheProcessOfThatName) {
+  // RPMA_SIM_ROLE names this process; a rule for another program is inert here.
+  ASSERT_EQ(setenv(kRoleEnvVar, "server", 1), 0);
+  ASSERT_TRUE(
+      SetFaultPlan("ibv_query_device_ex:fail=EIO:nth=1:prog=client; "
+                   "ibv_query_device_ex:fail=ENOMEM:nth=2:prog=server")
+          .ok());
+  EXPECT_EQ(QueryResults(3), (std::vector<int>{0, ENOMEM, 0}));
+  ASSERT_EQ(unsetenv(kRoleEnvVar), 0);
+}
+
+TEST_F(FaultTest, Prog_DefaultsToTheExecutablesName) {
+  ASSERT_EQ(unsetenv(kRoleEnvVar), 0);
+  EXPECT_EQ(ProcessName(), "fault_test");
+  ASSERT_TRUE(SetFaultPlan("ibv_query_device_ex:fail=EIO:prog=fault_test").ok());
+  EXPECT_EQ(QueryResults(1), (std::vector<int>{EIO}));
 }
 
 TEST_F(FaultTest, After_EveryHitAfterTheFirstN) {
