@@ -78,6 +78,7 @@ ChildCommand SimCommand(const SimConfig& config, std::vector<std::string> progra
   set_or_unset(kScenarioVar, non_empty(config.scenario));
   set_or_unset(kTraceVar, non_empty(config.trace));
   set_or_unset(kStatsVar, non_empty(config.stats));
+  if (!config.fabric.empty()) command.env_set.emplace_back(kFabricVar, config.fabric);
   if (!config.lib_dir.empty()) {
     const char* inherited = std::getenv("LD_LIBRARY_PATH");
     command.env_set.emplace_back("LD_LIBRARY_PATH",

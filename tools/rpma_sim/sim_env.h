@@ -25,6 +25,7 @@ inline constexpr char kFaultsVar[] = "RPMA_SIM_FAULTS";
 inline constexpr char kScenarioVar[] = "RPMA_SIM_SCENARIO";
 inline constexpr char kTraceVar[] = "RPMA_SIM_TRACE";
 inline constexpr char kStatsVar[] = "RPMA_SIM_STATS";
+inline constexpr char kFabricVar[] = "RPMA_SIM_FABRIC";
 
 // The library file that LD_LIBRARY_PATH must find.
 inline constexpr char kLibraryName[] = "librpma.so.0";
@@ -38,6 +39,10 @@ struct SimConfig {
   std::string trace;                  // where the simulator writes its trace, "" for none
   std::string stats;                  // where it writes hit counts at exit, "" for none
   std::string lib_dir;                // prepended to LD_LIBRARY_PATH, "" for none
+  // The host fabric the run's processes meet on (docs/FABRIC.md); "" keeps the inherited one.
+  // A sweep gives each run its own, so that runs side by side never see each other's
+  // listeners.
+  std::string fabric;
 };
 
 // `program` (argv) to be run with `config`: RPMA_BACKEND=sim, the RPMA_SIM_* variables that

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "tools/rpma_sim/classify.h"
 #include "tools/rpma_sim/json.h"
@@ -87,6 +88,7 @@ class ScratchDir final {
 // One finished run, for the table, the failure lines and the report.
 struct RunRecord {
   std::string point;  // "" for the clean run
+  std::string prog;   // the program whose point is failed ("" when the run has one name)
   uint64_t nth = 0;
   std::string spec;  // "" for the clean run (no RPMA_SIM_FAULTS)
   ChildExit exit;
@@ -104,7 +106,8 @@ struct Counts {
 Counts CountRuns(const std::vector<RunRecord>& runs) {
   Counts counts;
   for (const RunRecord& r : runs) {
-    ++counts.by_point[r.point][static_cast<int>(r.verdict.run_class)];
+    ++counts.by_point[PointLabel(PointHits{r.point, 0, r.prog})]
+                     [static_cast<int>(r.verdict.run_class)];
     ++counts.total[static_cast<int>(r.verdict.run_class)];
   }
   return counts;
@@ -125,8 +128,9 @@ class Sweeper final {
 
  private:
   // The command (and its replay line) of one run with `faults` (nullopt: none).
+  // `run` numbers the run (0: the clean run) for its fabric.
   ChildCommand Command(const std::optional<std::string>& faults, const std::string& stats,
-                       const std::string& output, std::string* replay) const;
+                       const std::string& output, size_t run, std::string* replay) const;
   // Classifies a finished run; keeps the tail of a failing run's output.
   void Finish(const ChildExit& exit, const std::string& output_path, RunRecord* record) const;
   void DrawProgress(size_t done, size_t total, const ClassCounts& counts) const;
@@ -144,7 +148,7 @@ class Sweeper final {
 };
 
 ChildCommand Sweeper::Command(const std::optional<std::string>& faults, const std::string& stats,
-                              const std::string& output, std::string* replay) const {
+                              const std::string& output, size_t run, std::string* replay) const {
   std::vector<std::string> program = options_.program;
   if (checker_ == LeakChecker::kValgrind) {
     std::vector<std::string> prefixed = ValgrindPrefix();
@@ -156,6 +160,8 @@ ChildCommand Sweeper::Command(const std::optional<std::string>& faults, const st
   config.faults = faults;
   config.stats = stats;
   config.lib_dir = options_.lib_dir;
+  // Runs go side by side (-j): each meets only its own processes.
+  config.fabric = absl::StrCat("sweep-", getpid(), "-", run);
   *replay = ReplayCommand(options_.tool, config, options_.lib_dir_flag, program);
   ChildCommand command = SimCommand(config, program);
   command.output_path = output;
@@ -215,7 +221,7 @@ void Sweeper::PrintTable(const std::vector<PointHits>& swept,
                          const std::vector<RunRecord>& runs) const {
   Counts counts = CountRuns(runs);
   size_t width = 5;  // "total"
-  for (const PointHits& p : swept) width = std::max(width, p.point.size());
+  for (const PointHits& p : swept) width = std::max(width, PointLabel(p).size());
   auto row = [&](absl::string_view name, const std::string& hits, uint64_t count,
                  const ClassCounts& c) {
     std::fprintf(out_, "%-*s %7s %6llu %6llu %8llu %8llu %5llu %7llu\n", static_cast<int>(width),
@@ -228,15 +234,15 @@ void Sweeper::PrintTable(const std::vector<PointHits>& swept,
                "hits", "runs", "clean", "nonzero", "crashed", "hung", "leaked");
   uint64_t total_hits = 0;
   for (const PointHits& p : swept) {
-    const ClassCounts& c = counts.by_point[p.point];
-    row(p.point, absl::StrCat(p.hits), Sum(c), c);
+    const ClassCounts& c = counts.by_point[PointLabel(p)];
+    row(PointLabel(p), absl::StrCat(p.hits), Sum(c), c);
     total_hits += p.hits;
   }
   row("total", absl::StrCat(total_hits), Sum(counts.total), counts.total);
   if (!not_swept.empty()) {
     std::fprintf(out_, "not swept (calls that return void and cannot fail): %s\n",
                  absl::StrJoin(not_swept, ", ", [](std::string* o, const PointHits& p) {
-                   absl::StrAppend(o, p.point, " (", p.hits, " hits)");
+                   absl::StrAppend(o, PointLabel(p), " (", p.hits, " hits)");
                  }).c_str());
   }
 }
@@ -245,6 +251,8 @@ void WriteRun(JsonWriter& w, const RunRecord& r) {
   w.BeginObject();
   w.Key("point");
   r.point.empty() ? w.Null() : w.String(r.point);
+  w.Key("prog");
+  r.prog.empty() ? w.Null() : w.String(r.prog);
   w.Key("nth");
   r.nth == 0 ? w.Null() : w.Uint(r.nth);
   w.Key("spec");
@@ -309,9 +317,11 @@ bool Sweeper::WriteReport(const RunRecord& clean, const std::vector<PointHits>& 
     w.BeginObject();
     w.Key("point");
     w.String(p.point);
+    w.Key("prog");
+    p.prog.empty() ? w.Null() : w.String(p.prog);
     w.Key("hits");
     w.Uint(p.hits);
-    counts(counted.by_point[p.point]);
+    counts(counted.by_point[PointLabel(p)]);
     w.EndObject();
   }
   w.EndArray();
@@ -388,10 +398,11 @@ int Sweeper::Run() {
 
   // 1. The clean run, which counts the hits of every point.
   RunRecord clean;
-  const std::string stats_path = scratch.path() + "/stats.txt";
+  // One stats file per process of the run (%p: the simulator puts the pid there).
+  const std::string stats_path = scratch.path() + "/stats.%p.txt";
   const std::string clean_output = scratch.path() + "/clean.log";
   std::vector<ChildCommand> clean_command = {
-      Command(std::nullopt, stats_path, clean_output, &clean.replay)};
+      Command(std::nullopt, stats_path, clean_output, 0, &clean.replay)};
   absl::StatusOr<std::vector<ChildExit>> clean_exit =
       RunChildren(clean_command, 1, options_.timeout, nullptr);
   if (!clean_exit.ok()) {
@@ -413,8 +424,27 @@ int Sweeper::Run() {
   } else if (clean.verdict.run_class == RunClass::kLeaked) {
     std::fprintf(out_, "(the program leaks even without a fault; the sweep goes on)\n");
   }
-  std::string stats_text = ReadFile(stats_path);
-  absl::StatusOr<std::vector<PointHits>> stats = ParseStats(stats_text);
+  std::vector<std::string> stats_texts;
+  std::string stats_text;
+  {
+    std::error_code error;
+    std::vector<std::string> paths;
+    for (const auto& entry : std::filesystem::directory_iterator(scratch.path(), error)) {
+      const std::string name = entry.path().filename().string();
+      if (absl::StartsWith(name, "stats.") && absl::EndsWith(name, ".txt")) {
+        paths.push_back(entry.path().string());
+      }
+    }
+    std::sort(paths.begin(), paths.end());
+    for (const std::string& path : paths) {
+      stats_texts.push_back(ReadFile(path));
+      stats_text += stats_texts.back();
+    }
+  }
+  if (stats_texts.size() > 1) {
+    std::fprintf(out_, "the clean run's %zu processes hit fault points\n", stats_texts.size());
+  }
+  absl::StatusOr<std::vector<PointHits>> stats = MergeProcessStats(stats_texts);
   if (!stats.ok()) {
     std::fprintf(stderr, "rpma-sim: the simulator's hit counts (%s): %s\n", kStatsVar,
                  std::string(stats.status().message()).c_str());
@@ -471,10 +501,11 @@ int Sweeper::Run() {
   std::vector<std::string> outputs;
   for (size_t i = 0; i < plan.size(); ++i) {
     runs[i].point = plan[i].point;
+    runs[i].prog = plan[i].prog;
     runs[i].nth = plan[i].nth;
     runs[i].spec = plan[i].spec;
     outputs.push_back(absl::StrCat(scratch.path(), "/run-", i, ".log"));
-    commands.push_back(Command(plan[i].spec, "", outputs.back(), &runs[i].replay));
+    commands.push_back(Command(plan[i].spec, "", outputs.back(), i + 1, &runs[i].replay));
   }
   ClassCounts counts{};
   size_t done = 0;

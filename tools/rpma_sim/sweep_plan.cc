@@ -1,6 +1,7 @@
 #include "tools/rpma_sim/sweep_plan.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -29,10 +30,56 @@ absl::StatusOr<std::vector<PointHits>> ParseStats(absl::string_view text) {
   return out;
 }
 
+std::string PointLabel(const PointHits& p) {
+  return p.prog.empty() ? p.point : absl::StrCat(p.prog, ":", p.point);
+}
+
+std::string StatsProcessName(absl::string_view text) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (!absl::ConsumePrefix(&line, "# process ")) continue;
+    std::vector<absl::string_view> fields =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    return fields.empty() ? "" : std::string(fields[0]);
+  }
+  return "";
+}
+
+absl::StatusOr<std::vector<PointHits>> MergeProcessStats(const std::vector<std::string>& texts) {
+  std::map<std::string, std::vector<PointHits>> by_name;  // sorted names
+  for (size_t i = 0; i < texts.size(); ++i) {
+    absl::StatusOr<std::vector<PointHits>> parsed = ParseStats(texts[i]);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("process ", i + 1, " of ", texts.size(), ": ", parsed.status().message()));
+    }
+    std::vector<PointHits>& merged = by_name[StatsProcessName(texts[i])];
+    for (const PointHits& p : *parsed) {
+      auto it = std::find_if(merged.begin(), merged.end(),
+                             [&p](const PointHits& m) { return m.point == p.point; });
+      if (it == merged.end()) {
+        merged.push_back(p);
+      } else {
+        it->hits = std::max(it->hits, p.hits);
+      }
+    }
+  }
+  std::vector<PointHits> out;
+  for (auto& [name, points] : by_name) {
+    for (PointHits& p : points) {
+      if (by_name.size() > 1) p.prog = name;
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
 const char* SweepErrno(absl::string_view point) { return point == "malloc" ? "ENOMEM" : "EIO"; }
 
-std::string SweepFaultSpec(absl::string_view point, uint64_t nth) {
-  return absl::StrCat(point, ":fail=", SweepErrno(point), ":nth=", nth);
+std::string SweepFaultSpec(absl::string_view point, uint64_t nth, absl::string_view prog) {
+  std::string spec = absl::StrCat(point, ":fail=", SweepErrno(point), ":nth=", nth);
+  if (!prog.empty()) absl::StrAppend(&spec, ":prog=", prog);
+  return spec;
 }
 
 std::vector<uint64_t> ShareRuns(const std::vector<uint64_t>& hits, uint64_t max_runs) {
@@ -91,7 +138,8 @@ std::vector<PlannedRun> PlanSweep(const std::vector<PointHits>& points, uint64_t
   std::vector<PlannedRun> runs;
   for (size_t i = 0; i < points.size(); ++i) {
     for (uint64_t nth : SpreadHits(points[i].hits, share[i])) {
-      runs.push_back(PlannedRun{points[i].point, nth, SweepFaultSpec(points[i].point, nth)});
+      runs.push_back(PlannedRun{points[i].point, points[i].prog, nth,
+                                SweepFaultSpec(points[i].point, nth, points[i].prog)});
     }
   }
   return runs;

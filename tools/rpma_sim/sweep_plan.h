@@ -18,22 +18,38 @@
 
 namespace softrpma::rpma_sim {
 
-// How often one fault point was hit in one run.
+// How often one fault point was hit in one run (in the processes named `prog`; "" when the
+// run's processes all go by one name).
 struct PointHits {
   std::string point;
   uint64_t hits = 0;
+  std::string prog;
 };
+
+// "point", or "prog:point" for a point of one program of several (tables, keys).
+std::string PointLabel(const PointHits& p);
 
 // Parses the simulator's stats file: one `<point> <hits>` per line (blanks around the two
 // fields, blank lines and lines starting with '#' ignored), in the file's order.
 // Errors: InvalidArgument naming the line number and what is wrong with it.
 absl::StatusOr<std::vector<PointHits>> ParseStats(absl::string_view text);
 
+// The process name of a stats file: its `# process NAME pid N` line, or "" when it has none.
+std::string StatsProcessName(absl::string_view text);
+
+// The hit counts of one run from the stats files of all its processes (one per process).
+// When the processes go by one name (one process, or a program that forks copies of itself),
+// each point's count is the largest of them and `prog` is ""; otherwise each (name, point)
+// is an entry of its own, with `prog` set, names in sorted order, points in file order.
+// Errors: those of ParseStats, naming the file's position.
+absl::StatusOr<std::vector<PointHits>> MergeProcessStats(const std::vector<std::string>& texts);
+
 // The errno name a sweep fails `point` with: "ENOMEM" for malloc, "EIO" for every other point.
 const char* SweepErrno(absl::string_view point);
 
-// The fault spec of one sweep run, e.g. "ibv_post_send:fail=EIO:nth=3".
-std::string SweepFaultSpec(absl::string_view point, uint64_t nth);
+// The fault spec of one sweep run, e.g. "ibv_post_send:fail=EIO:nth=3", with ":prog=NAME"
+// when `prog` is not empty.
+std::string SweepFaultSpec(absl::string_view point, uint64_t nth, absl::string_view prog = "");
 
 // How many runs each point gets when at most `max_runs` may be made (0: no bound): each point
 // gets all of its hits when they fit; otherwise the runs are dealt out in rounds, each point
@@ -48,6 +64,7 @@ std::vector<uint64_t> SpreadHits(uint64_t hits, uint64_t budget);
 // One run of a sweep.
 struct PlannedRun {
   std::string point;
+  std::string prog;
   uint64_t nth = 0;
   std::string spec;  // SweepFaultSpec(point, nth)
 };

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -110,7 +111,7 @@ TEST(SpreadHits, DistinctAndAscendingForEveryBudget) {
 }
 
 TEST(PlanSweep, OneRunPerHitPointByPoint) {
-  std::vector<PlannedRun> runs = PlanSweep({{"ibv_alloc_pd", 1}, {"malloc", 2}}, 0);
+  std::vector<PlannedRun> runs = PlanSweep({{"ibv_alloc_pd", 1, ""}, {"malloc", 2, ""}}, 0);
   ASSERT_EQ(runs.size(), 3u);
   EXPECT_EQ(runs[0].spec, "ibv_alloc_pd:fail=EIO:nth=1");
   EXPECT_EQ(runs[1].spec, "malloc:fail=ENOMEM:nth=1");
@@ -121,13 +122,53 @@ TEST(PlanSweep, OneRunPerHitPointByPoint) {
 
 TEST(PlanSweep, BoundedByMaxRuns) {
   std::vector<PlannedRun> runs =
-      PlanSweep({{"ibv_alloc_pd", 1}, {"ibv_post_send", 50}, {"malloc", 300}}, 11);
+      PlanSweep({{"ibv_alloc_pd", 1, ""}, {"ibv_post_send", 50, ""}, {"malloc", 300, ""}}, 11);
   ASSERT_EQ(runs.size(), 11u);
   EXPECT_EQ(runs[0].spec, "ibv_alloc_pd:fail=EIO:nth=1");
   EXPECT_EQ(runs[1].spec, "ibv_post_send:fail=EIO:nth=1");
   EXPECT_EQ(runs[5].spec, "ibv_post_send:fail=EIO:nth=50");
   EXPECT_EQ(runs[6].spec, "malloc:fail=ENOMEM:nth=1");
   EXPECT_EQ(runs[10].spec, "malloc:fail=ENOMEM:nth=300");
+}
+
+}  // namespace
+}  // namespace softrpma::rpma_sim
+
+namespace softrpma::rpma_sim {
+namespace {
+
+TEST(MergeProcessStats, OneNameTakesTheLargestCountPerPoint) {
+  // A program that forks a copy of itself: both processes go by one name.
+  absl::StatusOr<std::vector<PointHits>> merged = MergeProcessStats(
+      {"# process peer pid 10\nibv_post_send 3\nmalloc 7\n",
+       "# process peer pid 11\nibv_post_send 5\nmalloc 2\n"});
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  ASSERT_EQ(merged->size(), 2u);
+  EXPECT_EQ((*merged)[0].point, "ibv_post_send");
+  EXPECT_EQ((*merged)[0].hits, 5u);
+  EXPECT_EQ((*merged)[0].prog, "");
+  EXPECT_EQ((*merged)[1].hits, 7u);
+}
+
+TEST(MergeProcessStats, SeveralNamesKeepAnEntryPerProgram) {
+  absl::StatusOr<std::vector<PointHits>> merged = MergeProcessStats(
+      {"# process server pid 20\nrdma_accept 1\n", "# process client pid 21\nrdma_connect 1\n"});
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  ASSERT_EQ(merged->size(), 2u);
+  EXPECT_EQ(PointLabel((*merged)[0]), "client:rdma_connect");  // names sorted
+  EXPECT_EQ(PointLabel((*merged)[1]), "server:rdma_accept");
+  std::vector<PlannedRun> runs = PlanSweep(*merged, 0);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].spec, "rdma_connect:fail=EIO:nth=1:prog=client");
+  EXPECT_EQ(runs[1].spec, "rdma_accept:fail=EIO:nth=1:prog=server");
+}
+
+TEST(MergeProcessStats, ABadFileIsNamed) {
+  absl::StatusOr<std::vector<PointHits>> merged =
+      MergeProcessStats({"malloc 1\n", "malloc x\n"});
+  EXPECT_EQ(merged.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(merged.status().message(), "process 2 of 2: stats line 1"))
+      << merged.status();
 }
 
 }  // namespace

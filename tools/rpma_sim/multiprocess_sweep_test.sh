@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# A fault sweep of a program that is TWO PROCESSES: a script that starts a server and a client
+# (tests/multiprocess/pair.sh, each named by RPMA_SIM_ROLE). The clean run counts the hits of
+# every point in both processes; each (program, point, hit) is then failed in its own run
+# (prog=), every run on a fabric of its own so that runs side by side do not meet.
+set -uo pipefail
+# shellcheck source=tools/rpma_sim/testdata/testlib.sh
+source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/rpma_sim/testdata/testlib.sh"
+peer="$root/tests/multiprocess/peer"
+pair="$root/tests/multiprocess/pair.sh"
+
+run "$rpma_sim" sweep -j 2 --timeout=20s --report="$work/report.json" -- "$pair" "$peer" 7601
+echo "$out"
+echo "$err"
+expect_status "the sweep passes (no run in which a process crashed or hung)" 0 "$status"
+expect_in "the clean run counted both processes" "$out" "the clean run's 2 processes hit fault points"
+expect_in "the table has the client's points" "$out" "client:rdma_connect"
+expect_in "the table has the server's points" "$out" "server:rdma_accept"
+summary="$(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+progs = sorted({p["prog"] for p in r["points"]})
+specs = [run["spec"] for run in r["runs"]]
+print(" ".join(progs))
+print(sum(p["hits"] for p in r["points"]), len(specs), len(set(specs)))
+print("ok" if all(s.endswith(":prog=client") or s.endswith(":prog=server") for s in specs) else "bad")
+print([run["replay"] for run in r["runs"] if "rdma_accept" in run["spec"]][0])
+' "$work/report.json")"
+echo "$summary"
+check "points of both programs" test "$(sed -n 1p <<<"$summary")" = "client server"
+read -r hits runs distinct <<<"$(sed -n 2p <<<"$summary")"
+check "one run per hit of every point that can fail, each its own" test "${runs:-0}" = "${distinct:-x}"
+check "at least 100 runs" test "${runs:-0}" -ge 100
+check "every run fails a point of one program (prog=)" test "$(sed -n 3p <<<"$summary")" = ok
+replay="$(sed -n 4p <<<"$summary")"
+expect_in "the replay line names the program" "$replay" "--faults='rdma_accept:fail=EIO:nth=1:prog=server'"
+
+# The replay line reproduces that run: the server's accept fails, and the pair says so.
+run "$rpma_sim" run --faults='rdma_accept:fail=EIO:nth=1:prog=server' -- "$pair" "$peer" 7602
+expect_status "the replayed run fails as the sweep said (nonzero)" 1 "$status"
+expect_in "the server reports the injected failure" "$err$out" "rdma_accept:fail=EIO (hit 1)"
+finish
