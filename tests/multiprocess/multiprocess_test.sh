@@ -37,6 +37,19 @@ wait
 for i in 1 2 3; do check "client $i of 3" "$tmp/client2-$i" "^client: ok"; done
 check "server of 3 clients" "$tmp/server2" "^server: ok (3 clients)"
 
+# One SRQ shared by four connections with shared completion channels (rpma_conn_wait): two
+# sender processes and a process with two sender threads.
+start server3 srq-server $addr 7310 4
+wait_listening "$tmp/server3"
+start sender-a sender $addr 7310 procA
+start sender-b sender $addr 7310 procB
+start sender-t sender-threads $addr 7310 2
+wait
+check "sender process A" "$tmp/sender-a" "^sender: ok"
+check "sender process B" "$tmp/sender-b" "^sender: ok"
+check "two sender threads of one process" "$tmp/sender-t" "^sender: ok"
+check "SRQ server with shared channels" "$tmp/server3" "^server: ok (4 clients on one SRQ)"
+
 # A harness that forks its client after listening.
 timeout 20 "$peer" fork $addr 7303 >"$tmp/fork" 2>&1
 check "forked child uses librpma after fork" "$tmp/fork" "^child client: ok"

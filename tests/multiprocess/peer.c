@@ -13,6 +13,11 @@
  *                                     prints how it ended (for killing the server mid-transfer)
  *   peer listen ADDR PORT             listen, print the result of rpma_ep_listen, then wait for
  *                                     stdin to close
+ *   peer srq-server ADDR PORT N       accept N connections that share one SRQ, each with a
+ *                                     shared completion channel and an RCQ; collect 3 messages
+ *                                     of each client with rpma_conn_wait, answer each "bye"
+ *   peer sender ADDR PORT ID          connect, send 3 messages, wait for "bye", disconnect
+ *   peer sender-threads ADDR PORT N   N senders in threads of this process, on one peer
  *
  * The server sleeps in rpma_cq_wait while the client's one-sided operations run: the target's
  * NIC must make progress without the target's help.
@@ -20,6 +25,7 @@
 #include <librpma.h>
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -314,6 +320,131 @@ static int run_hold(const char *addr, const char *port)
 	return 0;
 }
 
+#define MESSAGES 3
+
+/* Collects completions of conn through rpma_conn_wait until `want` of `opcode` arrived; for
+ * receives, each message (at buf + wr_id * 64) must start with id_prefix. */
+static void wait_via_conn(struct rpma_conn *conn, enum ibv_wc_opcode opcode, int want,
+			  const char *buf, const char *id_prefix)
+{
+	int got = 0;
+	while (got < want) {
+		struct rpma_cq *cq = NULL;
+		bool is_rcq = false;
+		CHECK(rpma_conn_wait(conn, 0, &cq, &is_rcq));
+		struct ibv_wc wc[8];
+		int n = 0;
+		int ret = rpma_cq_get_wc(cq, 8, wc, &n);
+		if (ret == RPMA_E_NO_COMPLETION)
+			continue;
+		CHECK(ret);
+		for (int i = 0; i < n; ++i) {
+			EXPECT(wc[i].status == IBV_WC_SUCCESS);
+			if (wc[i].opcode != opcode)
+				continue;
+			EXPECT(is_rcq == (opcode == IBV_WC_RECV)); /* receives complete on the RCQ */
+			const char *msg = buf + (uintptr_t)wc[i].wr_id * 64;
+			if (opcode == IBV_WC_RECV && id_prefix != NULL)
+				EXPECT(strncmp(msg, id_prefix, strlen(id_prefix)) == 0);
+			++got;
+		}
+	}
+}
+
+static int run_srq_server(struct rpma_peer *peer, struct rpma_ep *ep, int clients)
+{
+	static char buf[BUF_SIZE];
+	memset(buf, 0, sizeof(buf));
+	struct rpma_mr_local *mr = NULL;
+	CHECK(rpma_mr_reg(peer, buf, sizeof(buf), RPMA_MR_USAGE_RECV | RPMA_MR_USAGE_SEND, &mr));
+	struct rpma_srq_cfg *srq_cfg = NULL;
+	CHECK(rpma_srq_cfg_new(&srq_cfg));
+	CHECK(rpma_srq_cfg_set_rq_size(srq_cfg, 64));
+	CHECK(rpma_srq_cfg_set_rcq_size(srq_cfg, 0)); /* receives complete on each connection's RCQ */
+	struct rpma_srq *srq = NULL;
+	CHECK(rpma_srq_new(peer, srq_cfg, &srq));
+	int slots = clients * MESSAGES;
+	EXPECT(slots <= 64);
+	/* wr_id (the op_context) is the slot number: receive i lands at offset i * 64. */
+	for (intptr_t i = 0; i < slots; ++i)
+		CHECK(rpma_srq_recv(srq, mr, (size_t)i * 64, 64, (const void *)i));
+	struct rpma_conn_cfg *cfg = NULL;
+	CHECK(rpma_conn_cfg_new(&cfg));
+	CHECK(rpma_conn_cfg_set_srq(cfg, srq));
+	CHECK(rpma_conn_cfg_set_compl_channel(cfg, true));
+	CHECK(rpma_conn_cfg_set_rcq_size(cfg, 16));
+	struct rpma_conn *conns[16];
+	EXPECT(clients <= 16);
+	for (int i = 0; i < clients; ++i) {
+		struct rpma_conn_req *req = NULL;
+		CHECK(rpma_ep_next_conn_req(ep, cfg, &req));
+		CHECK(rpma_conn_req_connect(&req, NULL, &conns[i]));
+		expect_event(conns[i], RPMA_CONN_ESTABLISHED);
+	}
+	for (int i = 0; i < clients; ++i)
+		wait_via_conn(conns[i], IBV_WC_RECV, MESSAGES, buf, "msg from ");
+	memcpy(buf + 4096, "bye", 4);
+	for (int i = 0; i < clients; ++i) {
+		CHECK(rpma_send(conns[i], mr, 4096, 4, RPMA_F_COMPLETION_ALWAYS, &ctx_tag));
+		wait_via_conn(conns[i], IBV_WC_SEND, 1, buf, NULL);
+	}
+	for (int i = 0; i < clients; ++i) {
+		expect_event(conns[i], RPMA_CONN_CLOSED);
+		CHECK(rpma_conn_disconnect(conns[i]));
+		CHECK(rpma_conn_delete(&conns[i]));
+	}
+	CHECK(rpma_conn_cfg_delete(&cfg));
+	CHECK(rpma_srq_delete(&srq));
+	CHECK(rpma_srq_cfg_delete(&srq_cfg));
+	CHECK(rpma_mr_dereg(&mr));
+	CHECK(rpma_ep_shutdown(&ep));
+	CHECK(rpma_peer_delete(&peer));
+	printf("%s: ok (%d clients on one SRQ)\n", role, clients);
+	return 0;
+}
+
+/* Sends MESSAGES messages, waits for "bye". */
+static void run_sender(struct rpma_peer *peer, const char *addr, const char *port, const char *id)
+{
+	char buf[1024];
+	memset(buf, 0, sizeof(buf));
+	struct rpma_mr_local *mr = NULL;
+	CHECK(rpma_mr_reg(peer, buf, sizeof(buf), RPMA_MR_USAGE_SEND | RPMA_MR_USAGE_RECV, &mr));
+	struct rpma_conn_req *req = NULL;
+	CHECK(rpma_conn_req_new(peer, addr, port, NULL, &req));
+	CHECK(rpma_conn_req_recv(req, mr, 512, 64, &ctx_tag)); /* for "bye" */
+	struct rpma_conn *conn = NULL;
+	CHECK(rpma_conn_req_connect(&req, NULL, &conn));
+	expect_event(conn, RPMA_CONN_ESTABLISHED);
+	struct rpma_cq *cq = NULL;
+	CHECK(rpma_conn_get_cq(conn, &cq));
+	for (int i = 0; i < MESSAGES; ++i) {
+		int len = snprintf(buf + i * 64, 64, "msg from %s #%d", id, i) + 1;
+		CHECK(rpma_send(conn, mr, (size_t)i * 64, (size_t)len, RPMA_F_COMPLETION_ALWAYS,
+				&ctx_tag));
+		wait_wc(cq, IBV_WC_SEND, NULL);
+	}
+	wait_wc(cq, IBV_WC_RECV, NULL);
+	EXPECT(strcmp(buf + 512, "bye") == 0);
+	CHECK(rpma_conn_disconnect(conn));
+	expect_event(conn, RPMA_CONN_CLOSED);
+	CHECK(rpma_conn_delete(&conn));
+	CHECK(rpma_mr_dereg(&mr));
+}
+
+struct sender_arg {
+	struct rpma_peer *peer;
+	const char *addr, *port;
+	char id[16];
+};
+
+static void *sender_thread(void *p)
+{
+	struct sender_arg *arg = p;
+	run_sender(arg->peer, arg->addr, arg->port, arg->id);
+	return NULL;
+}
+
 int main(int argc, char *argv[])
 {
 	if (argc < 4) {
@@ -335,6 +466,28 @@ int main(int argc, char *argv[])
 	if (strcmp(mode, "hold") == 0) {
 		role = "client";
 		return run_hold(addr, port);
+	}
+	if (strcmp(mode, "sender") == 0 || strcmp(mode, "sender-threads") == 0) {
+		role = "sender";
+		struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
+		int threads = strcmp(mode, "sender") == 0 ? 0 : (argc > 4 ? atoi(argv[4]) : 2);
+		if (threads == 0) {
+			run_sender(peer, addr, port, argc > 4 ? argv[4] : "0");
+		} else {
+			pthread_t tid[16];
+			struct sender_arg args[16];
+			EXPECT(threads <= 16);
+			for (int i = 0; i < threads; ++i) {
+				args[i] = (struct sender_arg){peer, addr, port, ""};
+				snprintf(args[i].id, sizeof(args[i].id), "thread%d", i);
+				EXPECT(pthread_create(&tid[i], NULL, sender_thread, &args[i]) == 0);
+			}
+			for (int i = 0; i < threads; ++i)
+				pthread_join(tid[i], NULL);
+		}
+		CHECK(rpma_peer_delete(&peer));
+		printf("%s: ok\n", role);
+		return 0;
 	}
 	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_LOCAL);
 	struct rpma_ep *ep = NULL;
@@ -371,6 +524,8 @@ int main(int argc, char *argv[])
 		printf("harness: ok\n");
 		return 0;
 	}
+	if (strcmp(mode, "srq-server") == 0)
+		return run_srq_server(peer, ep, argc > 4 ? atoi(argv[4]) : 1);
 	EXPECT(strcmp(mode, "server") == 0);
 	return run_server(addr, port, argc > 4 ? atoi(argv[4]) : 1, peer, ep);
 }
