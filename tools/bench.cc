@@ -1,6 +1,6 @@
 // bench: what the simulated NIC costs, as ratios measured in one run.
 //
-//   bazel run -c opt //tools:bench
+//   bazel run -c opt //tools:bench            (--quick: a twentieth of the two-process iterations)
 //
 // Pairs, each measured in the same process on the same machine moments apart:
 //   * rpma_write of N bytes + its completion collected (rpma_cq_get_wc), on the simulated NIC,
@@ -10,10 +10,11 @@
 // Then TWO PROCESSES on the simulated NIC (the host fabric): the bench forks a server that
 // listens (the child uses librpma after fork, with a NIC of its own) and connects to it:
 //   * an 8-byte send/recv ping-pong, both sides busy-polling (latency: half a round trip);
+//   * a 1 MiB send/recv ping-pong (bandwidth as fi_pingpong counts it: 2 x bytes / time);
 //   * 1 MiB RDMA writes, 16 in flight (bandwidth);
 //   * the CPU the server uses in one second with a connection open and no traffic.
-// beside libfabric's shm provider (fi_pingpong and fi_rma_bw of Debian's libfabric-bin, when
-// installed: `apt-get install libfabric-bin`; the bench installs nothing).
+// beside libfabric's shm provider (fi_pingpong of Debian's libfabric-bin, the same two
+// ping-pongs, when installed: `apt-get install libfabric-bin`; the bench installs nothing).
 // The machines this runs on are shared and noisy: read the ratios, not the absolute times, and
 // nothing here asserts a time.
 
@@ -33,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "librpma.h"
 
@@ -246,8 +248,11 @@ class RatioReporter final : public benchmark::ConsoleReporter {
 constexpr char kTwoProcessPort[] = "7310";
 constexpr size_t kBigWrite = 1 << 20;
 constexpr int kWindow = 16;
-constexpr int kPingPongRounds = 20000;
-constexpr int kBigWrites = 2000;
+// Iteration counts; divided by 20 with --quick (the smoke test: the figures only have to
+// appear).
+int kPingPongRounds = 20000;
+int kBigWrites = 2000;
+int kBigPingPongs = 500;
 int g_op_context;  // (librpma accepts NULL; softrpma's rpma_conn_req_recv does not yet: issue 9)
 
 // Polls cq until one completion arrives; returns it.
@@ -275,6 +280,9 @@ ibv_wc PollOne(rpma_cq* cq) {
   Check(rpma_mr_reg(peer, buf.data(), buf.size(),
                     RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_SEND | RPMA_MR_USAGE_RECV, &mr),
         "mr_reg");
+  std::vector<char> out(kBigWrite, 'o');
+  rpma_mr_local* out_mr = nullptr;
+  Check(rpma_mr_reg(peer, out.data(), out.size(), RPMA_MR_USAGE_SEND, &out_mr), "mr_reg");
   size_t desc_size = 0;
   Check(rpma_mr_get_descriptor_size(mr, &desc_size), "desc size");
   std::vector<char> desc(desc_size);
@@ -282,7 +290,7 @@ ibv_wc PollOne(rpma_cq* cq) {
   if (write(ready_fd, "r", 1) != 1) std::_Exit(1);
   rpma_conn_req* req = nullptr;
   Check(rpma_ep_next_conn_req(ep, nullptr, &req), "next_conn_req");
-  Check(rpma_conn_req_recv(req, mr, 0, 8, &g_op_context), "first recv");
+  Check(rpma_conn_req_recv(req, mr, 0, kBigWrite, &g_op_context), "first recv");
   rpma_conn_private_data pdata{desc.data(), static_cast<uint8_t>(desc_size)};
   rpma_conn* conn = nullptr;
   Check(rpma_conn_req_connect(&req, &pdata, &conn), "connect");
@@ -290,11 +298,13 @@ ibv_wc PollOne(rpma_cq* cq) {
   Check(rpma_conn_next_event(conn, &event), "established");
   rpma_cq* cq = nullptr;
   Check(rpma_conn_get_cq(conn, &cq), "get_cq");
-  for (int i = 0; i < kPingPongRounds; ++i) {
-    while (PollOne(cq).opcode != IBV_WC_RECV) {
+  // Echoes every message with one of the same length.
+  for (int i = 0; i < kPingPongRounds + kBigPingPongs; ++i) {
+    ibv_wc wc;
+    while ((wc = PollOne(cq)).opcode != IBV_WC_RECV) {
     }
-    Check(rpma_recv(conn, mr, 0, 8, &g_op_context), "recv");
-    Check(rpma_send(conn, mr, 8, 8, RPMA_F_COMPLETION_ALWAYS, nullptr), "send");
+    Check(rpma_recv(conn, mr, 0, kBigWrite, &g_op_context), "recv");
+    Check(rpma_send(conn, out_mr, 0, wc.byte_len, RPMA_F_COMPLETION_ALWAYS, nullptr), "send");
   }
   Check(rpma_conn_next_event(conn, &event), "closed");  // sleeps until the client disconnects
   rpma_conn_disconnect(conn);
@@ -322,6 +332,7 @@ double CpuSecondsOf(pid_t pid) {
 
 struct TwoProcessFigures {
   double latency_us = 0;      // half a round trip
+  double pingpong_gbs = 0;    // 1 MiB ping-pong, 2 x bytes / time
   double bandwidth_gbs = 0;   // 1 MiB writes
   double idle_cpu_pct = 0;    // the server, one idle second
 };
@@ -346,7 +357,7 @@ TwoProcessFigures MeasureTwoProcesses() {
   Check(rpma_utils_get_ibv_context(kAddress, RPMA_UTIL_IBV_CONTEXT_REMOTE, &dev), "get ctx");
   rpma_peer* peer = nullptr;
   Check(rpma_peer_new(dev, &peer), "peer_new");
-  std::vector<char> buf(kBigWrite, 'w');
+  std::vector<char> buf(2 * kBigWrite, 'w');  // [0, 1 MiB): sent; [1 MiB, 2 MiB): received
   rpma_mr_local* mr = nullptr;
   Check(rpma_mr_reg(peer, buf.data(), buf.size(),
                     RPMA_MR_USAGE_WRITE_SRC | RPMA_MR_USAGE_SEND | RPMA_MR_USAGE_RECV, &mr),
@@ -369,17 +380,23 @@ TwoProcessFigures MeasureTwoProcesses() {
   Check(rpma_conn_get_cq(conn, &cq), "get_cq");
 
   using Clock = std::chrono::steady_clock;
-  auto start = Clock::now();
-  for (int i = 0; i < kPingPongRounds; ++i) {
-    Check(rpma_recv(conn, mr, 64, 8, &g_op_context), "recv");
-    Check(rpma_send(conn, mr, 0, 8, RPMA_F_COMPLETION_ALWAYS, nullptr), "send");
+  // One round trip of `size` bytes each way.
+  auto round_trip = [&](size_t size) {
+    Check(rpma_recv(conn, mr, kBigWrite, kBigWrite, &g_op_context), "recv");
+    Check(rpma_send(conn, mr, 0, size, RPMA_F_COMPLETION_ALWAYS, nullptr), "send");
     int got_recv = 0, got_send = 0;
     while (!got_recv || !got_send) {
       (PollOne(cq).opcode == IBV_WC_RECV ? got_recv : got_send) = 1;
     }
-  }
+  };
+  auto start = Clock::now();
+  for (int i = 0; i < kPingPongRounds; ++i) round_trip(8);
   figures.latency_us =
       std::chrono::duration<double, std::micro>(Clock::now() - start).count() / kPingPongRounds / 2;
+  start = Clock::now();
+  for (int i = 0; i < kBigPingPongs; ++i) round_trip(kBigWrite);
+  figures.pingpong_gbs = 2.0 * kBigPingPongs * kBigWrite /
+                         std::chrono::duration<double>(Clock::now() - start).count() / 1e9;
 
   start = Clock::now();
   int in_flight = 0;
@@ -434,26 +451,29 @@ double LastRowColumn(const std::string& command, int column) {
   return value;
 }
 
-// libfabric's shm provider between two processes: fi_pingpong's usec/xfer (8 bytes) and
-// fi_rma_bw's MB/sec (1 MiB writes). 0 where the tool is not installed.
+// libfabric's shm provider between two processes, fi_pingpong (a server and a client on a
+// control port of this machine): usec/xfer at 8 bytes, MB/sec at 1 MiB. 0 where the tool is
+// not installed or did not run.
 struct ShmFigures {
   double latency_us = 0;
-  double bandwidth_gbs = 0;
+  double pingpong_gbs = 0;
 };
+
+double FiPingpong(const char* size, int iterations, int port, int column) {
+  // Columns: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec.
+  const std::string args = absl::StrCat("-p shm -e rdm -S ", size, " -I ", iterations);
+  return LastRowColumn(
+      absl::StrCat("(timeout 60 fi_pingpong ", args, " -B ", port, " >/dev/null 2>&1 &); ",
+                   "sleep 0.5; timeout 60 fi_pingpong ", args, " -P ", port,
+                   " localhost 2>/dev/null"),
+      column);
+}
 
 ShmFigures MeasureLibfabricShm() {
   ShmFigures figures;
-  if (std::system("command -v fi_pingpong >/dev/null 2>&1 && command -v fi_rma_bw >/dev/null 2>&1") != 0) {
-    return figures;
-  }
-  // Columns: bytes iters total time MB/sec usec/xfer Mxfers/sec.
-  figures.latency_us = LastRowColumn(
-      "(fi_pingpong -p shm -S 8 -I 20000 -B 9228 >/dev/null 2>&1 &) ; sleep 0.5; "
-      "timeout 60 fi_pingpong -p shm -S 8 -I 20000 -B 9228 localhost 2>/dev/null", 6);
-  figures.bandwidth_gbs = LastRowColumn(
-      "(fi_rma_bw -p shm -o write -S 1048576 -I 2000 -W 16 -B 9229 >/dev/null 2>&1 &) ; "
-      "sleep 0.5; timeout 60 fi_rma_bw -p shm -o write -S 1048576 -I 2000 -W 16 -B 9229 "
-      "localhost 2>/dev/null", 5) / 1000.0;
+  if (std::system("command -v fi_pingpong >/dev/null 2>&1") != 0) return figures;
+  figures.latency_us = FiPingpong("8", kPingPongRounds, 47611, 7);
+  figures.pingpong_gbs = FiPingpong("1048576", kBigPingPongs, 47612, 6) / 1000.0;
   return figures;
 }
 
@@ -462,18 +482,22 @@ void ReportTwoProcesses() {
   const ShmFigures shm = MeasureLibfabricShm();
   std::printf("\nTwo processes on the simulated NIC (host fabric), measured in this run:\n");
   std::printf("  %-44s %8.2f us\n", "8-byte send/recv ping-pong, half round trip", ours.latency_us);
+  std::printf("  %-44s %8.2f GB/s\n", "1 MiB send/recv ping-pong (2 x bytes / time)",
+              ours.pingpong_gbs);
   std::printf("  %-44s %8.2f GB/s\n", "1 MiB RDMA write bandwidth (16 in flight)",
               ours.bandwidth_gbs);
   std::printf("  %-44s %8.1f %%\n", "idle server's CPU (1 s, connection open)", ours.idle_cpu_pct);
-  if (shm.latency_us <= 0 || shm.bandwidth_gbs <= 0) {
-    std::printf("  libfabric shm: not measured (fi_pingpong / fi_rma_bw not installed: "
+  if (shm.latency_us <= 0 || shm.pingpong_gbs <= 0) {
+    std::printf("  libfabric shm: not measured (fi_pingpong not installed, or it failed: "
                 "apt-get install libfabric-bin)\n");
     return;
   }
-  std::printf("  %-44s %8.2f us   ours %.2fx\n", "libfabric shm fi_pingpong 8 B (usec/xfer)",
-              shm.latency_us, ours.latency_us / shm.latency_us);
-  std::printf("  %-44s %8.2f GB/s ours %.2fx\n", "libfabric shm fi_rma_bw write 1 MiB",
-              shm.bandwidth_gbs, ours.bandwidth_gbs / shm.bandwidth_gbs);
+  std::printf("  %-44s %8.2f us   ours %.2fx its latency\n",
+              "libfabric shm fi_pingpong 8 B (usec/xfer)", shm.latency_us,
+              ours.latency_us / shm.latency_us);
+  std::printf("  %-44s %8.2f GB/s ours %.2fx its bandwidth\n",
+              "libfabric shm fi_pingpong 1 MiB (MB/sec)", shm.pingpong_gbs,
+              ours.pingpong_gbs / shm.pingpong_gbs);
 }
 
 }  // namespace
@@ -481,6 +505,16 @@ void ReportTwoProcesses() {
 int main(int argc, char** argv) {
   // The benchmark's own log lines would drown the table.
   rpma_log_set_threshold(RPMA_LOG_THRESHOLD, RPMA_LOG_LEVEL_ERROR);
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      kPingPongRounds /= 20;
+      kBigWrites /= 20;
+      kBigPingPongs /= 20;
+      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+      --argc;
+      break;
+    }
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RatioReporter reporter;
