@@ -133,6 +133,8 @@ struct SimCq final {
   std::vector<CqEntry> ring_ ABSL_GUARDED_BY(mu_);  // capacity cqe, preallocated
   size_t head_ ABSL_GUARDED_BY(mu_) = 0;
   size_t count_ ABSL_GUARDED_BY(mu_) = 0;
+  // count_, readable without mu_ (written under it): Poll's empty check takes no lock.
+  std::atomic<size_t> queued_{0};
   Arm arm_ ABSL_GUARDED_BY(mu_) = Arm::kNone;
   std::atomic<bool> has_remote_{false};
   std::vector<std::weak_ptr<host::Conn>> remotes_ ABSL_GUARDED_BY(mu_);
