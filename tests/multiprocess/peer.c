@@ -435,7 +435,7 @@ static void run_sender(struct rpma_peer *peer, const char *addr, const char *por
 struct sender_arg {
 	struct rpma_peer *peer;
 	const char *addr, *port;
-	char id[16];
+	char id[32];
 };
 
 static void *sender_thread(void *p)
