@@ -55,6 +55,20 @@ timeout 20 "$peer" fork $addr 7303 >"$tmp/fork" 2>&1
 check "forked child uses librpma after fork" "$tmp/fork" "^child client: ok"
 check "forking parent serves it" "$tmp/fork" "^harness: ok"
 
+# The parent's objects in a child of fork(): an error, at once, and said on stderr.
+timeout 10 "$peer" fork-misuse $addr 7311 >"$tmp/misuse" 2>&1
+check "a child using the parent's endpoint gets an error, not a hang" "$tmp/misuse" \
+  "on the parent's endpoint: Provider error"
+check "the child is told why" "$tmp/misuse" "that its parent created before fork()"
+check "the parent's objects still work in the parent" "$tmp/misuse" "^harness: ok"
+
+# IPv6 addresses too.
+start server12 server ::1 7312
+wait_listening "$tmp/server12"
+timeout 20 "$peer" client ::1 7312 v6 >"$tmp/client12" 2>&1
+wait
+check "a pair on ::1" "$tmp/client12" "^client: ok"
+
 # Traces: one per process. A forked child without %p in the path gets ".<pid>" appended; %p is
 # the pid in any process.
 RPMA_SIM_TRACE="$tmp/fork.trace" timeout 20 "$peer" fork $addr 7308 >"$tmp/fork-traced" 2>&1

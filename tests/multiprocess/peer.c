@@ -8,6 +8,8 @@
  *                                     write with immediate data, disconnect
  *   peer fork ADDR PORT               listen, then fork(): the child is a client (librpma used
  *                                     after fork), the parent serves it (a forking harness)
+ *   peer fork-misuse ADDR PORT        listen, then fork(): the child calls rpma_ep_next_conn_req
+ *                                     on the PARENT's endpoint, which must fail, not hang
  *   peer connect-only ADDR PORT       connect and print the event (no server expected)
  *   peer hold ADDR PORT               connect, then write in a loop until the connection ends:
  *                                     prints how it ended (for killing the server mid-transfer)
@@ -526,6 +528,29 @@ int main(int argc, char *argv[])
 	}
 	if (strcmp(mode, "srq-server") == 0)
 		return run_srq_server(peer, ep, argc > 4 ? atoi(argv[4]) : 1);
+	if (strcmp(mode, "fork-misuse") == 0) {
+		pid_t child = fork();
+		if (child < 0) {
+			perror("fork");
+			return 2;
+		}
+		if (child == 0) {
+			role = "child";
+			struct rpma_conn_req *req = NULL;
+			int ret = rpma_ep_next_conn_req(ep, NULL, &req);
+			printf("%s: rpma_ep_next_conn_req on the parent's endpoint: %s\n", role,
+			       ret == 0 ? "succeeded" : rpma_err_2str(ret));
+			fflush(stdout);
+			_exit(ret == RPMA_E_PROVIDER ? 0 : 1);
+		}
+		int status = 0;
+		waitpid(child, &status, 0);
+		EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		CHECK(rpma_ep_shutdown(&ep)); /* the parent's objects are still the parent's */
+		CHECK(rpma_peer_delete(&peer));
+		printf("harness: ok\n");
+		return 0;
+	}
 	EXPECT(strcmp(mode, "server") == 0);
 	return run_server(addr, port, argc > 4 ? atoi(argv[4]) : 1, peer, ep);
 }
