@@ -1,5 +1,7 @@
 #include "simverbs/sim/cm.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -445,6 +447,8 @@ int ConnectionManager::ConnectRemoteLocked(SimCmId* id, const rdma_conn_param* p
   std::memset(&body, 0, sizeof(body));
   body.qp_num = qp->qp.qp_num;
   body.srq = id->id.srq != nullptr ? 1 : 0;
+  body.pid = getpid();
+  body.probe_addr = host::ProbeAddress();
   CopyAddress(SrcOf(id), reinterpret_cast<sockaddr*>(&body.src));
   CopyAddress(DstOf(id), reinterpret_cast<sockaddr*>(&body.dst));
   if (param != nullptr) {
@@ -487,11 +491,14 @@ int ConnectionManager::AcceptRemoteLocked(SimCmId* id, const rdma_conn_param* pa
     default:
       break;
   }
-  EstablishRemote(to_sim(id->id.qp), id->remote_qp_num);
+  EstablishRemote(to_sim(id->id.qp), id->remote_qp_num, id->remote_pid);
   wire::AcceptBody body;
   std::memset(&body, 0, sizeof(body));
   body.qp_num = id->id.qp->qp_num;
   body.srq = id->id.srq != nullptr ? 1 : 0;
+  body.pid = getpid();
+  body.probe_addr = host::ProbeAddress();
+  body.can_reach_you = id->we_reach_peer ? 1 : 0;
   if (param != nullptr) {
     body.responder_resources = param->responder_resources;
     body.initiator_depth = param->initiator_depth;
@@ -564,6 +571,8 @@ void ConnectionManager::OnRemoteCm(const std::shared_ptr<RemoteEnd>& end,
       }
       request->remote = end;
       request->remote_qp_num = request_body.qp_num;
+      request->remote_pid = request_body.pid;
+      request->we_reach_peer = host::CanReach(request_body.pid, request_body.probe_addr);
       end->id = request;
       rdma_conn_param conn;
       std::memset(&conn, 0, sizeof(conn));
@@ -586,7 +595,9 @@ void ConnectionManager::OnRemoteCm(const std::shared_ptr<RemoteEnd>& end,
         return;
       }
       id->remote_qp_num = accept.qp_num;
-      EstablishRemote(to_sim(id->id.qp), accept.qp_num);
+      id->remote_pid = accept.pid;
+      EstablishRemote(to_sim(id->id.qp), accept.qp_num, accept.pid);
+      if (accept.can_reach_you != 0) SetPeerReachesUs(to_sim(id->id.qp));
       id->state = State::kConnected;
       rdma_conn_param conn;
       std::memset(&conn, 0, sizeof(conn));
@@ -596,7 +607,9 @@ void ConnectionManager::OnRemoteCm(const std::shared_ptr<RemoteEnd>& end,
       conn.initiator_depth = accept.initiator_depth;
       QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, &conn, accept.private_data,
                   accept.private_data_len);
-      SendRemoteLocked(id, wire::MakeHeader(wire::Type::kReady), nullptr, 0);
+      wire::Header ready = wire::MakeHeader(wire::Type::kReady);
+      if (host::CanReach(accept.pid, accept.probe_addr)) ready.flags = wire::kFlagCma;
+      SendRemoteLocked(id, ready, nullptr, 0);
       return;
     }
     case wire::Type::kReject: {
@@ -614,6 +627,9 @@ void ConnectionManager::OnRemoteCm(const std::shared_ptr<RemoteEnd>& end,
     case wire::Type::kReady:
       if (id != nullptr && id->state == State::kConnected && id->established_pending) {
         id->established_pending = false;
+        if ((header.flags & wire::kFlagCma) != 0 && id->id.qp != nullptr) {
+          SetPeerReachesUs(to_sim(id->id.qp));
+        }
         QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
       }
       return;

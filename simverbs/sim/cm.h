@@ -174,6 +174,8 @@ struct SimCmId final {
   // A connection (pending or established) with a process of the host fabric.
   std::shared_ptr<RemoteEnd> remote;
   uint32_t remote_qp_num = 0;         // the peer's QP, from its REQ / REP
+  int32_t remote_pid = 0;             // the peer's process
+  bool we_reach_peer = false;         // host::CanReach said yes for the peer's probe word
   bool established_pending = false;   // passive: accepted, ESTABLISHED waits for the RTU
   std::unique_ptr<host::Listener> host_listener;  // listeners: on the host fabric too
 

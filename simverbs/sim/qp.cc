@@ -1,6 +1,7 @@
 #include "simverbs/sim/qp.h"
 
 #include <pthread.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <array>
@@ -55,6 +56,51 @@ void Copy(const Segments& src, const Segments& dst) {
       d_off += n;
     }
   }
+}
+
+// The smallest message a remote link sends by cross-memory attach (wire::kFlagCma) when the
+// peer can: below it, a system call to copy costs more than the bytes through the socket.
+constexpr uint64_t kCmaMinBytes = 16 * 1024;
+
+// Where the bytes of a message are: in this process, or in the peer's process (cross-memory
+// attach: addresses in ITS address space, read with process_vm_readv).
+struct MessageSource {
+  const Segments* local = nullptr;
+  int32_t pid = 0;
+  const wire::CmaSegment* remote = nullptr;
+  int remote_count = 0;
+  uint64_t total = 0;
+
+  // Copies the message into the front of `dst` (REQUIRES: dst.total >= total). False when the
+  // peer's memory could not be read (the peer unmapped it, or went away).
+  bool CopyTo(const Segments& dst) const {
+    if (local != nullptr) {
+      Copy(*local, dst);
+      return true;
+    }
+    iovec to[kMaxSge];
+    int count = 0;
+    uint64_t left = total;
+    for (int i = 0; i < dst.count && left > 0; ++i) {
+      const uint64_t n = std::min(left, dst.pieces[i].length);
+      to[count++] = iovec{dst.pieces[i].ptr, static_cast<size_t>(n)};
+      left -= n;
+    }
+    iovec from[wire::kMaxCmaSegments];
+    for (int i = 0; i < remote_count; ++i) {
+      from[i] = iovec{reinterpret_cast<void*>(static_cast<uintptr_t>(remote[i].addr)),
+                      static_cast<size_t>(remote[i].length)};
+    }
+    return total == 0 ||
+           process_vm_readv(pid, to, count, from, remote_count, 0) == static_cast<ssize_t>(total);
+  }
+};
+
+MessageSource LocalSource(const Segments& segments) {
+  MessageSource source;
+  source.local = &segments;
+  source.total = segments.total;
+  return source;
 }
 
 ibv_wc_opcode SendWcOpcode(ibv_wr_opcode opcode) {
@@ -219,7 +265,7 @@ void AddWaiterLocked(SimSrq* srq, const std::shared_ptr<SimLink>& link)
 // SEND / SEND_WITH_IMM / WRITE_WITH_IMM: consumes the responder's oldest receive and completes
 // it. `src` is the message; for WRITE_WITH_IMM the data has already been checked and is copied
 // here, to `remote`. REQUIRES: the responder's link mu and its PD's reader lock held.
-Outcome DeliverToReceive(SimQp* peer, const Delivery& delivery, const Segments& src,
+Outcome DeliverToReceive(SimQp* peer, const Delivery& delivery, const MessageSource& src,
                          const Segments* remote) {
   SimSrq* srq = peer->srq;
   Ring<RecvWqe>* rq = srq != nullptr ? &srq->rq : &peer->rq;
@@ -239,7 +285,10 @@ Outcome DeliverToReceive(SimQp* peer, const Delivery& delivery, const Segments& 
   ibv_wc_opcode recv_opcode = IBV_WC_RECV;
   if (remote != nullptr) {  // WRITE_WITH_IMM: the data goes to the remote range, not the receive
     recv_opcode = IBV_WC_RECV_RDMA_WITH_IMM;
-    Copy(src, *remote);
+    if (!src.CopyTo(*remote)) {  // the requester's memory went away under cross-memory attach
+      recv_status = IBV_WC_GENERAL_ERR;
+      send_status = IBV_WC_LOC_PROT_ERR;
+    }
   } else {
     uint64_t capacity = 0;
     for (int i = 0; i < recv.num_sge; ++i) capacity += recv.sges[i].length;
@@ -259,7 +308,10 @@ Outcome DeliverToReceive(SimQp* peer, const Delivery& delivery, const Segments& 
         }
         dst.Add(AsPtr(sge.addr), sge.length);
       }
-      if (recv_status == IBV_WC_SUCCESS) Copy(src, dst);
+      if (recv_status == IBV_WC_SUCCESS && !src.CopyTo(dst)) {
+        recv_status = IBV_WC_GENERAL_ERR;
+        send_status = IBV_WC_LOC_PROT_ERR;
+      }
     }
   }
   rq->pop_front();
@@ -288,7 +340,7 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
                               wqe.opcode == IBV_WR_RDMA_WRITE_WITH_IMM,
                           wqe.imm_data};
   if (wqe.opcode == IBV_WR_SEND || wqe.opcode == IBV_WR_SEND_WITH_IMM) {
-    return DeliverToReceive(peer, delivery, local, nullptr);
+    return DeliverToReceive(peer, delivery, LocalSource(local), nullptr);
   }
 
   // One-sided: check the remote range (a zero-length operation checks no key).
@@ -305,7 +357,7 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
       Copy(remote, local);
       return Done(IBV_WC_SUCCESS, local.total);
     case IBV_WR_RDMA_WRITE_WITH_IMM:
-      return DeliverToReceive(peer, delivery, local, &remote);
+      return DeliverToReceive(peer, delivery, LocalSource(local), &remote);
     case IBV_WR_ATOMIC_WRITE: {
       if (wqe.remote_addr % sizeof(uint64_t) != 0) return Done(IBV_WC_REM_INV_REQ_ERR);
       uint64_t value = 0;
@@ -425,7 +477,20 @@ void ProgressRemoteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRE
       if (wqe.solicited) header.flags |= wire::kFlagSolicited;
       iovec iov[kMaxSge];
       int iovcnt = 0;
-      if (is_read) {
+      wire::CmaSegment segments[kMaxSge];
+      if (link->peer_reaches_us && !wqe.is_inline && wqe.opcode != IBV_WR_ATOMIC_WRITE &&
+          local.total >= kCmaMinBytes) {
+        // The peer copies: the request carries where the bytes are (or go, for a read).
+        header.flags |= wire::kFlagCma;
+        header.length = local.total;
+        for (int i = 0; i < local.count; ++i) {
+          segments[i] = wire::CmaSegment{reinterpret_cast<uintptr_t>(local.pieces[i].ptr),
+                                         local.pieces[i].length};
+        }
+        header.body_len = static_cast<uint32_t>(local.count * sizeof(wire::CmaSegment));
+        iov[0] = iovec{segments, header.body_len};
+        iovcnt = 1;
+      } else if (is_read) {
         header.length = local.total;
       } else {
         header.body_len = static_cast<uint32_t>(local.total);
@@ -448,7 +513,9 @@ void RespondLocked(SimLink* link, const wire::Header& request, ibv_wc_status sta
   response.status = status;
   iovec iov[kMaxSge];
   int iovcnt = 0;
-  if (is_read && status == IBV_WC_SUCCESS && data != nullptr) {
+  if (is_read && (request.flags & wire::kFlagCma) != 0) {
+    response.flags = wire::kFlagCma;  // the data is in the requester's memory already
+  } else if (is_read && status == IBV_WC_SUCCESS && data != nullptr) {
     response.body_len = static_cast<uint32_t>(data->total);
     iovcnt = ToIovecs(*data, iov);
   }
@@ -466,11 +533,29 @@ bool ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
     return true;
   }
   PdReadLocks pd_lock(qp->pd, nullptr);
+  const bool cma = (request.flags & wire::kFlagCma) != 0;
   Segments message;
-  if (request.body_len > 0) message.Add(const_cast<uint8_t*>(body), request.body_len);
+  MessageSource source;
+  if (cma) {
+    // The bytes are in the requester's process, at these addresses.
+    source.pid = link->remote_pid;
+    source.remote = reinterpret_cast<const wire::CmaSegment*>(body);
+    source.remote_count = static_cast<int>(request.body_len / sizeof(wire::CmaSegment));
+    uint64_t sum = 0;
+    for (int i = 0; i < source.remote_count; ++i) sum += source.remote[i].length;
+    if (source.pid <= 0 || sum != request.length) {
+      RespondLocked(link, request, IBV_WC_REM_INV_REQ_ERR, nullptr);  // malformed: refused
+      return true;
+    }
+    source.total = request.length;
+  } else {
+    if (request.body_len > 0) message.Add(const_cast<uint8_t*>(body), request.body_len);
+    source = LocalSource(message);
+  }
   // The remote range (a zero-length operation checks no key).
   Segments remote;
-  const uint64_t length = type == wire::Type::kRead ? request.length : request.body_len;
+  const uint64_t length =
+      type == wire::Type::kRead || cma ? request.length : request.body_len;
   if (type != wire::Type::kSend && length > 0) {
     if (type == wire::Type::kAtomicWrite && request.remote_addr % sizeof(uint64_t) != 0) {
       RespondLocked(link, request, IBV_WC_REM_INV_REQ_ERR, nullptr);
@@ -490,16 +575,29 @@ bool ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
   Outcome outcome = Done(IBV_WC_SUCCESS);
   switch (type) {
     case wire::Type::kSend:
-      outcome = DeliverToReceive(qp, delivery, message, nullptr);
+      outcome = DeliverToReceive(qp, delivery, source, nullptr);
       break;
     case wire::Type::kWrite:
       if (delivery.with_imm) {
-        outcome = DeliverToReceive(qp, delivery, message, &remote);
-      } else {
-        Copy(message, remote);
+        outcome = DeliverToReceive(qp, delivery, source, &remote);
+      } else if (!source.CopyTo(remote)) {
+        outcome = Done(IBV_WC_LOC_PROT_ERR);  // the requester's memory went away
       }
       break;
     case wire::Type::kRead:
+      if (cma && length > 0) {
+        // Straight into the requester's memory.
+        iovec from{remote.pieces[0].ptr, static_cast<size_t>(length)};
+        iovec to[wire::kMaxCmaSegments];
+        for (int i = 0; i < source.remote_count; ++i) {
+          to[i] = iovec{reinterpret_cast<void*>(static_cast<uintptr_t>(source.remote[i].addr)),
+                        static_cast<size_t>(source.remote[i].length)};
+        }
+        const bool copied = process_vm_writev(source.pid, &from, 1, to, source.remote_count, 0) ==
+                            static_cast<ssize_t>(length);
+        RespondLocked(link, request, copied ? IBV_WC_SUCCESS : IBV_WC_LOC_PROT_ERR, nullptr);
+        return true;
+      }
       RespondLocked(link, request, IBV_WC_SUCCESS, &remote);
       return true;
     default: {  // kAtomicWrite: one 8-byte store, never torn
@@ -543,7 +641,9 @@ void HandleResponseLocked(SimLink* link, SimQp* qp, const wire::Header& response
   const bool is_read = wqe.opcode == IBV_WR_RDMA_READ;
   const bool read_response = static_cast<wire::Type>(response.type) == wire::Type::kReadResponse;
   if (status == IBV_WC_SUCCESS && is_read != read_response) status = IBV_WC_BAD_RESP_ERR;
-  if (status == IBV_WC_SUCCESS && is_read) {
+  if (status == IBV_WC_SUCCESS && is_read && (response.flags & wire::kFlagCma) != 0) {
+    // The responder wrote the data into place itself.
+  } else if (status == IBV_WC_SUCCESS && is_read) {
     PdReadLocks pd_lock(qp->pd, nullptr);
     Segments local;
     if (response.body_len != wqe.length) {
@@ -773,10 +873,17 @@ void AttachRemote(SimQp* qp, std::shared_ptr<host::Conn> conn) {
   qp->link->remote = std::move(conn);
 }
 
-void EstablishRemote(SimQp* qp, uint32_t remote_qp_num) {
+void EstablishRemote(SimQp* qp, uint32_t remote_qp_num, int32_t remote_pid) {
   softrpma::MutexLock lock(&qp->link->mu);
   qp->link->remote_qp_num = remote_qp_num;
+  qp->link->remote_pid = remote_pid;
   EnterRtsLocked(qp);
+}
+
+void SetPeerReachesUs(SimQp* qp) {
+  softrpma::MutexLock lock(&qp->link->mu);
+  qp->link->peer_reaches_us = true;
+  if (TraceOn()) TraceEvent("fabric_cma qp=%u", qp->qp.qp_num);
 }
 
 void HandleRemoteMessage(const std::shared_ptr<SimLink>& link, const wire::Header& header,

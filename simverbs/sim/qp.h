@@ -160,6 +160,10 @@ struct SimLink final {
   // nullptr for a connection inside this process.
   std::shared_ptr<host::Conn> remote ABSL_GUARDED_BY(mu);
   uint32_t remote_qp_num ABSL_GUARDED_BY(mu) = 0;
+  int32_t remote_pid ABSL_GUARDED_BY(mu) = 0;
+  // The peer proved it can reach this process's memory (host::CanReach): large requests carry
+  // addresses, and the peer copies (wire::kFlagCma).
+  bool peer_reaches_us ABSL_GUARDED_BY(mu) = false;
   std::deque<IncomingRequest> incoming ABSL_GUARDED_BY(mu);
 };
 
@@ -246,8 +250,11 @@ void SetQpError(SimQp* qp);
 
 // Makes qp's link a link to a peer in another process, reached through `conn`.
 void AttachRemote(SimQp* qp, std::shared_ptr<host::Conn> conn);
-// Moves the local QP of a remote link to RTS (from INIT) and records the peer's QP number.
-void EstablishRemote(SimQp* qp, uint32_t remote_qp_num);
+// Moves the local QP of a remote link to RTS (from INIT) and records the peer's QP number and
+// process.
+void EstablishRemote(SimQp* qp, uint32_t remote_qp_num, int32_t remote_pid);
+// The peer of qp's remote link can reach this process's memory (wire::kFlagCma).
+void SetPeerReachesUs(SimQp* qp);
 // A data-path message (request or response) from the peer of remote `link`; runs on the
 // fabric thread.
 void HandleRemoteMessage(const std::shared_ptr<SimLink>& link, const wire::Header& header,

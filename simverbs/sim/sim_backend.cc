@@ -474,7 +474,7 @@ absl::Status ApplyEnvironment() {
     seed = *parsed;
   }
   if (absl::Status fabric = host::ConfigureFabric(); !fabric.ok()) {
-    return EnvError(host::kFabricEnvVar, fabric.message());
+    return absl::InvalidArgumentError(fabric.message());  // it names its variable
   }
   std::vector<FaultRule> rules;
   bool has_plan = false;

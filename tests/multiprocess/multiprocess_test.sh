@@ -28,6 +28,25 @@ check "client process: every operation" "$tmp/client1" "^client: ok"
 wait "${pids[-1]}"
 check "server process: every operation, slept while the client wrote and read" "$tmp/server1" "^server: ok (1 client)"
 
+# Large transfers go by cross-memory attach where the kernel allows it (the trace says so), and
+# through the socket with RPMA_SIM_CMA=0: both give the same bytes.
+for cma in 1 0; do
+  start "server-cma$cma" server $addr 732$cma
+  wait_listening "$tmp/server-cma$cma"
+  RPMA_SIM_CMA=$cma RPMA_SIM_TRACE="$tmp/cma$cma.%p.trace" timeout 20 "$peer" client $addr 732$cma \
+    cma$cma >"$tmp/client-cma$cma" 2>&1
+  wait
+  check "client, RPMA_SIM_CMA=$cma" "$tmp/client-cma$cma" "^client: ok"
+  check "server, RPMA_SIM_CMA=$cma" "$tmp/server-cma$cma" "^server: ok"
+done
+if grep -q "fabric_cma" "$tmp"/cma1.*.trace && ! grep -q "fabric_cma" "$tmp"/cma0.*.trace; then
+  echo "ok: cross-memory attach used by default, not with RPMA_SIM_CMA=0"
+else
+  fail "cross-memory attach used by default, not with RPMA_SIM_CMA=0"
+fi
+RPMA_SIM_CMA=maybe timeout 5 "$peer" connect-only $addr 7399 >"$tmp/bad-cma" 2>&1
+check "a bad RPMA_SIM_CMA is an error" "$tmp/bad-cma" "Invalid argument"
+
 # Several clients at once.
 start server2 server $addr 7302 3
 wait_listening "$tmp/server2"

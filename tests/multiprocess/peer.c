@@ -34,7 +34,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define BUF_SIZE 8192
+#define BUF_SIZE (512 * 1024)
+/* A transfer this large goes by cross-memory attach where the kernel allows it. */
+#define BIG_OFFSET (64 * 1024)
+#define BIG_LEN (128 * 1024)
 #define IMM 0xfeed5eedu
 
 static const char *role = "peer";
@@ -135,6 +138,9 @@ static void serve_one(struct rpma_peer *peer, struct rpma_ep *ep)
 	struct ibv_wc wc;
 	wait_wc(cq, IBV_WC_RECV, &wc);
 	EXPECT(wc.byte_len == 5 && memcmp(buf + 1024, "ping", 5) == 0);
+	/* The client's big write landed too (a pattern: byte i is i * 7 + 3). */
+	for (int i = 0; i < BIG_LEN; ++i)
+		EXPECT((unsigned char)buf[BIG_OFFSET + i] == (unsigned char)(i * 7 + 3));
 	/* The client's write and atomic write landed before its send (RC order). */
 	EXPECT(memcmp(buf, "hello from the client", 22) == 0);
 	EXPECT(memcmp(buf + 64, "ATOMIC!!", 8) == 0);
@@ -213,6 +219,18 @@ static int run_client(const char *addr, const char *port, const char *id)
 	struct ibv_wc wc;
 	wait_wc(cq, IBV_WC_RDMA_READ, &wc);
 	EXPECT(memcmp(buf + 256, "hello from the client", 22) == 0);
+
+	/* A big write (cross-memory attach where allowed), then read it back elsewhere. */
+	for (int i = 0; i < BIG_LEN; ++i)
+		buf[BIG_OFFSET + i] = (char)(i * 7 + 3);
+	CHECK(rpma_write(conn, remote, BIG_OFFSET, mr, BIG_OFFSET, BIG_LEN,
+			 RPMA_F_COMPLETION_ALWAYS, &ctx_tag));
+	wait_wc(cq, IBV_WC_RDMA_WRITE, NULL);
+	CHECK(rpma_read(conn, mr, BIG_OFFSET + BIG_LEN, remote, BIG_OFFSET, BIG_LEN,
+			RPMA_F_COMPLETION_ALWAYS, &ctx_tag));
+	wait_wc(cq, IBV_WC_RDMA_READ, &wc);
+	EXPECT(wc.byte_len == BIG_LEN);
+	EXPECT(memcmp(buf + BIG_OFFSET, buf + BIG_OFFSET + BIG_LEN, BIG_LEN) == 0);
 
 	char atomic[8];
 	memcpy(atomic, "ATOMIC!!", 8);

@@ -46,6 +46,8 @@ namespace {
 
 constexpr size_t kMaxFabricName = 40;
 
+std::atomic<bool> g_cma_enabled{true};
+
 softrpma::Mutex g_name_mu;
 std::string* g_name ABSL_GUARDED_BY(g_name_mu) = nullptr;
 
@@ -321,13 +323,19 @@ void* RunFabric(void* arg) {
 // ---- Names ----------------------------------------------------------------------------------
 
 absl::Status ConfigureFabric() {
+  const char* cma = std::getenv(kCmaEnvVar);
+  if (cma != nullptr && *cma != '\0' && std::strcmp(cma, "0") != 0 && std::strcmp(cma, "1") != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kCmaEnvVar, ": bad value \"", cma, "\": expected 0 (off) or 1 (on, the default)"));
+  }
+  g_cma_enabled.store(cma == nullptr || std::strcmp(cma, "0") != 0);
   const char* value = std::getenv(kFabricEnvVar);
   std::string name;
   if (value == nullptr || *value == '\0') {
     name = DefaultFabricName();
   } else if (!ValidFabricName(value)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "bad fabric name \"", value, "\": expected 1 to ", kMaxFabricName,
+        kFabricEnvVar, ": bad fabric name \"", value, "\": expected 1 to ", kMaxFabricName,
         " characters of A-Z a-z 0-9 . _ -"));
   } else {
     name = value;
@@ -543,6 +551,27 @@ void Conn::Internal::ReadLocked(const std::shared_ptr<Conn>& conn)
     }
     if (handler != nullptr) handler->OnMessage(c->in_header_, c->in_body_.data());
   }
+}
+
+// ---- Cross-memory attach -------------------------------------------------------------------
+
+namespace {
+const volatile uint64_t g_probe_word = wire::kProbeMagic;
+}  // namespace
+
+uint64_t ProbeAddress() {
+  // With RPMA_SIM_CMA=0 no peer may reach this process either: it offers no probe word.
+  if (!g_cma_enabled.load()) return 0;
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&g_probe_word));
+}
+
+bool CanReach(int32_t pid, uint64_t probe_addr) {
+  if (!g_cma_enabled.load() || pid <= 0 || probe_addr == 0) return false;
+  uint64_t word = 0;
+  iovec local{&word, sizeof(word)};
+  iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(probe_addr)), sizeof(word)};
+  return process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof(word)) &&
+         word == wire::kProbeMagic;
 }
 
 // ---- Listener -------------------------------------------------------------------------------

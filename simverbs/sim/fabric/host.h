@@ -54,11 +54,15 @@
 namespace softrpma::sim::host {
 
 inline constexpr char kFabricEnvVar[] = "RPMA_SIM_FABRIC";
+// "0" turns cross-memory attach off for this process's connections, both ways (every byte
+// then goes through the socket); "1" or unset: on where the kernel allows it (CanReach).
+inline constexpr char kCmaEnvVar[] = "RPMA_SIM_CMA";
 
 // Sets the fabric's name from RPMA_SIM_FABRIC (1 to 64 characters of [A-Za-z0-9._-]), or the
 // default when it is unset or empty: "uid<uid>", or "uid<uid>-test-<hash of TEST_TMPDIR>"
 // inside a Bazel test (Bazel runs tests side by side; each gets a fabric of its own).
-// Errors: InvalidArgument naming the bad value. Call before the first Listen / Dial.
+// Also reads RPMA_SIM_CMA. Errors: InvalidArgument naming the bad value. Call before the
+// first Listen / Dial.
 absl::Status ConfigureFabric();
 // The fabric's name (the default until ConfigureFabric succeeded).
 std::string FabricName();
@@ -143,6 +147,14 @@ class Listener final {
  private:
   std::shared_ptr<State> state_;
 };
+
+// CROSS-MEMORY ATTACH (wire.h, kFlagCma). ProbeAddress() is the address of a word holding
+// wire::kProbeMagic in this process (0 with RPMA_SIM_CMA=0); CanReach(pid, addr) reads that word of process `pid` with
+// process_vm_readv and says whether it holds the magic: whether this process may copy to and
+// from that one's memory (same user, and ptrace rules such as Yama's allow it); always false
+// with RPMA_SIM_CMA=0.
+uint64_t ProbeAddress();
+bool CanReach(int32_t pid, uint64_t probe_addr);
 
 // Called on the fabric thread for each connection a peer makes; returns the connection's
 // handler, or nullptr to refuse it (the peer sees the connection end).

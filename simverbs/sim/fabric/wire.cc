@@ -11,6 +11,13 @@ bool KnownFamily(const sockaddr_storage& addr) {
   return addr.ss_family == AF_INET || addr.ss_family == AF_INET6;
 }
 
+// A body of 1 to kMaxCmaSegments CmaSegments (their sum is checked against header.length by
+// the responder, which reads them).
+bool ValidCmaBody(const Header& header) {
+  return header.body_len > 0 && header.body_len % sizeof(CmaSegment) == 0 &&
+         header.body_len / sizeof(CmaSegment) <= kMaxCmaSegments;
+}
+
 }  // namespace
 
 bool ValidateHeader(const Header& header) {
@@ -24,16 +31,22 @@ bool ValidateHeader(const Header& header) {
       return header.body_len == sizeof(RejectBody);
     case Type::kReady:
     case Type::kDisconnect:
-    case Type::kRead:
     case Type::kAck:
-      return header.body_len == 0 &&
-             (static_cast<Type>(header.type) != Type::kRead || header.length <= kMaxMessageBytes);
+      return header.body_len == 0;
     case Type::kAtomicWrite:
       return header.body_len == sizeof(uint64_t);
+    case Type::kRead:
+      if (header.length > kMaxMessageBytes) return false;
+      return (header.flags & kFlagCma) != 0 ? ValidCmaBody(header) : header.body_len == 0;
     case Type::kWrite:
     case Type::kSend:
-    case Type::kReadResponse:
+      if ((header.flags & kFlagCma) != 0) {
+        return header.length <= kMaxMessageBytes && ValidCmaBody(header);
+      }
       return header.body_len <= kMaxMessageBytes;
+    case Type::kReadResponse:
+      return (header.flags & kFlagCma) != 0 ? header.body_len == 0
+                                             : header.body_len <= kMaxMessageBytes;
   }
   return false;
 }

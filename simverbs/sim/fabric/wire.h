@@ -40,6 +40,23 @@ enum class Type : uint16_t {
 
 inline constexpr uint16_t kFlagImm = 1;
 inline constexpr uint16_t kFlagSolicited = 2;
+// CROSS-MEMORY ATTACH. On kWrite / kSend / kRead: the body is not the data but the requester's
+// CmaSegments (its source, or for kRead its destination), header.length bytes in all; the
+// responder copies between them and its own memory itself (process_vm_readv / writev, one
+// copy). Sent only to a peer that proved it can (see ConnectBody). On kReadResponse: the data
+// is in place already (no body). On kReady: the active side can reach the passive's memory.
+inline constexpr uint16_t kFlagCma = 4;
+inline constexpr int kMaxCmaSegments = 32;
+
+// One piece of the requester's memory, as an address in ITS address space.
+struct CmaSegment {
+  uint64_t addr;
+  uint64_t length;
+};
+
+// The word whose address a side offers (ConnectBody / AcceptBody.probe_addr) so that the other
+// side can find out whether it may reach this process's memory (ptrace rules may forbid it).
+inline constexpr uint64_t kProbeMagic = 0x736f667472706d61ULL;
 
 // The largest body a request or read response may carry (the largest RC message, qp.cc).
 inline constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 31;
@@ -67,6 +84,9 @@ struct ConnectBody {
   uint8_t private_data_len;
   uint8_t responder_resources;
   uint8_t initiator_depth;
+  int32_t pid;          // the requester's process
+  uint32_t reserved;
+  uint64_t probe_addr;  // of a word holding kProbeMagic in the requester's memory
   sockaddr_storage src;  // the requester's address
   sockaddr_storage dst;  // the address it asked for
   uint8_t private_data[kMaxConnectPrivateData];
@@ -78,6 +98,10 @@ struct AcceptBody {
   uint8_t responder_resources;
   uint8_t initiator_depth;
   uint8_t srq;
+  int32_t pid;          // the accepting process
+  uint8_t can_reach_you;  // 1: the passive side read the active side's probe word (kFlagCma ok)
+  uint8_t reserved[3];
+  uint64_t probe_addr;  // of a word holding kProbeMagic in the accepting process's memory
   uint8_t private_data[kMaxAcceptPrivateData];
 };
 
