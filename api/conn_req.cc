@@ -353,8 +353,9 @@ int rpma_conn_req_get_private_data(const struct rpma_conn_req* req,
 
 int rpma_conn_req_recv(struct rpma_conn_req* req, struct rpma_mr_local* dst, size_t offset,
                        size_t len, const void* op_context) {
-  // rpma_conn_req_recv(3): "req or src or op_context is NULL" (src meaning dst).
-  if (req == nullptr || dst == nullptr || op_context == nullptr) return RPMA_E_INVAL;
+  // rpma_conn_req_recv(3) also names a NULL op_context as RPMA_E_INVAL, but librpma accepts it
+  // (its wr_id is then 0) and servers rely on that: so do we (docs/STATUS.md).
+  if (req == nullptr || dst == nullptr) return RPMA_E_INVAL;
   ibv_sge sge = {};
   ibv_recv_wr wr = softrpma::api::MrRecvWr(dst, offset, len, op_context, &sge);
   ibv_recv_wr* bad_wr = nullptr;

@@ -363,7 +363,6 @@ TEST_F(ConnTest, ConnReqRecv_NullArguments_ReturnInval) {
   int context = 0;
   EXPECT_EQ(rpma_conn_req_recv(nullptr, mr, 0, 8, &context), RPMA_E_INVAL);
   EXPECT_EQ(rpma_conn_req_recv(req, nullptr, 0, 8, &context), RPMA_E_INVAL);
-  EXPECT_EQ(rpma_conn_req_recv(req, mr, 0, 8, nullptr), RPMA_E_INVAL);
   EXPECT_CALL(backend_, IbvPostRecv(fake_.last_id()->qp,
                                     Pointee(AllOf(Field(&ibv_recv_wr::wr_id,
                                                         reinterpret_cast<uint64_t>(&context)),
@@ -373,6 +372,26 @@ TEST_F(ConnTest, ConnReqRecv_NullArguments_ReturnInval) {
       .WillOnce(Return(ENOMEM));
   EXPECT_EQ(rpma_conn_req_recv(req, mr, 0, 8, &context), 0);
   EXPECT_EQ(rpma_conn_req_recv(req, mr, 0, 8, &context), RPMA_E_PROVIDER);
+  rpma_mr_dereg(&mr);
+  rpma_conn_req_delete(&req);
+}
+
+// The man page lists a NULL op_context as RPMA_E_INVAL; librpma accepts it and posts the
+// receive with wr_id 0, and servers that post their first receive with context 0 rely on it.
+TEST_F(ConnTest, ConnReqRecv_NullOpContext_PostsWithWrIdZero) {
+  rpma_conn_req* req = nullptr;
+  ASSERT_EQ(rpma_conn_req_new(peer_, "10.0.0.2", "7204", nullptr, &req), 0);
+  char buffer[8];
+  rpma_mr_local* mr = nullptr;
+  ASSERT_EQ(rpma_mr_reg(peer_, buffer, 8, RPMA_MR_USAGE_RECV, &mr), 0);
+  EXPECT_CALL(backend_, IbvPostRecv(fake_.last_id()->qp,
+                                    Pointee(AllOf(Field(&ibv_recv_wr::wr_id, 0u),
+                                                  Field(&ibv_recv_wr::num_sge, 1))),
+                                    _))
+      .WillOnce(Return(0));
+  ScopedLogCapture logs;
+  EXPECT_EQ(rpma_conn_req_recv(req, mr, 0, 8, nullptr), 0);
+  EXPECT_FALSE(logs.AnyAtOrAbove(RPMA_LOG_LEVEL_ERROR)) << logs.Dump();
   rpma_mr_dereg(&mr);
   rpma_conn_req_delete(&req);
 }

@@ -247,7 +247,7 @@ RPMA_TEST_F(ConnReqTest, ConnReqConnect_AckCmEventFails_ReturnsProvider,
 
 // ---- rpma_conn_req_recv / rpma_conn_req_get_private_data --------------------------------------
 
-RPMA_TEST_F(ConnReqTest, ConnReqRecv_ReqDstOrOpContextNull_ReturnsInval,
+RPMA_TEST_F(ConnReqTest, ConnReqRecv_ReqOrDstNull_ReturnsInval,
             RPMA_ROW("rpma_conn_req_recv", "RPMA_E_INVAL", "req or src or op_context is NULL")) {
   ASSERT_RPMA(rig_->NewClientRequest(), 0);
   rpma_mr_local* mr = rig_->RegisterMr(64, RPMA_MR_USAGE_RECV);
@@ -255,7 +255,35 @@ RPMA_TEST_F(ConnReqTest, ConnReqRecv_ReqDstOrOpContextNull_ReturnsInval,
   int context = 0;
   EXPECT_RPMA(rpma_conn_req_recv(nullptr, mr, 0, 8, &context), RPMA_E_INVAL);
   EXPECT_RPMA(rpma_conn_req_recv(rig_->client_req(), nullptr, 0, 8, &context), RPMA_E_INVAL);
-  EXPECT_RPMA(rpma_conn_req_recv(rig_->client_req(), mr, 0, 8, nullptr), RPMA_E_INVAL);
+}
+
+// The man page's NULL op_context is accepted, as upstream librpma accepts it: the receive is
+// posted with wr_id 0 and completes with it.
+RPMA_TEST_F(ConnReqTest, ConnReqRecv_OpContextNull_AcceptedAsUpstream,
+            RPMA_ROW_NOT_ENFORCED("rpma_conn_req_recv", "RPMA_E_INVAL",
+                                  "req or src or op_context is NULL",
+                                  "a NULL op_context is accepted, as upstream accepts it (the "
+                                  "receive completes with wr_id 0)")) {
+  ASSERT_RPMA(rig_->NewClientRequest(), 0);
+  rpma_mr_local* recv_mr = rig_->RegisterMr(64, RPMA_MR_USAGE_RECV);
+  rpma_mr_local* send_mr = rig_->RegisterMr(64, RPMA_MR_USAGE_SEND);
+  ASSERT_NE(recv_mr, nullptr);
+  ASSERT_NE(send_mr, nullptr);
+  ASSERT_RPMA(rpma_conn_req_recv(rig_->client_req(), recv_mr, 0, 8, nullptr), 0);
+  ASSERT_RPMA(rig_->Establish(), 0);
+  ASSERT_RPMA(rpma_send(rig_->server(), send_mr, 0, 8, RPMA_F_COMPLETION_ON_ERROR, nullptr), 0);
+  rpma_cq* cq = nullptr;
+  ASSERT_RPMA(rpma_conn_get_cq(rig_->client(), &cq), 0);
+  int fd = -1;
+  ASSERT_RPMA(rpma_cq_get_fd(cq, &fd), 0);
+  ASSERT_TRUE(Readable(fd));
+  ASSERT_RPMA(rpma_cq_wait(cq), 0);
+  ibv_wc wc = {};
+  ASSERT_RPMA(rpma_cq_get_wc(cq, 1, &wc, nullptr), 0);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_RECV);
+  EXPECT_EQ(wc.wr_id, 0u);
+  EXPECT_EQ(wc.byte_len, 8u);
 }
 
 RPMA_TEST_F(ConnReqTest, ConnReqRecv_PostRecvFails_ReturnsProvider,
