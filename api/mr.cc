@@ -211,8 +211,10 @@ int rpma_mr_get_descriptor_size(const struct rpma_mr_local* mr, size_t* desc_siz
 int rpma_mr_remote_from_descriptor(const void* desc, size_t desc_size,
                                    struct rpma_mr_remote** mr_ptr) {
   if (desc == nullptr || mr_ptr == nullptr) return RPMA_E_INVAL;
-  if (desc_size != kMrDescriptorSize) {
-    RPMA_LOG_ERROR("incompatible memory region descriptor size: %zu bytes, expected %zu",
+  // At least the descriptor, as librpma takes it: programs pass the length of the private data
+  // that carried it, which the provider may pad (56 bytes on IB/RoCE); the rest is ignored.
+  if (desc_size < kMrDescriptorSize) {
+    RPMA_LOG_ERROR("incompatible memory region descriptor size: %zu bytes, expected at least %zu",
                    desc_size, kMrDescriptorSize);
     return RPMA_E_INVAL;
   }

@@ -184,8 +184,29 @@ TEST_F(MrTest, RemoteFromDescriptor_IncompatibleSize_ReturnsInval) {
   desc[20] = RPMA_MR_USAGE_READ_SRC;
   rpma_mr_remote* remote = nullptr;
   EXPECT_EQ(rpma_mr_remote_from_descriptor(desc, 20, &remote), RPMA_E_INVAL);
-  EXPECT_EQ(rpma_mr_remote_from_descriptor(desc, 22, &remote), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_remote_from_descriptor(desc, 0, &remote), RPMA_E_INVAL);
   EXPECT_EQ(remote, nullptr);
+}
+
+// As librpma: a descriptor in a longer buffer (private data padded by the provider, 56 bytes
+// on IB/RoCE) is read from its first 21 bytes.
+TEST_F(MrTest, RemoteFromDescriptor_LongerBuffer_ReadsTheDescriptor) {
+  uint8_t desc[56];
+  std::memset(desc, 0xAB, sizeof(desc));
+  desc[0] = 0x10;
+  for (int i = 1; i < 8; ++i) desc[i] = 0;
+  desc[8] = 64;
+  for (int i = 9; i < 16; ++i) desc[i] = 0;
+  desc[20] = RPMA_MR_USAGE_READ_SRC;
+  rpma_mr_remote* remote = nullptr;
+  ASSERT_EQ(rpma_mr_remote_from_descriptor(desc, sizeof(desc), &remote), 0);
+  size_t size = 0;
+  ASSERT_EQ(rpma_mr_remote_get_size(remote, &size), 0);
+  EXPECT_EQ(size, 64u);
+  int flush_type = -1;
+  ASSERT_EQ(rpma_mr_remote_get_flush_type(remote, &flush_type), 0);
+  EXPECT_EQ(flush_type, 0);
+  ASSERT_EQ(rpma_mr_remote_delete(&remote), 0);
 }
 
 TEST_F(MrTest, RemoteFromDescriptor_NoUsage_ReturnsNosupp) {
