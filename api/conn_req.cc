@@ -4,7 +4,8 @@
 // A request is the part of a connection made before it is connected: CQs and an RC QP on an
 // rdma_cm id. Outgoing (active side): made by rpma_conn_req_new() on an id resolved towards the
 // server. Incoming (passive side): made by rpma_ep_next_conn_req() around the id of a
-// CONNECT_REQUEST event, which the request keeps until it is accepted or rejected.
+// CONNECT_REQUEST event, which the endpoint acknowledges as soon as the request is made (as
+// librpma does), so that a pending request never holds up the listening id.
 // rpma_conn_req_connect() turns either into an rpma_conn; rpma_conn_req_delete() drops it.
 //
 // Not thread-safe: a request is used by one thread at a time.
@@ -30,8 +31,8 @@ struct rpma_conn_req {
   softrpma::Backend* backend = nullptr;
   rpma_peer* peer = nullptr;
   rdma_cm_id* id = nullptr;
-  // Incoming requests only: the CONNECT_REQUEST event, acknowledged at connect or delete.
-  rdma_cm_event* event = nullptr;
+  // An incoming request (made of a CONNECT_REQUEST) not yet answered by rdma_accept/rdma_reject.
+  bool incoming = false;
   rpma_cq* cq = nullptr;
   rpma_cq* rcq = nullptr;
   ibv_comp_channel* shared_channel = nullptr;
@@ -42,7 +43,7 @@ struct rpma_conn_req {
 namespace softrpma::api {
 namespace {
 
-bool IsIncoming(const rpma_conn_req* req) { return req->event != nullptr; }
+bool IsIncoming(const rpma_conn_req* req) { return req->incoming; }
 
 // Makes the CQs, the optional shared channel and the QP of `req` on req->id, as `values` says.
 // On failure releases what it made (never the id) and returns the RPMA_E_* code.
@@ -128,31 +129,28 @@ int DestroyId(rpma_conn_req* req) {
   return 0;
 }
 
-// Acknowledges the CONNECT_REQUEST event of an incoming request. Returns 0 or RPMA_E_PROVIDER.
-int AckRequestEvent(rpma_conn_req* req) {
-  int err = req->backend->RdmaAckCmEvent(req->event);
-  req->event = nullptr;
-  if (err != 0) {
-    RPMA_LOG_PROVIDER_ERROR(err, "rdma_ack_cm_event");
-    return RpmaErrorFromBackend(err);
-  }
-  return 0;
-}
-
-// Tears a request down completely and frees it: queues; for an incoming request not yet
-// answered, reject + ack; then the id. Returns the first error.
-int ReleaseRequest(rpma_conn_req* req) {
+// Releases the queues of `req`, rejects it when it is incoming and not yet answered, and frees
+// its private data; the id stays. Returns 0 or the first RPMA_E_* code (each failure logged).
+int ReleaseAllButId(rpma_conn_req* req) {
   int ret = ReleaseQueues(req);
-  if (req->event != nullptr) {
+  if (req->incoming) {
     int err = req->backend->RdmaReject(req->id, nullptr, 0);
     if (err != 0) {
       RPMA_LOG_PROVIDER_ERROR(err, "rdma_reject");
       KeepFirstError(&ret, RpmaErrorFromBackend(err));
     }
-    KeepFirstError(&ret, AckRequestEvent(req));
+    req->incoming = false;
   }
-  if (req->id != nullptr) KeepFirstError(&ret, DestroyId(req));
   PrivateDataDelete(req->private_data);
+  req->private_data = nullptr;
+  return ret;
+}
+
+// Tears a request down completely and frees it: queues; for an incoming request not yet
+// answered, reject; then the id. Returns the first error.
+int ReleaseRequest(rpma_conn_req* req) {
+  int ret = ReleaseAllButId(req);
+  if (req->id != nullptr) KeepFirstError(&ret, DestroyId(req));
   Delete(req);
   return ret;
 }
@@ -221,17 +219,12 @@ int ConnectPassive(rpma_conn_req* req, const rpma_conn_private_data* pdata,
   int err = req->backend->RdmaAccept(req->id, &param);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_accept");
-    (void)ReleaseRequest(req);  // rejects and acknowledges the request
+    (void)ReleaseRequest(req);  // rejects the request
     return RpmaErrorFromBackend(err);
   }
-  // The request event must be acknowledged before its id can move to the connection's channel.
-  int ret = AckRequestEvent(req);
-  if (ret != 0) {
-    AbandonAfterConnectFailure(req);
-    return ret;
-  }
+  req->incoming = false;  // answered
   rpma_conn* conn = nullptr;
-  ret = ConnNew(PartsOf(req), &conn);
+  int ret = ConnNew(PartsOf(req), &conn);
   if (ret != 0) {
     AbandonAfterConnectFailure(req);
     return ret;
@@ -258,9 +251,16 @@ int ConnReqFromCmEvent(rpma_peer* peer, rdma_cm_event* event, const rpma_conn_cf
     Delete(req);
     return ret;
   }
-  req->event = event;
+  req->incoming = true;
   *req_ptr = req;
   return 0;
+}
+
+rdma_cm_id* ConnReqDeleteKeepingId(rpma_conn_req* req) {
+  (void)ReleaseAllButId(req);
+  rdma_cm_id* id = req->id;
+  Delete(req);
+  return id;
 }
 
 }  // namespace softrpma::api

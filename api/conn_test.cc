@@ -542,13 +542,20 @@ TEST_F(EpTest, EpNextConnReq_OutOfMemory_ReturnsNomem_AndRejects) {
   EXPECT_EQ(req, nullptr);
 }
 
-TEST_F(EpTest, Incoming_KeepsPrivateData_AcceptsAcksMigrates) {
+// As librpma (ep.c): the CONNECT_REQUEST event is acknowledged by rpma_ep_next_conn_req once the
+// request is made, not at connect or delete.
+TEST_F(EpTest, Incoming_AckedWhenTaken_KeepsPrivateData_AcceptsMigrates) {
   rdma_cm_id* id = IncomingId();
   rdma_cm_event* event = fake_.Event(RDMA_CM_EVENT_CONNECT_REQUEST, id, {'h', 'i', '!'});
   NextEvent(event);
   rpma_conn_req* req = nullptr;
-  EXPECT_CALL(backend_, RdmaCreateQp(id, _, _));
+  {
+    InSequence in_order;
+    EXPECT_CALL(backend_, RdmaCreateQp(id, _, _));
+    EXPECT_CALL(backend_, RdmaAckCmEvent(event));
+  }
   ASSERT_EQ(rpma_ep_next_conn_req(ep_, nullptr, &req), 0);
+  ::testing::Mock::VerifyAndClearExpectations(&backend_);
   ASSERT_NE(req, nullptr);
   rpma_conn_private_data pdata{};
   ASSERT_EQ(rpma_conn_req_get_private_data(req, &pdata), 0);
@@ -559,10 +566,10 @@ TEST_F(EpTest, Incoming_KeepsPrivateData_AcceptsAcksMigrates) {
   {
     InSequence in_order;
     EXPECT_CALL(backend_, RdmaAccept(id, _));
-    EXPECT_CALL(backend_, RdmaAckCmEvent(event));
     EXPECT_CALL(backend_, RdmaCreateEventChannel(_));
     EXPECT_CALL(backend_, RdmaMigrateId(id, _));
   }
+  EXPECT_CALL(backend_, RdmaAckCmEvent(_)).Times(0);
   rpma_conn* conn = nullptr;
   ASSERT_EQ(rpma_conn_req_connect(&req, nullptr, &conn), 0);
   EXPECT_EQ(req, nullptr);
@@ -572,16 +579,38 @@ TEST_F(EpTest, Incoming_KeepsPrivateData_AcceptsAcksMigrates) {
   ASSERT_EQ(rpma_conn_delete(&conn), 0);
 }
 
-TEST_F(EpTest, Incoming_Delete_RejectsAndAcks) {
+TEST_F(EpTest, Incoming_Delete_RejectsAndDestroysId) {
   rdma_cm_id* id = IncomingId();
   rdma_cm_event* event = fake_.Event(RDMA_CM_EVENT_CONNECT_REQUEST, id);
   NextEvent(event);
   rpma_conn_req* req = nullptr;
   ASSERT_EQ(rpma_ep_next_conn_req(ep_, nullptr, &req), 0);
-  EXPECT_CALL(backend_, RdmaReject(id, _, _));
-  EXPECT_CALL(backend_, RdmaAckCmEvent(event));
+  {
+    InSequence in_order;
+    EXPECT_CALL(backend_, RdmaReject(id, _, _));
+    EXPECT_CALL(backend_, RdmaDestroyId(id));
+  }
+  EXPECT_CALL(backend_, RdmaAckCmEvent(_)).Times(0);  // acknowledged when taken
   ASSERT_EQ(rpma_conn_req_delete(&req), 0);
   EXPECT_EQ(req, nullptr);
+}
+
+// The listening id has no unacknowledged event while a request is pending, so the endpoint
+// shuts down (on a real NIC rdma_destroy_id would wait for the event forever).
+TEST_F(EpTest, EpShutdown_RequestPending_DestroysListeningIdAfterNoAck) {
+  rdma_cm_id* id = IncomingId();
+  rdma_cm_event* event = fake_.Event(RDMA_CM_EVENT_CONNECT_REQUEST, id);
+  NextEvent(event);
+  rpma_conn_req* req = nullptr;
+  EXPECT_CALL(backend_, RdmaAckCmEvent(event));
+  ASSERT_EQ(rpma_ep_next_conn_req(ep_, nullptr, &req), 0);
+  ::testing::Mock::VerifyAndClearExpectations(&backend_);
+  EXPECT_CALL(backend_, RdmaAckCmEvent(_)).Times(0);
+  EXPECT_CALL(backend_, RdmaDestroyId(listen_id_));
+  ASSERT_EQ(rpma_ep_shutdown(&ep_), 0);
+  EXPECT_EQ(ep_, nullptr);
+  ::testing::Mock::VerifyAndClearExpectations(&backend_);
+  ASSERT_EQ(rpma_conn_req_delete(&req), 0);
 }
 
 TEST_F(EpTest, Incoming_DeleteRejectFails_ReturnsProvider) {
@@ -590,7 +619,7 @@ TEST_F(EpTest, Incoming_DeleteRejectFails_ReturnsProvider) {
   rpma_conn_req* req = nullptr;
   ASSERT_EQ(rpma_ep_next_conn_req(ep_, nullptr, &req), 0);
   EXPECT_CALL(backend_, RdmaReject(_, _, _)).WillOnce(Return(EINVAL));
-  EXPECT_CALL(backend_, RdmaAckCmEvent(_));
+  EXPECT_CALL(backend_, RdmaDestroyId(id));
   EXPECT_EQ(rpma_conn_req_delete(&req), RPMA_E_PROVIDER);
   EXPECT_EQ(req, nullptr);
 }
@@ -601,7 +630,7 @@ TEST_F(EpTest, Incoming_AcceptFails_ReturnsProvider_AndConsumesReq) {
   rpma_conn_req* req = nullptr;
   ASSERT_EQ(rpma_ep_next_conn_req(ep_, nullptr, &req), 0);
   EXPECT_CALL(backend_, RdmaAccept(_, _)).WillOnce(Return(EINVAL));
-  EXPECT_CALL(backend_, RdmaAckCmEvent(_));
+  EXPECT_CALL(backend_, RdmaReject(id, _, _));
   EXPECT_CALL(backend_, RdmaDestroyId(id));
   rpma_conn* conn = nullptr;
   EXPECT_EQ(rpma_conn_req_connect(&req, nullptr, &conn), RPMA_E_PROVIDER);
@@ -609,16 +638,30 @@ TEST_F(EpTest, Incoming_AcceptFails_ReturnsProvider_AndConsumesReq) {
   EXPECT_EQ(conn, nullptr);
 }
 
-TEST_F(EpTest, Incoming_AckFails_ReturnsProvider) {
+// As librpma: a failed acknowledgement deletes (rejects) the request and fails the call. The
+// event is not lost: rpma_ep_shutdown acknowledges it, then destroys its id, then the listener.
+TEST_F(EpTest, EpNextConnReq_AckFails_ReturnsProvider_ShutdownAcksLater) {
   rdma_cm_id* id = IncomingId();
-  NextEvent(fake_.Event(RDMA_CM_EVENT_CONNECT_REQUEST, id));
+  rdma_cm_event* event = fake_.Event(RDMA_CM_EVENT_CONNECT_REQUEST, id);
+  NextEvent(event);
   rpma_conn_req* req = nullptr;
-  ASSERT_EQ(rpma_ep_next_conn_req(ep_, nullptr, &req), 0);
-  EXPECT_CALL(backend_, RdmaAckCmEvent(_)).WillOnce(Return(EINVAL));
-  EXPECT_CALL(backend_, RdmaDestroyId(id));
-  rpma_conn* conn = nullptr;
-  EXPECT_EQ(rpma_conn_req_connect(&req, nullptr, &conn), RPMA_E_PROVIDER);
+  {
+    InSequence in_order;
+    EXPECT_CALL(backend_, RdmaAckCmEvent(event)).WillOnce(Return(EIO));
+    EXPECT_CALL(backend_, RdmaReject(id, _, _));
+  }
+  EXPECT_CALL(backend_, RdmaDestroyId(id)).Times(0);  // not before its event is acknowledged
+  EXPECT_EQ(rpma_ep_next_conn_req(ep_, nullptr, &req), RPMA_E_PROVIDER);
   EXPECT_EQ(req, nullptr);
+  ::testing::Mock::VerifyAndClearExpectations(&backend_);
+  {
+    InSequence in_order;
+    EXPECT_CALL(backend_, RdmaAckCmEvent(event));
+    EXPECT_CALL(backend_, RdmaDestroyId(id));
+    EXPECT_CALL(backend_, RdmaDestroyId(listen_id_));
+  }
+  EXPECT_EQ(rpma_ep_shutdown(&ep_), 0);
+  EXPECT_EQ(ep_, nullptr);
 }
 
 // ---- rpma_conn_next_event -------------------------------------------------------------------

@@ -74,5 +74,45 @@ TEST_F(ParityTest, MrRemoteFromDescriptor_PaddedPrivateData_Accepted) {
   EXPECT_RPMA(rpma_mr_remote_delete(&remote), 0);
 }
 
+// Upstream acknowledges the CONNECT_REQUEST event in rpma_ep_next_conn_req (ep.c): a request
+// the server has neither connected nor deleted holds no event, so the listening id can go (on a
+// real NIC rdma_destroy_id would wait for the event forever; on the simulated NIC it was EBUSY).
+TEST_F(ParityTest, EpShutdown_RequestPending_Succeeds) {
+  ASSERT_RPMA(rig_->Listen(), 0);
+  ASSERT_RPMA(rig_->ConnectClient(), 0);
+  ASSERT_RPMA(rig_->NextServerRequest(), 0);
+  EXPECT_RPMA(rpma_ep_shutdown(rig_->ep_ptr()), 0);
+  EXPECT_EQ(rig_->ep(), nullptr);
+  // The pending request is still the server's to answer.
+  EXPECT_RPMA(rpma_conn_req_delete(rig_->server_req_ptr()), 0);
+  rpma_conn_event event = RPMA_CONN_UNDEFINED;
+  EXPECT_RPMA(Rig::NextEvent(rig_->client(), &event), 0);
+  EXPECT_EQ(event, RPMA_CONN_REJECTED);
+}
+
+// As upstream, a failed acknowledgement in rpma_ep_next_conn_req deletes (rejects) the request
+// and fails the call. The event is kept, not lost: the endpoint takes the next request and
+// rpma_ep_shutdown acknowledges the event, destroys its id and then the listener.
+TEST_F(ParityTest, EpNextConnReq_AckFails_ReturnsProvider_EndpointStillShutsDown) {
+  ASSERT_RPMA(rig_->Listen(), 0);
+  ASSERT_RPMA(rig_->ConnectClient(), 0);
+  {
+    ARM_FAULTS(faults, "rdma_ack_cm_event:fail=EIO:nth=1");
+    EXPECT_RPMA(rig_->NextServerRequest(), RPMA_E_PROVIDER);
+    EXPECT_EQ(FaultInjections("rdma_ack_cm_event"), 1u);
+  }
+  EXPECT_EQ(rig_->server_req(), nullptr);
+  rpma_conn_event event = RPMA_CONN_UNDEFINED;
+  EXPECT_RPMA(Rig::NextEvent(rig_->client(), &event), 0);
+  EXPECT_EQ(event, RPMA_CONN_REJECTED);
+  EXPECT_RPMA(rpma_conn_delete(rig_->client_ptr()), 0);
+
+  // The endpoint goes on: the next request is taken and connects.
+  ASSERT_RPMA(rig_->Establish(), 0);
+  EXPECT_RPMA(rpma_conn_disconnect(rig_->server()), 0);
+  EXPECT_RPMA(rpma_ep_shutdown(rig_->ep_ptr()), 0);
+  EXPECT_EQ(rig_->ep(), nullptr);
+}
+
 }  // namespace
 }  // namespace softrpma::conformance
