@@ -485,14 +485,18 @@ TEST_F(ConnTest, EpShutdown_NullPtr_ReturnsInval) {
   EXPECT_EQ(rpma_ep_shutdown(nullptr), RPMA_E_INVAL);
 }
 
-TEST_F(ConnTest, EpShutdown_DestroyIdFails_ReturnsProvider_KeepsEp) {
+// As librpma (ep.c): the event channel and the endpoint are released and the pointer cleared
+// even when the listening id is not.
+TEST_F(ConnTest, EpShutdown_DestroyIdFails_ReturnsProvider_ReleasesEp) {
   rpma_ep* ep = nullptr;
   ASSERT_EQ(rpma_ep_listen(peer_, "10.0.0.1", "7204", &ep), 0);
-  EXPECT_CALL(backend_, RdmaDestroyId(_)).WillOnce(Return(EBUSY)).WillOnce(Return(0));
-  rpma_ep* kept = ep;
+  {
+    InSequence in_order;
+    EXPECT_CALL(backend_, RdmaDestroyId(_)).WillOnce(Return(EBUSY));
+    EXPECT_CALL(backend_, RdmaDestroyEventChannel(_));
+  }
   EXPECT_EQ(rpma_ep_shutdown(&ep), RPMA_E_PROVIDER);
-  EXPECT_EQ(ep, kept);
-  EXPECT_EQ(rpma_ep_shutdown(&ep), 0);
+  EXPECT_EQ(ep, nullptr);
 }
 
 TEST_F(EpTest, EpGetFd_NullArguments_ReturnInval) {

@@ -124,6 +124,16 @@ void DropConnectRequest(rpma_ep* ep, rdma_cm_event* event) {
   (void)AckThenDestroyId(ep, event, id);
 }
 
+// Forgets the events FinishUnacked could not acknowledge (logged): the endpoint goes away.
+void DropUnacked(rpma_ep* ep) {
+  while (ep->unacked != nullptr) {
+    UnackedRequest* next = ep->unacked->next;
+    RPMA_LOG_ERROR("a connection request event could not be acknowledged; it is abandoned");
+    Delete(ep->unacked);
+    ep->unacked = next;
+  }
+}
+
 }  // namespace
 }  // namespace softrpma::api
 
@@ -169,17 +179,18 @@ int rpma_ep_shutdown(struct rpma_ep** ep_ptr) {
   rpma_ep* ep = *ep_ptr;
   if (ep == nullptr) return 0;
   int ret = softrpma::api::FinishUnacked(ep);
+  // Events whose acknowledgement failed twice are given up with the endpoint.
+  softrpma::api::DropUnacked(ep);
+  // As librpma: the endpoint is released and *ep_ptr cleared even when the provider fails.
   int err = ep->backend->RdmaDestroyId(ep->id);
   if (err != 0) {
-    // The endpoint stays whole: the caller may try again.
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_destroy_id");
-    return softrpma::api::RpmaErrorFromBackend(err);
+    softrpma::api::KeepFirstError(&ret, softrpma::api::RpmaErrorFromBackend(err));
   }
-  if (ret != 0) return ret;
   ep->backend->RdmaDestroyEventChannel(ep->event_channel);
   softrpma::Delete(ep);
   *ep_ptr = nullptr;
-  return 0;
+  return ret;
 }
 
 int rpma_ep_get_fd(const struct rpma_ep* ep, int* fd) {

@@ -181,14 +181,16 @@ int rpma_mr_dereg(struct rpma_mr_local** mr_ptr) {
   if (mr_ptr == nullptr) return RPMA_E_INVAL;
   rpma_mr_local* mr = *mr_ptr;
   if (mr == nullptr) return 0;
+  // As librpma: the object is released and *mr_ptr cleared even when the provider fails.
+  int ret = 0;
   int err = mr->backend->IbvDeregMr(mr->mr);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_dereg_mr");
-    return softrpma::api::RpmaErrorFromBackend(err);
+    ret = softrpma::api::RpmaErrorFromBackend(err);
   }
   softrpma::Delete(mr);
   *mr_ptr = nullptr;
-  return 0;
+  return ret;
 }
 
 int rpma_mr_get_descriptor(const struct rpma_mr_local* mr, void* desc) {

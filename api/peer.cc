@@ -51,17 +51,20 @@ int rpma_peer_new(struct ibv_context* ibv_ctx, struct rpma_peer** peer_ptr) {
 }
 
 int rpma_peer_delete(struct rpma_peer** peer_ptr) {
-  // The man page lists no error for a NULL argument: deleting nothing succeeds.
-  if (peer_ptr == nullptr || *peer_ptr == nullptr) return 0;
+  // The man page is silent on a NULL peer_ptr; librpma rejects it, as every other delete does.
+  if (peer_ptr == nullptr) return RPMA_E_INVAL;
   rpma_peer* peer = *peer_ptr;
+  if (peer == nullptr) return 0;
+  // As librpma: the peer is freed and *peer_ptr cleared even when the provider fails.
+  int ret = 0;
   int err = peer->backend->IbvDeallocPd(peer->pd);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_dealloc_pd");
-    return softrpma::api::RpmaErrorFromBackend(err);
+    ret = softrpma::api::RpmaErrorFromBackend(err);
   }
   softrpma::Delete(peer);
   *peer_ptr = nullptr;
-  return 0;
+  return ret;
 }
 
 }  // extern "C"

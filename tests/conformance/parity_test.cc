@@ -114,5 +114,13 @@ TEST_F(ParityTest, EpNextConnReq_AckFails_ReturnsProvider_EndpointStillShutsDown
   EXPECT_EQ(rig_->ep(), nullptr);
 }
 
+// Upstream's rpma_peer_delete rejects a NULL peer_ptr as every other delete does (its man page
+// is silent about it).
+TEST_F(ParityTest, PeerDelete_NullPeerPtr_ReturnsInval) {
+  EXPECT_RPMA(rpma_peer_delete(nullptr), RPMA_E_INVAL);
+  rpma_peer* peer = nullptr;
+  EXPECT_RPMA(rpma_peer_delete(&peer), 0);
+}
+
 }  // namespace
 }  // namespace softrpma::conformance
