@@ -161,6 +161,11 @@ int rpma_mr_reg(struct rpma_peer* peer, void* ptr, size_t size, int usage,
     RPMA_LOG_ERROR("usage is 0: name at least one RPMA_MR_USAGE_* bit");
     return RPMA_E_INVAL;
   }
+  // As librpma (mr.c): a bit that is no RPMA_MR_USAGE_* value is an invalid argument.
+  if ((usage & ~kAllUsages) != 0) {
+    RPMA_LOG_ERROR("usage 0x%x has bits that are no RPMA_MR_USAGE_* value", usage);
+    return RPMA_E_INVAL;
+  }
   rpma_mr_local* mr = softrpma::New<rpma_mr_local>();
   if (mr == nullptr) return RPMA_E_NOMEM;
   softrpma::Backend* backend = softrpma::api::PeerBackend(peer);

@@ -98,6 +98,16 @@ TEST_F(MrTest, MrReg_MapsUsageToAccessFlags) {
 
 TEST_F(MrTest, MrDereg_NullPtr_ReturnsInval) { EXPECT_EQ(rpma_mr_dereg(nullptr), RPMA_E_INVAL); }
 
+// The man page is silent; librpma rejects usage bits outside the RPMA_MR_USAGE_* set, and so
+// does softrpma, before it asks the provider.
+TEST_F(MrTest, MrReg_UnknownUsageBits_ReturnsInval) {
+  rpma_mr_local* mr = nullptr;
+  EXPECT_CALL(backend_, IbvRegMr(_, _, _, _, _)).Times(0);
+  EXPECT_EQ(rpma_mr_reg(peer_, buffer_, 8, RPMA_MR_USAGE_SEND | (1 << 8), &mr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_reg(peer_, buffer_, 8, -1, &mr), RPMA_E_INVAL);
+  EXPECT_EQ(mr, nullptr);
+}
+
 // As librpma (mr.c): the region object is freed and the pointer cleared even when the
 // provider fails to deregister.
 TEST_F(MrTest, MrDereg_DeregistrationFails_ReturnsProvider_AndReleasesMr) {

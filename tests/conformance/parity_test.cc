@@ -114,6 +114,18 @@ TEST_F(ParityTest, EpNextConnReq_AckFails_ReturnsProvider_EndpointStillShutsDown
   EXPECT_EQ(rig_->ep(), nullptr);
 }
 
+// Upstream's rpma_mr_reg rejects usage bits outside the RPMA_MR_USAGE_* set (mr.c), where the
+// man page names no usage error.
+TEST_F(ParityTest, MrReg_UnknownUsageBits_ReturnsInval) {
+  char buf[64];
+  rpma_mr_local* mr = nullptr;
+  EXPECT_RPMA(rpma_mr_reg(rig_->peer(), buf, sizeof(buf), RPMA_MR_USAGE_SEND | (1 << 8), &mr),
+              RPMA_E_INVAL);
+  EXPECT_EQ(mr, nullptr);
+  EXPECT_RPMA(rpma_mr_reg(rig_->peer(), buf, sizeof(buf), RPMA_MR_USAGE_SEND, &mr), 0);
+  EXPECT_RPMA(rpma_mr_dereg(&mr), 0);
+}
+
 // Upstream's rpma_peer_delete rejects a NULL peer_ptr as every other delete does (its man page
 // is silent about it).
 TEST_F(ParityTest, PeerDelete_NullPeerPtr_ReturnsInval) {
