@@ -39,7 +39,7 @@ namespace softrpma::api {
 int ConnNew(const ConnParts& parts, rpma_conn** conn_ptr) {
   rpma_conn* conn = New<rpma_conn>();
   if (conn == nullptr) return RPMA_E_NOMEM;
-  int ret = FlushScratchNew(parts.backend, PeerPd(parts.peer), &conn->flush_scratch);
+  int ret = FlushScratchNew(parts.peer, &conn->flush_scratch);
   if (ret != 0) {
     Delete(conn);
     return ret;

@@ -92,17 +92,27 @@ uint64_t MrRemoteSize(const rpma_mr_remote* mr) { return mr->size; }
 
 int MrRemoteUsage(const rpma_mr_remote* mr) { return mr->usage; }
 
-int MrUsageToAccess(int usage) {
+int MrUsageToAccess(int usage, bool iwarp) {
+  // The flags librpma gives each usage (peer.c), so that a region registers the same way on
+  // both and a provider's access checks see the same flags.
   int access = 0;
   // Being read remotely, or flushed (a flush is carried as an RDMA read).
   if (usage & (RPMA_MR_USAGE_READ_SRC | kFlushUsages)) access |= IBV_ACCESS_REMOTE_READ;
+  // The destination of a read is written by the local NIC; on iWARP the read's response
+  // arrives as an RDMA write from the other side.
+  if (usage & RPMA_MR_USAGE_READ_DST) {
+    access |= IBV_ACCESS_LOCAL_WRITE;
+    if (iwarp) access |= IBV_ACCESS_REMOTE_WRITE;
+  }
+  // librpma gives the source of a write local write access too.
+  if (usage & RPMA_MR_USAGE_WRITE_SRC) access |= IBV_ACCESS_LOCAL_WRITE;
   // Being written remotely; verbs requires local write access along with remote write.
   if (usage & RPMA_MR_USAGE_WRITE_DST) {
     access |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
   }
-  // Written by the local NIC: the destination of a read, or a receive buffer.
-  if (usage & (RPMA_MR_USAGE_READ_DST | RPMA_MR_USAGE_RECV)) access |= IBV_ACCESS_LOCAL_WRITE;
-  // WRITE_SRC and SEND only need local read access, which every region has.
+  // A receive buffer is written by the local NIC.
+  if (usage & RPMA_MR_USAGE_RECV) access |= IBV_ACCESS_LOCAL_WRITE;
+  // SEND needs no flag: every region may be read by the local NIC.
   return access;
 }
 
@@ -112,17 +122,16 @@ struct FlushScratch {
   alignas(8) uint8_t bytes[kFlushScratchSize] = {};
 };
 
-int FlushScratchNew(Backend* backend, ibv_pd* pd, FlushScratch** scratch_ptr) {
+int FlushScratchNew(const rpma_peer* peer, FlushScratch** scratch_ptr) {
   FlushScratch* scratch = New<FlushScratch>();
   if (scratch == nullptr) return RPMA_E_NOMEM;
-  scratch->backend = backend;
-  // Registered as the destination of a read (local write access), as an RDMA READ target.
-  int err = backend->IbvRegMr(pd, scratch->bytes, sizeof(scratch->bytes),
-                              MrUsageToAccess(RPMA_MR_USAGE_READ_DST), &scratch->mr);
-  if (err != 0) {
-    RPMA_LOG_PROVIDER_ERROR(err, "ibv_reg_mr");
+  scratch->backend = PeerBackend(peer);
+  // Registered as the destination of a read, as an RDMA READ target.
+  int ret = PeerRegMr(peer, scratch->bytes, sizeof(scratch->bytes), RPMA_MR_USAGE_READ_DST,
+                      &scratch->mr);
+  if (ret != 0) {
     Delete(scratch);
-    return RpmaErrorFromBackend(err);
+    return ret;
   }
   *scratch_ptr = scratch;
   return 0;
@@ -170,12 +179,10 @@ int rpma_mr_reg(struct rpma_peer* peer, void* ptr, size_t size, int usage,
   if (mr == nullptr) return RPMA_E_NOMEM;
   softrpma::Backend* backend = softrpma::api::PeerBackend(peer);
   ibv_mr* ibv_mr = nullptr;
-  int err = backend->IbvRegMr(softrpma::api::PeerPd(peer), ptr, size,
-                              softrpma::api::MrUsageToAccess(usage), &ibv_mr);
-  if (err != 0) {
-    RPMA_LOG_PROVIDER_ERROR(err, "ibv_reg_mr");
+  int ret = softrpma::api::PeerRegMr(peer, ptr, size, usage, &ibv_mr);
+  if (ret != 0) {
     softrpma::Delete(mr);
-    return softrpma::api::RpmaErrorFromBackend(err);
+    return ret;
   }
   *mr = rpma_mr_local{backend, ibv_mr, ptr, size, usage};
   *mr_ptr = mr;
@@ -297,7 +304,9 @@ int rpma_mr_advise(struct rpma_mr_local* mr, size_t offset, size_t len, int advi
       break;
     case IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE:
       // Prefetching for write needs a region the local NIC may write (IBV_ACCESS_LOCAL_WRITE).
-      if ((softrpma::api::MrUsageToAccess(mr->usage) & IBV_ACCESS_LOCAL_WRITE) == 0) {
+      // (The transport changes only remote access: LOCAL_WRITE is the same on every device.)
+      if ((softrpma::api::MrUsageToAccess(mr->usage, /*iwarp=*/false) &
+           IBV_ACCESS_LOCAL_WRITE) == 0) {
         RPMA_LOG_ERROR("the memory registration usage 0x%x does not allow "
                        "IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE (it is not writable)",
                        mr->usage);

@@ -19,10 +19,13 @@ using softrpma::testing::MockBackend;
 using softrpma::testing::ScopedAllocFailure;
 using softrpma::testing::ScopedLogCapture;
 using ::testing::_;
+using ::testing::DoAll;
+using ::testing::InSequence;
 using ::testing::Invoke;
 using ::testing::NiceMock;
 using ::testing::NotNull;
 using ::testing::Return;
+using ::testing::SetArgPointee;
 
 class MrTest : public ::testing::Test {
  protected:
@@ -74,11 +77,12 @@ struct UsageAccess {
   int access;
 };
 
+// The access flags librpma's peer.c gives each usage.
 TEST_F(MrTest, MrReg_MapsUsageToAccessFlags) {
   const UsageAccess cases[] = {
       {RPMA_MR_USAGE_READ_SRC, IBV_ACCESS_REMOTE_READ},
       {RPMA_MR_USAGE_READ_DST, IBV_ACCESS_LOCAL_WRITE},
-      {RPMA_MR_USAGE_WRITE_SRC, 0},
+      {RPMA_MR_USAGE_WRITE_SRC, IBV_ACCESS_LOCAL_WRITE},
       {RPMA_MR_USAGE_WRITE_DST, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE},
       {RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY, IBV_ACCESS_REMOTE_READ},
       {RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT, IBV_ACCESS_REMOTE_READ},
@@ -94,6 +98,87 @@ TEST_F(MrTest, MrReg_MapsUsageToAccessFlags) {
     ASSERT_EQ(rpma_mr_dereg(&mr), 0);
     ::testing::Mock::VerifyAndClearExpectations(&backend_);
   }
+}
+
+// On iWARP an RDMA READ's response is written into the reader's memory by the other side, so
+// librpma registers READ_DST with remote write access there (and only there).
+TEST(MrIwarpTest, MrReg_ReadDstOnIwarp_AddsRemoteWrite) {
+  NiceMock<MockBackend> backend;
+  FakeProvider fake(&backend);
+  fake.SetTransport(IBV_TRANSPORT_IWARP);
+  rpma_peer* peer = nullptr;
+  ASSERT_EQ(rpma_peer_new(fake.Context(), &peer), 0);
+  char buffer[64];
+  EXPECT_CALL(backend, IbvRegMr(_, buffer, sizeof(buffer),
+                                IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, _));
+  EXPECT_CALL(backend, IbvRegMr(_, buffer, sizeof(buffer), IBV_ACCESS_REMOTE_READ, _));
+  rpma_mr_local* mr = nullptr;
+  ASSERT_EQ(rpma_mr_reg(peer, buffer, sizeof(buffer), RPMA_MR_USAGE_READ_DST, &mr), 0);
+  ASSERT_EQ(rpma_mr_dereg(&mr), 0);
+  ASSERT_EQ(rpma_mr_reg(peer, buffer, sizeof(buffer), RPMA_MR_USAGE_READ_SRC, &mr), 0);
+  ASSERT_EQ(rpma_mr_dereg(&mr), 0);
+  ASSERT_EQ(rpma_peer_delete(&peer), 0);
+}
+
+// A device that reports on-demand paging (ibv_query_device_ex at rpma_peer_new).
+ibv_device_attr_ex OdpCapableAttr() {
+  ibv_device_attr_ex attr;
+  std::memset(&attr, 0, sizeof(attr));
+  attr.odp_caps.general_caps = IBV_ODP_SUPPORT;
+  attr.odp_caps.per_transport_caps.rc_odp_caps = IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_WRITE;
+  return attr;
+}
+
+// As librpma (peer.c): a registration the provider refuses with EOPNOTSUPP is tried again with
+// IBV_ACCESS_ON_DEMAND when the device is ODP-capable.
+TEST(MrOdpTest, MrReg_EopnotsuppOnOdpDevice_RetriesOnDemand) {
+  NiceMock<MockBackend> backend;
+  FakeProvider fake(&backend);
+  EXPECT_CALL(backend, IbvQueryDeviceEx(fake.Context(), _))
+      .WillOnce(DoAll(SetArgPointee<1>(OdpCapableAttr()), Return(0)));
+  rpma_peer* peer = nullptr;
+  ASSERT_EQ(rpma_peer_new(fake.Context(), &peer), 0);
+  char buffer[64];
+  {
+    InSequence in_order;
+    EXPECT_CALL(backend, IbvRegMr(_, buffer, sizeof(buffer), IBV_ACCESS_REMOTE_READ, _))
+        .WillOnce(Return(EOPNOTSUPP));
+    EXPECT_CALL(backend, IbvRegMr(_, buffer, sizeof(buffer),
+                                  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_ON_DEMAND, _));
+  }
+  rpma_mr_local* mr = nullptr;
+  ASSERT_EQ(rpma_mr_reg(peer, buffer, sizeof(buffer), RPMA_MR_USAGE_READ_SRC, &mr), 0);
+  ASSERT_EQ(rpma_mr_dereg(&mr), 0);
+  ASSERT_EQ(rpma_peer_delete(&peer), 0);
+}
+
+TEST(MrOdpTest, MrReg_EopnotsuppWithoutOdp_ReturnsProviderWithoutRetry) {
+  NiceMock<MockBackend> backend;
+  FakeProvider fake(&backend);
+  rpma_peer* peer = nullptr;
+  ASSERT_EQ(rpma_peer_new(fake.Context(), &peer), 0);  // the mock reports no ODP
+  char buffer[64];
+  EXPECT_CALL(backend, IbvRegMr(_, _, _, _, _)).WillOnce(Return(EOPNOTSUPP));
+  rpma_mr_local* mr = nullptr;
+  EXPECT_EQ(rpma_mr_reg(peer, buffer, sizeof(buffer), RPMA_MR_USAGE_READ_SRC, &mr),
+            RPMA_E_PROVIDER);
+  EXPECT_EQ(mr, nullptr);
+  ASSERT_EQ(rpma_peer_delete(&peer), 0);
+}
+
+TEST(MrOdpTest, MrReg_OtherErrnoOnOdpDevice_ReturnsProviderWithoutRetry) {
+  NiceMock<MockBackend> backend;
+  FakeProvider fake(&backend);
+  EXPECT_CALL(backend, IbvQueryDeviceEx(_, _))
+      .WillOnce(DoAll(SetArgPointee<1>(OdpCapableAttr()), Return(0)));
+  rpma_peer* peer = nullptr;
+  ASSERT_EQ(rpma_peer_new(fake.Context(), &peer), 0);
+  char buffer[64];
+  EXPECT_CALL(backend, IbvRegMr(_, _, _, _, _)).WillOnce(Return(ENOMEM));
+  rpma_mr_local* mr = nullptr;
+  EXPECT_EQ(rpma_mr_reg(peer, buffer, sizeof(buffer), RPMA_MR_USAGE_READ_SRC, &mr),
+            RPMA_E_PROVIDER);
+  ASSERT_EQ(rpma_peer_delete(&peer), 0);
 }
 
 TEST_F(MrTest, MrDereg_NullPtr_ReturnsInval) { EXPECT_EQ(rpma_mr_dereg(nullptr), RPMA_E_INVAL); }
@@ -324,10 +409,10 @@ TEST_F(MrAdviseTest, MrAdvise_RangeLongerThanOneSge_ReturnsInval) {
 
 // ERRORS: "the memory registration usage does not allow the specific advice".
 TEST_F(MrAdviseTest, MrAdvise_PrefetchWriteOnNonWritableUsage_ReturnsInval) {
-  const int not_writable[] = {RPMA_MR_USAGE_READ_SRC, RPMA_MR_USAGE_WRITE_SRC,
-                              RPMA_MR_USAGE_SEND, RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY,
+  const int not_writable[] = {RPMA_MR_USAGE_READ_SRC, RPMA_MR_USAGE_SEND,
+                              RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY,
                               RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT,
-                              RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_SRC};
+                              RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_SEND};
   EXPECT_CALL(backend_, IbvAdviseMr(_, _, _, _, _)).Times(0);
   for (int usage : not_writable) {
     rpma_mr_local* mr = Reg(usage);
@@ -338,10 +423,11 @@ TEST_F(MrAdviseTest, MrAdvise_PrefetchWriteOnNonWritableUsage_ReturnsInval) {
 }
 
 TEST_F(MrAdviseTest, MrAdvise_PrefetchWriteOnWritableUsage_IsPassedOn) {
+  // WRITE_SRC is registered with IBV_ACCESS_LOCAL_WRITE, as librpma does.
   const int writable[] = {RPMA_MR_USAGE_WRITE_DST, RPMA_MR_USAGE_READ_DST, RPMA_MR_USAGE_RECV,
-                          RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST};
+                          RPMA_MR_USAGE_WRITE_SRC, RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST};
   EXPECT_CALL(backend_, IbvAdviseMr(_, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, _, _, _))
-      .Times(4);
+      .Times(5);
   for (int usage : writable) {
     rpma_mr_local* mr = Reg(usage);
     EXPECT_EQ(rpma_mr_advise(mr, 0, 8, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0), 0)

@@ -26,6 +26,26 @@ class PeerTest : public ::testing::Test {
   FakeProvider fake_{&backend_};
 };
 
+// As librpma (peer.c): the device's capabilities are queried before the PD is made.
+TEST_F(PeerTest, PeerNew_QueriesTheDeviceThenAllocatesThePd) {
+  {
+    ::testing::InSequence in_order;
+    EXPECT_CALL(backend_, IbvQueryDeviceEx(fake_.Context(), _));
+    EXPECT_CALL(backend_, IbvAllocPd(fake_.Context(), _));
+  }
+  rpma_peer* peer = nullptr;
+  ASSERT_EQ(rpma_peer_new(fake_.Context(), &peer), 0);
+  ASSERT_EQ(rpma_peer_delete(&peer), 0);
+}
+
+TEST_F(PeerTest, PeerNew_QueryDeviceFails_ReturnsProvider) {
+  EXPECT_CALL(backend_, IbvQueryDeviceEx(_, _)).WillOnce(Return(EIO));
+  EXPECT_CALL(backend_, IbvAllocPd(_, _)).Times(0);
+  rpma_peer* peer = nullptr;
+  EXPECT_EQ(rpma_peer_new(fake_.Context(), &peer), RPMA_E_PROVIDER);
+  EXPECT_EQ(peer, nullptr);
+}
+
 TEST_F(PeerTest, PeerNew_NullCtx_ReturnsInval) {
   rpma_peer* peer = nullptr;
   EXPECT_EQ(rpma_peer_new(nullptr, &peer), RPMA_E_INVAL);

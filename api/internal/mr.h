@@ -37,17 +37,21 @@ uint32_t MrRemoteRkey(const rpma_mr_remote* mr);
 uint64_t MrRemoteSize(const rpma_mr_remote* mr);
 int MrRemoteUsage(const rpma_mr_remote* mr);
 
-// The ibv_access_flags librpma registers a region of `usage` (RPMA_MR_USAGE_* bits) with.
-int MrUsageToAccess(int usage);
+// The ibv_access_flags librpma registers a region of `usage` (RPMA_MR_USAGE_* bits) with, on a
+// device whose transport is iWARP (`iwarp`) or not: iWARP carries an RDMA READ's response as a
+// write into the reader's memory, so READ_DST needs IBV_ACCESS_REMOTE_WRITE there.
+int MrUsageToAccess(int usage, bool iwarp);
 
 // The flush scratch: kFlushScratchSize bytes registered (IBV_ACCESS_LOCAL_WRITE) on a PD, the
 // target of the RDMA READ that rpma_flush(3) posts. Its contents are never looked at.
 inline constexpr size_t kFlushScratchSize = 8;
 struct FlushScratch;
 
-// Makes a flush scratch on `pd` of `backend`. Returns 0, RPMA_E_NOMEM (allocation) or
-// RPMA_E_PROVIDER (ibv_reg_mr failed; logged). *scratch_ptr is written only on success.
-int FlushScratchNew(Backend* backend, ibv_pd* pd, FlushScratch** scratch_ptr);
+// Makes a flush scratch on the PD of `peer`, registered as a region of usage
+// RPMA_MR_USAGE_READ_DST (as librpma registers its read-after-write buffer). Returns 0,
+// RPMA_E_NOMEM (allocation) or RPMA_E_PROVIDER (ibv_reg_mr failed; logged). *scratch_ptr is
+// written only on success.
+int FlushScratchNew(const rpma_peer* peer, FlushScratch** scratch_ptr);
 // Deregisters and frees *scratch_ptr (nothing for nullptr) and sets it to nullptr. The memory is
 // freed even when ibv_dereg_mr fails (the failure is logged and RPMA_E_PROVIDER returned).
 // REQUIRES: no work request that reads into the scratch is outstanding (its QP is destroyed).

@@ -230,8 +230,9 @@ class MrAdviseTest : public MrTest {
   void SetUp() override {
     MrTest::SetUp();
     sim::SetOdpSupported(true);
-    // A region whose usage allows reading only (no local write, so no PREFETCH_WRITE).
-    read_only_mr_ = rig_->RegisterMr(kMrSize, RPMA_MR_USAGE_SEND | RPMA_MR_USAGE_WRITE_SRC);
+    // A region whose usage allows reading only (no local write, so no PREFETCH_WRITE; WRITE_SRC
+    // gets local write access, as in librpma).
+    read_only_mr_ = rig_->RegisterMr(kMrSize, RPMA_MR_USAGE_SEND | RPMA_MR_USAGE_READ_SRC);
     ASSERT_NE(read_only_mr_, nullptr);
   }
 

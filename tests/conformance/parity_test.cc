@@ -126,6 +126,32 @@ TEST_F(ParityTest, MrReg_UnknownUsageBits_ReturnsInval) {
   EXPECT_RPMA(rpma_mr_dereg(&mr), 0);
 }
 
+// As upstream (peer.c): on a device with on-demand paging, a registration the provider refuses
+// with EOPNOTSUPP (memory it cannot pin, e.g. FSDAX) is retried with IBV_ACCESS_ON_DEMAND; on
+// one without, it fails.
+TEST_F(ParityTest, MrReg_EopnotsuppOnOdpDevice_RegistersOnDemand) {
+  char buf[64];
+  rpma_mr_local* mr = nullptr;
+  {
+    ARM_FAULTS(faults, "ibv_reg_mr:fail=EOPNOTSUPP:nth=1");
+    EXPECT_RPMA(rpma_mr_reg(rig_->peer(), buf, sizeof(buf), RPMA_MR_USAGE_READ_SRC, &mr),
+                RPMA_E_PROVIDER);  // the rig's peer was made without ODP
+    EXPECT_EQ(FaultHits("ibv_reg_mr"), 1u);
+  }
+  EXPECT_EQ(mr, nullptr);
+
+  sim::SetOdpSupported(true);  // read by rpma_peer_new
+  rpma_peer* peer = nullptr;
+  ASSERT_RPMA(rpma_peer_new(rig_->dev(), &peer), 0);
+  {
+    ARM_FAULTS(faults, "ibv_reg_mr:fail=EOPNOTSUPP:nth=1");
+    EXPECT_RPMA(rpma_mr_reg(peer, buf, sizeof(buf), RPMA_MR_USAGE_READ_SRC, &mr), 0);
+    EXPECT_EQ(FaultHits("ibv_reg_mr"), 2u);
+  }
+  EXPECT_RPMA(rpma_mr_dereg(&mr), 0);
+  EXPECT_RPMA(rpma_peer_delete(&peer), 0);
+}
+
 // Upstream's rpma_peer_delete rejects a NULL peer_ptr as every other delete does (its man page
 // is silent about it).
 TEST_F(ParityTest, PeerDelete_NullPeerPtr_ReturnsInval) {
