@@ -50,6 +50,14 @@ bool IsIncoming(const rpma_conn_req* req) { return req->incoming; }
 int SetUpQueues(rpma_conn_req* req, const ConnCfgValues& values) {
   Backend* backend = req->backend;
   ibv_context* ctx = req->id->verbs;
+  rpma_cq* srq_rcq = values.srq != nullptr ? SrqRcq(values.srq) : nullptr;
+  // As librpma (conn_req.c): the SRQ's receive CQ has a channel of its own, so the connection
+  // cannot share one channel between its CQs and it.
+  if (values.shared_comp_channel && srq_rcq != nullptr) {
+    RPMA_LOG_ERROR("a shared completion channel cannot be used with a shared RQ that has its "
+                   "own receive CQ");
+    return RPMA_E_INVAL;
+  }
   int ret = 0;
   if (values.shared_comp_channel) {
     int err = backend->IbvCreateCompChannel(ctx, &req->shared_channel);
@@ -59,11 +67,12 @@ int SetUpQueues(rpma_conn_req* req, const ConnCfgValues& values) {
     }
   }
   ret = CqNew(backend, ctx, values.cq_size, req->shared_channel, &req->cq);
-  if (ret == 0 && values.rcq_size > 0) {
+  // With an SRQ that has a receive CQ, receives complete there: no RCQ of the connection's own
+  // (it would never get a completion), and rpma_conn_get_rcq gives NULL, as in librpma.
+  if (ret == 0 && values.rcq_size > 0 && srq_rcq == nullptr) {
     ret = CqNew(backend, ctx, values.rcq_size, req->shared_channel, &req->rcq);
   }
   if (ret == 0) {
-    rpma_cq* srq_rcq = values.srq != nullptr ? SrqRcq(values.srq) : nullptr;
     rpma_cq* recv_cq = srq_rcq != nullptr ? srq_rcq : (req->rcq != nullptr ? req->rcq : req->cq);
     ibv_qp_init_attr attr;
     std::memset(&attr, 0, sizeof(attr));

@@ -1257,6 +1257,43 @@ TEST_F(ConnTest, SrqNew_CreateSrqFails_ReturnsProvider) {
   EXPECT_EQ(srq, nullptr);
 }
 
+// As librpma (conn_req.c): a shared completion channel cannot serve an SRQ's own receive CQ.
+TEST_F(ConnTest, ConnReqNew_SharedChannelAndSrqWithRcq_ReturnsInval) {
+  rpma_srq* srq = nullptr;
+  ASSERT_EQ(rpma_srq_new(peer_, nullptr, &srq), 0);  // with an RCQ (rcq_size 100)
+  ASSERT_EQ(rpma_conn_cfg_set_srq(cfg_, srq), 0);
+  ASSERT_EQ(rpma_conn_cfg_set_compl_channel(cfg_, true), 0);
+  EXPECT_CALL(backend_, IbvCreateCompChannel(_, _)).Times(0);
+  EXPECT_CALL(backend_, IbvCreateCq(_, _, _, _, _, _)).Times(0);
+  EXPECT_CALL(backend_, RdmaCreateQp(_, _, _)).Times(0);
+  EXPECT_CALL(backend_, RdmaDestroyId(_));
+  rpma_conn_req* req = nullptr;
+  EXPECT_EQ(rpma_conn_req_new(peer_, "10.0.0.2", "7204", cfg_, &req), RPMA_E_INVAL);
+  EXPECT_EQ(req, nullptr);
+  ::testing::Mock::VerifyAndClearExpectations(&backend_);
+  ASSERT_EQ(rpma_srq_delete(&srq), 0);
+}
+
+// As librpma: with an SRQ that has its own receive CQ, rcq_size makes no RCQ of the
+// connection's: receives complete on the SRQ's, and rpma_conn_get_rcq gives NULL.
+TEST_F(ConnTest, ConnReqNew_RcqSizeWithSrqRcq_NoExtraRcq_GetRcqIsNull) {
+  rpma_srq* srq = nullptr;
+  ASSERT_EQ(rpma_srq_new(peer_, nullptr, &srq), 0);
+  ibv_cq* srq_ibv_rcq = fake_.last_cq();
+  ASSERT_EQ(rpma_conn_cfg_set_srq(cfg_, srq), 0);
+  ASSERT_EQ(rpma_conn_cfg_set_rcq_size(cfg_, 30), 0);
+  EXPECT_CALL(backend_, IbvCreateCq(_, 10, _, _, _, _));  // the main CQ only
+  EXPECT_CALL(backend_, IbvCreateCq(_, 30, _, _, _, _)).Times(0);
+  rpma_conn* conn = Connect(cfg_);
+  ASSERT_NE(conn, nullptr);
+  EXPECT_EQ(fake_.last_id()->qp->recv_cq, srq_ibv_rcq);
+  rpma_cq* rcq = reinterpret_cast<rpma_cq*>(this);
+  ASSERT_EQ(rpma_conn_get_rcq(conn, &rcq), 0);
+  EXPECT_EQ(rcq, nullptr);
+  ASSERT_EQ(rpma_conn_delete(&conn), 0);
+  ASSERT_EQ(rpma_srq_delete(&srq), 0);
+}
+
 TEST_F(ConnTest, Srq_ConnectionReceivesThroughIt) {
   EXPECT_CALL(backend_, IbvCreateSrq(_, Pointee(Field(&ibv_srq_init_attr::attr,
                                                       Field(&ibv_srq_attr::max_wr, 100u))),

@@ -152,6 +152,70 @@ TEST_F(ParityTest, MrReg_EopnotsuppOnOdpDevice_RegistersOnDemand) {
   EXPECT_RPMA(rpma_peer_delete(&peer), 0);
 }
 
+// As upstream (conn_req.c): a connection's shared completion channel cannot serve an SRQ that
+// has its own receive CQ: RPMA_E_INVAL on both sides, and an incoming request is rejected.
+TEST_F(ParityTest, SharedChannelWithSrqThatHasRcq_ReturnsInval) {
+  rpma_srq* srq = nullptr;
+  ASSERT_RPMA(rpma_srq_new(rig_->peer(), nullptr, &srq), 0);  // rcq_size 100: an RCQ
+  ASSERT_RPMA(rig_->Listen(), 0);
+  rpma_conn_cfg* cfg = nullptr;
+  ASSERT_RPMA(rpma_conn_cfg_new(&cfg), 0);
+  ASSERT_RPMA(rpma_conn_cfg_set_srq(cfg, srq), 0);
+  ASSERT_RPMA(rpma_conn_cfg_set_compl_channel(cfg, true), 0);
+  rpma_conn_req* req = nullptr;
+  EXPECT_RPMA(rpma_conn_req_new(rig_->peer(), kAddress, rig_->port().c_str(), cfg, &req),
+              RPMA_E_INVAL);
+  EXPECT_EQ(req, nullptr);
+  EXPECT_TRUE(AllReleased("rdma_create_id", "rdma_destroy_id"));
+
+  // The server side: the request cannot be taken with that configuration and is rejected.
+  ASSERT_RPMA(rig_->ConnectClient(), 0);
+  int fd = -1;
+  ASSERT_RPMA(rpma_ep_get_fd(rig_->ep(), &fd), 0);
+  ASSERT_TRUE(Readable(fd));
+  EXPECT_RPMA(rpma_ep_next_conn_req(rig_->ep(), cfg, &req), RPMA_E_INVAL);
+  EXPECT_EQ(req, nullptr);
+  rpma_conn_event event = RPMA_CONN_UNDEFINED;
+  EXPECT_RPMA(Rig::NextEvent(rig_->client(), &event), 0);
+  EXPECT_EQ(event, RPMA_CONN_REJECTED);
+  EXPECT_RPMA(rpma_conn_cfg_delete(&cfg), 0);
+  EXPECT_RPMA(rpma_conn_delete(rig_->client_ptr()), 0);
+  EXPECT_RPMA(rpma_srq_delete(&srq), 0);
+}
+
+// As upstream: with an SRQ that has its own receive CQ, rcq_size makes no RCQ of the
+// connection's own (one that would never get a completion, so waiting on it would hang):
+// rpma_conn_get_rcq gives NULL and receives complete on the SRQ's RCQ.
+TEST_F(ParityTest, RcqSizeWithSrqThatHasRcq_GetRcqIsNull_ReceivesOnTheSrqsRcq) {
+  rpma_srq* srq = nullptr;
+  ASSERT_RPMA(rpma_srq_new(rig_->peer(), nullptr, &srq), 0);
+  ASSERT_RPMA(rpma_conn_cfg_set_srq(rig_->cfg(), srq), 0);
+  ASSERT_RPMA(rpma_conn_cfg_set_rcq_size(rig_->cfg(), 30), 0);
+  ASSERT_RPMA(rig_->Establish(), 0);
+  rpma_cq* rcq = nullptr;
+  ASSERT_RPMA(rpma_conn_get_rcq(rig_->server(), &rcq), 0);
+  EXPECT_EQ(rcq, nullptr);
+
+  rpma_mr_local* recv_mr = rig_->RegisterMr(64, RPMA_MR_USAGE_RECV);
+  rpma_mr_local* send_mr = rig_->RegisterMr(64, RPMA_MR_USAGE_SEND);
+  ASSERT_NE(recv_mr, nullptr);
+  ASSERT_NE(send_mr, nullptr);
+  ASSERT_RPMA(rpma_srq_recv(srq, recv_mr, 0, 8, reinterpret_cast<void*>(0x5)), 0);
+  ASSERT_RPMA(rpma_send(rig_->client(), send_mr, 0, 8, RPMA_F_COMPLETION_ON_ERROR, nullptr), 0);
+  rpma_cq* srq_rcq = nullptr;
+  ASSERT_RPMA(rpma_srq_get_rcq(srq, &srq_rcq), 0);
+  ibv_wc wc = {};
+  TakeCompletion(srq_rcq, &wc);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_RECV);
+  EXPECT_EQ(wc.wr_id, 0x5u);
+
+  EXPECT_RPMA(rpma_conn_disconnect(rig_->client()), 0);
+  EXPECT_RPMA(rpma_conn_delete(rig_->client_ptr()), 0);
+  EXPECT_RPMA(rpma_conn_delete(rig_->server_ptr()), 0);
+  EXPECT_RPMA(rpma_srq_delete(&srq), 0);
+}
+
 // Upstream's rpma_peer_delete rejects a NULL peer_ptr as every other delete does (its man page
 // is silent about it).
 TEST_F(ParityTest, PeerDelete_NullPeerPtr_ReturnsInval) {
