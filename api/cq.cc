@@ -142,10 +142,11 @@ int rpma_cq_get_wc(struct rpma_cq* cq, int num_entries, struct ibv_wc* wc,
   int polled = 0;
   int err = cq->backend->IbvPollCq(cq->cq, num_entries, wc, &polled);
   if (err != 0) {
+    // Every failed poll is RPMA_E_PROVIDER, with or without an errno, as in librpma (cq.c):
+    // ibv_poll_cq(3) reports no errno, so "no provider error available" is its normal failure
+    // on a real NIC, and both backends must answer the same.
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_poll_cq");
-    return softrpma::api::RpmaErrorFromBackend(
-        err, softrpma::api::ErrorMapping{/*enomem_is_nomem=*/false,
-                                         /*no_errno_is_unknown=*/true});
+    return softrpma::api::RpmaErrorFromBackend(err);
   }
   if (polled == 0) return RPMA_E_NO_COMPLETION;
   if (polled > num_entries) {
