@@ -366,7 +366,9 @@ int rpma_conn_req_recv(struct rpma_conn_req* req, struct rpma_mr_local* dst, siz
   // (its wr_id is then 0) and servers rely on that: so do we (docs/STATUS.md).
   if (req == nullptr || dst == nullptr) return RPMA_E_INVAL;
   ibv_sge sge = {};
-  ibv_recv_wr wr = softrpma::api::MrRecvWr(dst, offset, len, op_context, &sge);
+  ibv_recv_wr wr;
+  int ret = softrpma::api::MrRecvWr(dst, offset, len, op_context, &sge, &wr);
+  if (ret != 0) return ret;
   ibv_recv_wr* bad_wr = nullptr;
   int err = req->backend->IbvPostRecv(req->id->qp, &wr, &bad_wr);
   if (err != 0) {

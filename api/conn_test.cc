@@ -1243,6 +1243,51 @@ TEST_F(OpsTest, Recv_PostsReceive) {
   EXPECT_EQ(rpma_recv(conn_, local_, 3, 7, &context_), RPMA_E_PROVIDER);
 }
 
+// A length one ibv_sge cannot describe is an invalid argument: truncated to 32 bits (as
+// librpma does) it would move another number of bytes than asked, silently.
+TEST_F(OpsTest, LengthOverFourGib_ReturnsInval_PostsNothing) {
+  const size_t too_long = (size_t{1} << 32) + 8;
+  EXPECT_CALL(backend_, IbvPostSend(_, _, _)).Times(0);
+  EXPECT_CALL(backend_, IbvPostRecv(_, _, _)).Times(0);
+  ScopedLogCapture logs;
+  EXPECT_EQ(rpma_read(conn_, local_, 0, remote_, 0, too_long, RPMA_F_COMPLETION_ALWAYS, nullptr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_write(conn_, remote_, 0, local_, 0, too_long, RPMA_F_COMPLETION_ALWAYS, nullptr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_write_with_imm(conn_, remote_, 0, local_, 0, too_long, RPMA_F_COMPLETION_ALWAYS, 1, nullptr),
+            RPMA_E_INVAL);
+  EXPECT_EQ(rpma_send(conn_, local_, 0, too_long, RPMA_F_COMPLETION_ALWAYS, nullptr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_send_with_imm(conn_, local_, 0, too_long, RPMA_F_COMPLETION_ALWAYS, 1, nullptr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_recv(conn_, local_, 0, too_long, nullptr), RPMA_E_INVAL);
+  EXPECT_TRUE(logs.Contains(RPMA_LOG_LEVEL_ERROR, "does not fit one ibv_sge")) << logs.Dump();
+}
+
+TEST_F(ConnTest, RecvOnRequestOrSrq_LengthOverFourGib_ReturnsInval) {
+  const size_t too_long = size_t{1} << 32;
+  char buffer[8];
+  rpma_mr_local* mr = nullptr;
+  ASSERT_EQ(rpma_mr_reg(peer_, buffer, 8, RPMA_MR_USAGE_RECV, &mr), 0);
+  rpma_conn_req* req = nullptr;
+  ASSERT_EQ(rpma_conn_req_new(peer_, "10.0.0.2", "7204", nullptr, &req), 0);
+  rpma_srq* srq = nullptr;
+  ASSERT_EQ(rpma_srq_new(peer_, nullptr, &srq), 0);
+  EXPECT_CALL(backend_, IbvPostRecv(_, _, _)).Times(0);
+  EXPECT_CALL(backend_, IbvPostSrqRecv(_, _, _)).Times(0);
+  EXPECT_EQ(rpma_conn_req_recv(req, mr, 0, too_long, nullptr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_srq_recv(srq, mr, 0, too_long, nullptr), RPMA_E_INVAL);
+  ASSERT_EQ(rpma_srq_delete(&srq), 0);
+  ASSERT_EQ(rpma_conn_req_delete(&req), 0);
+  ASSERT_EQ(rpma_mr_dereg(&mr), 0);
+}
+
+TEST_F(OpsTest, LengthOfExactlyFourGibMinusOne_IsPosted) {
+  const size_t longest = (size_t{1} << 32) - 1;
+  EXPECT_CALL(backend_, IbvPostSend(_, _, _))
+      .WillOnce(Invoke([&](ibv_qp*, ibv_send_wr* wr, ibv_send_wr**) {
+        EXPECT_EQ(wr->sg_list[0].length, static_cast<uint32_t>(longest));
+        return 0;
+      }));
+  EXPECT_EQ(rpma_write(conn_, remote_, 0, local_, 0, longest, RPMA_F_COMPLETION_ALWAYS, nullptr), 0);
+}
+
 // ---- Shared receive queues ------------------------------------------------------------------
 
 TEST_F(ConnTest, SrqNew_NullArguments_ReturnInval) {

@@ -13,7 +13,6 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 
 #include "api/internal/errors.h"
 #include "api/internal/log.h"
@@ -63,25 +62,28 @@ struct rpma_mr_remote {
 
 namespace softrpma::api {
 
-ibv_sge MrLocalSge(const rpma_mr_local* mr, size_t offset, size_t len) {
-  ibv_sge sge;
-  sge.addr = reinterpret_cast<uint64_t>(mr->ptr) + offset;
-  sge.length = static_cast<uint32_t>(len);
-  sge.lkey = mr->mr->lkey;
-  return sge;
+int MrLocalSge(const rpma_mr_local* mr, size_t offset, size_t len, ibv_sge* sge) {
+  if (len > kMaxSgeLength) {
+    RPMA_LOG_ERROR("len %zu does not fit one ibv_sge (at most %zu bytes)", len, kMaxSgeLength);
+    return RPMA_E_INVAL;
+  }
+  sge->addr = reinterpret_cast<uint64_t>(mr->ptr) + offset;
+  sge->length = static_cast<uint32_t>(len);
+  sge->lkey = mr->mr->lkey;
+  return 0;
 }
 
-ibv_recv_wr MrRecvWr(const rpma_mr_local* dst, size_t offset, size_t len, const void* op_context,
-                     ibv_sge* sge) {
-  ibv_recv_wr wr;
-  std::memset(&wr, 0, sizeof(wr));
-  wr.wr_id = reinterpret_cast<uint64_t>(op_context);
+int MrRecvWr(const rpma_mr_local* dst, size_t offset, size_t len, const void* op_context,
+             ibv_sge* sge, ibv_recv_wr* wr) {
+  std::memset(wr, 0, sizeof(*wr));
+  wr->wr_id = reinterpret_cast<uint64_t>(op_context);
   if (dst != nullptr) {
-    *sge = MrLocalSge(dst, offset, len);
-    wr.sg_list = sge;
-    wr.num_sge = 1;
+    int ret = MrLocalSge(dst, offset, len, sge);
+    if (ret != 0) return ret;
+    wr->sg_list = sge;
+    wr->num_sge = 1;
   }
-  return wr;
+  return 0;
 }
 
 uint64_t MrRemoteAddress(const rpma_mr_remote* mr, size_t offset) { return mr->raddr + offset; }
@@ -289,11 +291,7 @@ int rpma_mr_advise(struct rpma_mr_local* mr, size_t offset, size_t len, int advi
                    offset, offset, len, mr->size);
     return RPMA_E_INVAL;
   }
-  if (len > std::numeric_limits<uint32_t>::max()) {
-    RPMA_LOG_ERROR("len %zu does not fit one ibv_sge (at most %u bytes)", len,
-                   std::numeric_limits<uint32_t>::max());
-    return RPMA_E_INVAL;
-  }
+  // (A len above kMaxSgeLength is rejected by MrLocalSge below, before the provider is asked.)
   if ((flags & ~static_cast<uint32_t>(IBV_ADVISE_MR_FLAG_FLUSH)) != 0) {
     RPMA_LOG_ERROR("invalid flags 0x%x (only IBV_ADVISE_MR_FLAG_FLUSH is valid)", flags);
     return RPMA_E_INVAL;
@@ -317,7 +315,9 @@ int rpma_mr_advise(struct rpma_mr_local* mr, size_t offset, size_t len, int advi
       RPMA_LOG_ERROR("unknown advice %d", advice);
       return RPMA_E_INVAL;
   }
-  ibv_sge sge = softrpma::api::MrLocalSge(mr, offset, len);
+  ibv_sge sge;
+  int ret = softrpma::api::MrLocalSge(mr, offset, len, &sge);
+  if (ret != 0) return ret;
   int err = mr->backend->IbvAdviseMr(mr->mr->pd, static_cast<ibv_advise_mr_advice>(advice),
                                      flags, &sge, 1);
   if (err != 0) {

@@ -61,7 +61,8 @@ int Post(rpma_conn* conn, ibv_send_wr* wr) {
   return 0;
 }
 
-// Posts one send-queue work request. Returns 0 or RPMA_E_PROVIDER (logged).
+// Posts one send-queue work request. Returns 0, RPMA_E_INVAL (len does not fit an SGE) or
+// RPMA_E_PROVIDER (logged).
 int PostSend(rpma_conn* conn, ibv_wr_opcode opcode, const rpma_mr_local* local,
              size_t local_offset, const rpma_mr_remote* remote, size_t remote_offset, size_t len,
              int flags, const void* op_context, uint32_t imm_host_order) {
@@ -71,7 +72,8 @@ int PostSend(rpma_conn* conn, ibv_wr_opcode opcode, const rpma_mr_local* local,
   wr.wr_id = reinterpret_cast<uint64_t>(op_context);
   wr.opcode = opcode;
   if (local != nullptr) {
-    sge = MrLocalSge(local, local_offset, len);
+    int ret = MrLocalSge(local, local_offset, len, &sge);
+    if (ret != 0) return ret;
     wr.sg_list = &sge;
     wr.num_sge = 1;
   }
@@ -147,7 +149,9 @@ int rpma_recv(struct rpma_conn* conn, struct rpma_mr_local* dst, size_t offset, 
   if (conn == nullptr) return RPMA_E_INVAL;
   if (dst == nullptr && (offset != 0 || len != 0)) return RPMA_E_INVAL;
   ibv_sge sge = {};
-  ibv_recv_wr wr = softrpma::api::MrRecvWr(dst, offset, len, op_context, &sge);
+  ibv_recv_wr wr;
+  int ret = softrpma::api::MrRecvWr(dst, offset, len, op_context, &sge, &wr);
+  if (ret != 0) return ret;
   ibv_recv_wr* bad_wr = nullptr;
   softrpma::Backend* backend = softrpma::api::ConnBackend(conn);
   int err = backend->IbvPostRecv(softrpma::api::ConnQp(conn), &wr, &bad_wr);

@@ -18,15 +18,21 @@
 
 namespace softrpma::api {
 
-// The SGE for `len` bytes at `offset` of local region `mr`. Bounds are the provider's to check,
-// as in librpma. REQUIRES: mr != nullptr.
-ibv_sge MrLocalSge(const rpma_mr_local* mr, size_t offset, size_t len);
+// The largest length one ibv_sge can describe (its length is 32 bits).
+inline constexpr size_t kMaxSgeLength = UINT32_MAX;
 
-// A receive work request into dst[offset, offset + len) identified by op_context, for
-// rpma_recv, rpma_srq_recv and rpma_conn_req_recv; with dst NULL, one with no SGE (a 0-byte
-// receive). The request points at *sge, which must outlive it.
-ibv_recv_wr MrRecvWr(const rpma_mr_local* dst, size_t offset, size_t len, const void* op_context,
-                     ibv_sge* sge);
+// Writes into *sge the SGE for `len` bytes at `offset` of local region `mr`. Bounds are the
+// provider's to check, as in librpma; a `len` that does not fit an SGE (above kMaxSgeLength),
+// which librpma silently truncates to 32 bits, is RPMA_E_INVAL (logged), *sge untouched.
+// Returns 0 or RPMA_E_INVAL. REQUIRES: mr != nullptr.
+int MrLocalSge(const rpma_mr_local* mr, size_t offset, size_t len, ibv_sge* sge);
+
+// Writes into *wr a receive work request into dst[offset, offset + len) identified by
+// op_context, for rpma_recv, rpma_srq_recv and rpma_conn_req_recv; with dst NULL, one with no
+// SGE (a 0-byte receive). The request points at *sge, which must outlive it.
+// Returns 0 or RPMA_E_INVAL (len does not fit an SGE, see MrLocalSge).
+int MrRecvWr(const rpma_mr_local* dst, size_t offset, size_t len, const void* op_context,
+             ibv_sge* sge, ibv_recv_wr* wr);
 
 // The remote address of `offset` within remote region `mr`, and the region's rkey.
 // REQUIRES: mr != nullptr.

@@ -1,7 +1,7 @@
 // Parity with upstream librpma 1.3 where its man pages are silent or where upstream's code does
 // not do what they say (issue 9): what real programs written against upstream rely on, through
-// the public API on the simulated NIC. Each test names the upstream behaviour it shows;
-// docs/STATUS.md lists every such decision.
+// the public API on the simulated NIC. Each test names the upstream behaviour it shows, or says
+// that it shows one of softrpma's deliberate differences; docs/STATUS.md lists every decision.
 
 #include <cstring>
 #include <memory>
@@ -214,6 +214,21 @@ TEST_F(ParityTest, RcqSizeWithSrqThatHasRcq_GetRcqIsNull_ReceivesOnTheSrqsRcq) {
   EXPECT_RPMA(rpma_conn_delete(rig_->client_ptr()), 0);
   EXPECT_RPMA(rpma_conn_delete(rig_->server_ptr()), 0);
   EXPECT_RPMA(rpma_srq_delete(&srq), 0);
+}
+
+// A deliberate difference (docs/STATUS.md): upstream truncates a length to the SGE's 32 bits,
+// so a write of 4 GiB + 8 bytes moves 8 bytes and succeeds; softrpma rejects it.
+TEST_F(ParityTest, Write_LengthOverFourGib_ReturnsInvalInsteadOfTruncating) {
+  ASSERT_RPMA(rig_->Establish(), 0);
+  rpma_mr_local* source = rig_->RegisterMr(64, RPMA_MR_USAGE_WRITE_SRC);
+  rpma_mr_local* target = rig_->RegisterMr(64, RPMA_MR_USAGE_WRITE_DST);
+  ASSERT_NE(source, nullptr);
+  ASSERT_NE(target, nullptr);
+  rpma_mr_remote* remote = rig_->RemoteOf(target);
+  ASSERT_NE(remote, nullptr);
+  EXPECT_RPMA(rpma_write(rig_->client(), remote, 0, source, 0, (size_t{1} << 32) + 8,
+                         RPMA_F_COMPLETION_ALWAYS, nullptr),
+              RPMA_E_INVAL);
 }
 
 // Upstream's rpma_peer_delete rejects a NULL peer_ptr as every other delete does (its man page
