@@ -130,7 +130,8 @@ int rpma_conn_next_event(struct rpma_conn* conn, enum rpma_conn_event* event) {
   const rpma_conn_event conn_event = ConnEventOf(type);
   int ret = 0;
   if (conn_event == RPMA_CONN_UNDEFINED) {
-    RPMA_LOG_ERROR("unexpected rdma_cm event %d on a connection", static_cast<int>(type));
+    // A WARNING, as in librpma: the provider reported an event librpma has no meaning for.
+    RPMA_LOG_WARNING("unexpected rdma_cm event %d on a connection", static_cast<int>(type));
     ret = RPMA_E_UNKNOWN;
   } else if (conn_event == RPMA_CONN_ESTABLISHED &&
              conn->private_data.load(std::memory_order_acquire) == nullptr) {
@@ -147,11 +148,7 @@ int rpma_conn_next_event(struct rpma_conn* conn, enum rpma_conn_event* event) {
     softrpma::api::KeepFirstError(&ret, RpmaErrorFromBackend(err));
   }
   if (ret != 0) return ret;
-  if (conn_event == RPMA_CONN_ESTABLISHED) {
-    RPMA_LOG_NOTICE("connection established");
-  } else {
-    RPMA_LOG_NOTICE("%s", rpma_utils_conn_event_2str(conn_event));
-  }
+  RPMA_LOG_NOTICE("%s", rpma_utils_conn_event_2str(conn_event));
   *event = conn_event;
   return 0;
 }

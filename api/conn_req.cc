@@ -11,6 +11,8 @@
 // Not thread-safe: a request is used by one thread at a time.
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include "api/internal/conn.h"
@@ -172,6 +174,28 @@ void AbandonAfterConnectFailure(rpma_conn_req* req) {
   (void)ReleaseRequest(req);
 }
 
+// At NOTICE, as librpma: the source and destination GIDs of the route `id` resolved.
+void LogGids(const rdma_cm_id* id) {
+  if (!LogEnabled(RPMA_LOG_LEVEL_NOTICE)) return;
+  const ibv_sa_path_rec* path = id->route.path_rec;
+  const ibv_gid* gids[2] = {path != nullptr ? &path->sgid : nullptr,
+                            path != nullptr ? &path->dgid : nullptr};
+  const char* names[2] = {"source", "destination"};
+  for (int i = 0; i < 2; ++i) {
+    if (gids[i] == nullptr) {
+      RPMA_LOG_NOTICE("%s GID is not available", names[i]);
+      continue;
+    }
+    const uint8_t* raw = gids[i]->raw;
+    char text[40];
+    std::snprintf(text, sizeof(text),
+                  "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x",
+                  raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7], raw[8], raw[9],
+                  raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]);
+    RPMA_LOG_NOTICE("%s GID %s", names[i], text);
+  }
+}
+
 // The parts of `req` that its connection takes over.
 ConnParts PartsOf(const rpma_conn_req* req) {
   ConnParts parts;
@@ -326,6 +350,8 @@ int rpma_conn_req_new(struct rpma_peer* peer, const char* addr, const char* port
     return ret;
   }
   *req_ptr = req;
+  softrpma::api::LogGids(req->id);
+  RPMA_LOG_NOTICE("requesting a connection to %s:%s", addr, port);
   return 0;
 }
 

@@ -715,7 +715,11 @@ TEST_F(ConnTest, ConnNextEvent_UnexpectedEvent_AcksAndReturnsUnknown) {
                                                              Return(0)));
   EXPECT_CALL(backend_, RdmaAckCmEvent(cm_event));
   rpma_conn_event event = RPMA_CONN_CLOSED;
+  ScopedLogCapture logs;
   EXPECT_EQ(rpma_conn_next_event(conn, &event), RPMA_E_UNKNOWN);
+  // A WARNING, as in librpma, not an error.
+  EXPECT_TRUE(logs.Contains(RPMA_LOG_LEVEL_WARNING, "unexpected rdma_cm event")) << logs.Dump();
+  EXPECT_FALSE(logs.AnyAtOrAbove(RPMA_LOG_LEVEL_ERROR)) << logs.Dump();
   rpma_conn_delete(&conn);
 }
 
@@ -942,12 +946,17 @@ TEST_F(ConnWaitTest, ConnWait_RcqEvent_ReturnsRcq) {
   ASSERT_EQ(rpma_conn_wait(conn_, 0, &cq, nullptr), 0);  // is_rcq may be NULL
 }
 
-TEST_F(ConnWaitTest, ConnWait_GetEventFails_ReturnsNoCompletion) {
+// As librpma, a failed ibv_get_cq_event is no error line (the caller gets
+// RPMA_E_NO_COMPLETION); its errno is kept at DEBUG.
+TEST_F(ConnWaitTest, ConnWait_GetEventFails_ReturnsNoCompletion_LogsAtDebugOnly) {
+  ASSERT_EQ(rpma_log_set_threshold(RPMA_LOG_THRESHOLD, RPMA_LOG_LEVEL_DEBUG), 0);
   ScopedLogCapture capture;
   EXPECT_CALL(backend_, IbvGetCqEvent(_, _, _)).WillOnce(Return(EIO));
   rpma_cq* cq = nullptr;
   EXPECT_EQ(rpma_conn_wait(conn_, 0, &cq, nullptr), RPMA_E_NO_COMPLETION);
-  EXPECT_TRUE(capture.Contains(RPMA_LOG_LEVEL_ERROR, "errno 5")) << capture.Dump();
+  EXPECT_TRUE(capture.Contains(RPMA_LOG_LEVEL_DEBUG, "errno 5")) << capture.Dump();
+  EXPECT_FALSE(capture.AnyAtOrAbove(RPMA_LOG_LEVEL_INFO)) << capture.Dump();
+  ASSERT_EQ(rpma_log_set_threshold(RPMA_LOG_THRESHOLD, RPMA_LOG_LEVEL_WARNING), 0);
 }
 
 TEST_F(ConnWaitTest, ConnWait_UnknownCq_AcksAndReturnsUnknown) {
@@ -1008,6 +1017,32 @@ TEST_F(CqTest, CqWait_Event_AcksAndRearms) {
 TEST_F(CqTest, CqWait_NoEvent_ReturnsNoCompletion) {
   EXPECT_CALL(backend_, IbvGetCqEvent(_, _, _)).WillOnce(Return(EAGAIN));
   EXPECT_EQ(rpma_cq_wait(cq_), RPMA_E_NO_COMPLETION);
+}
+
+TEST_F(CqTest, CqWait_GetEventFails_ReturnsNoCompletion_NoErrorLogged) {
+  ScopedLogCapture capture;
+  EXPECT_CALL(backend_, IbvGetCqEvent(_, _, _)).WillOnce(Return(EINTR));
+  EXPECT_EQ(rpma_cq_wait(cq_), RPMA_E_NO_COMPLETION);
+  EXPECT_FALSE(capture.AnyAtOrAbove(RPMA_LOG_LEVEL_WARNING)) << capture.Dump();
+}
+
+// The NOTICE lines librpma writes: where an endpoint listens, where a request goes, and the
+// route's GIDs (not available from this provider).
+TEST_F(ConnTest, EpListenAndConnReqNew_LogAtNotice) {
+  ASSERT_EQ(rpma_log_set_threshold(RPMA_LOG_THRESHOLD, RPMA_LOG_LEVEL_NOTICE), 0);
+  ScopedLogCapture capture;
+  rpma_ep* ep = nullptr;
+  ASSERT_EQ(rpma_ep_listen(peer_, "10.0.0.1", "7204", &ep), 0);
+  EXPECT_TRUE(capture.Contains(RPMA_LOG_LEVEL_NOTICE, "10.0.0.1:7204")) << capture.Dump();
+  rpma_conn_req* req = nullptr;
+  ASSERT_EQ(rpma_conn_req_new(peer_, "10.0.0.2", "7205", nullptr, &req), 0);
+  EXPECT_TRUE(capture.Contains(RPMA_LOG_LEVEL_NOTICE, "10.0.0.2:7205")) << capture.Dump();
+  EXPECT_TRUE(capture.Contains(RPMA_LOG_LEVEL_NOTICE, "source GID is not available"))
+      << capture.Dump();
+  EXPECT_FALSE(capture.AnyAtOrAbove(RPMA_LOG_LEVEL_WARNING)) << capture.Dump();
+  ASSERT_EQ(rpma_log_set_threshold(RPMA_LOG_THRESHOLD, RPMA_LOG_LEVEL_WARNING), 0);
+  ASSERT_EQ(rpma_conn_req_delete(&req), 0);
+  ASSERT_EQ(rpma_ep_shutdown(&ep), 0);
 }
 
 TEST_F(CqTest, CqWait_ReqNotifyFails_ReturnsProvider) {

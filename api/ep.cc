@@ -171,6 +171,7 @@ int rpma_ep_listen(struct rpma_peer* peer, const char* addr, const char* port,
     return ret;
   }
   *ep_ptr = ep;
+  RPMA_LOG_NOTICE("waiting for incoming connections on %s:%s", addr, port);
   return 0;
 }
 

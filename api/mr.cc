@@ -11,6 +11,7 @@
 // Thread-safe: regions do not change after they are made.
 
 #include <cerrno>
+#include <cinttypes>
 #include <cstdint>
 #include <cstring>
 
@@ -248,6 +249,9 @@ int rpma_mr_remote_from_descriptor(const void* desc, size_t desc_size,
   mr->rkey = static_cast<uint32_t>(GetLittleEndian(in + 16, 4));
   mr->usage = usage;
   *mr_ptr = mr;
+  RPMA_LOG_INFO("remote memory region: address 0x%" PRIx64 ", size %" PRIu64 ", rkey 0x%" PRIx32
+                ", usage 0x%x",
+                mr->raddr, mr->size, mr->rkey, usage);
   return 0;
 }
 

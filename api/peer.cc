@@ -85,6 +85,8 @@ int rpma_peer_new(struct ibv_context* ibv_ctx, struct rpma_peer** peer_ptr) {
   const bool odp_capable = softrpma::api::DeviceIsOdpCapable(attr);
   const bool iwarp =
       ibv_ctx->device != nullptr && ibv_ctx->device->transport_type == IBV_TRANSPORT_IWARP;
+  RPMA_LOG_INFO("device capabilities: on-demand paging %s, transport %s",
+                odp_capable ? "supported" : "not supported", iwarp ? "iWARP" : "not iWARP");
   ibv_pd* pd = nullptr;
   err = backend->IbvAllocPd(ibv_ctx, &pd);
   if (err != 0) {
