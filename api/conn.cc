@@ -197,10 +197,9 @@ int rpma_conn_get_compl_fd(const struct rpma_conn* conn, int* fd) {
 int rpma_conn_wait(struct rpma_conn* conn, int flags, struct rpma_cq** cq, bool* is_rcq) {
   if (conn == nullptr || cq == nullptr) return RPMA_E_INVAL;
   if (conn->shared_channel == nullptr) return RPMA_E_NOT_SHARED_CHNL;
-  if (flags != 0 && flags != RPMA_W_WAIT_FOR_COMPLETION) {
-    RPMA_LOG_ERROR("unsupported flags 0x%x (use 0 or RPMA_W_WAIT_FOR_COMPLETION)", flags);
-    return RPMA_E_INVAL;
-  }
+  // flags are reserved for later use: as upstream (conn.c), every value waits for a completion
+  // event (the man page names no flags error).
+  (void)flags;
   ibv_cq* ev_cq = nullptr;
   int ret = softrpma::api::CqGetEvent(conn->backend, conn->shared_channel, &ev_cq);
   if (ret != 0) return ret;
