@@ -315,6 +315,7 @@ int rpma_conn_req_new(struct rpma_peer* peer, const char* addr, const char* port
 
   rdma_addrinfo hints;
   std::memset(&hints, 0, sizeof(hints));
+  hints.ai_qp_type = IBV_QPT_RC;  // as librpma asks
   hints.ai_port_space = RDMA_PS_TCP;
   rdma_addrinfo* rai = nullptr;
   int err = backend->RdmaGetaddrinfo(addr, port, &hints, &rai);

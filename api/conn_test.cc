@@ -82,7 +82,13 @@ TEST_F(ConnTest, ConnReqNew_OutOfMemory_ReturnsNomem) {
 
 TEST_F(ConnTest, ConnReqNew_DefaultCfg_MakesResolvedIdCqAndQp) {
   InSequence in_order;
-  EXPECT_CALL(backend_, RdmaGetaddrinfo(_, _, _, _));
+  // The hints librpma gives (info.c): an RC QP over the TCP port space, active side.
+  EXPECT_CALL(backend_,
+              RdmaGetaddrinfo(_, _,
+                              Pointee(AllOf(Field(&rdma_addrinfo::ai_flags, 0),
+                                            Field(&rdma_addrinfo::ai_qp_type, IBV_QPT_RC),
+                                            Field(&rdma_addrinfo::ai_port_space, RDMA_PS_TCP))),
+                              _));
   EXPECT_CALL(backend_, RdmaCreateId(nullptr, _, _, RDMA_PS_TCP));
   EXPECT_CALL(backend_, RdmaResolveAddr(_, _, _, RPMA_DEFAULT_TIMEOUT_MS));
   EXPECT_CALL(backend_, RdmaResolveRoute(_, RPMA_DEFAULT_TIMEOUT_MS));
@@ -439,9 +445,12 @@ TEST_F(ConnTest, EpListen_MakesChannelIdBindsAndListens) {
   InSequence in_order;
   EXPECT_CALL(backend_, RdmaCreateEventChannel(_));
   EXPECT_CALL(backend_, RdmaCreateId(NotNull(), _, _, RDMA_PS_TCP));
-  EXPECT_CALL(backend_, RdmaGetaddrinfo(_, _, Pointee(Field(&rdma_addrinfo::ai_flags,
-                                                            RAI_PASSIVE)),
-                                        _));
+  EXPECT_CALL(backend_,
+              RdmaGetaddrinfo(_, _,
+                              Pointee(AllOf(Field(&rdma_addrinfo::ai_flags, RAI_PASSIVE),
+                                            Field(&rdma_addrinfo::ai_qp_type, IBV_QPT_RC),
+                                            Field(&rdma_addrinfo::ai_port_space, RDMA_PS_TCP))),
+                              _));
   EXPECT_CALL(backend_, RdmaBindAddr(_, _));
   EXPECT_CALL(backend_, RdmaFreeaddrinfo(_));
   EXPECT_CALL(backend_, RdmaListen(_, _));

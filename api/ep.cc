@@ -95,6 +95,7 @@ int BindAndListen(rpma_ep* ep, const char* addr, const char* port) {
   rdma_addrinfo hints;
   std::memset(&hints, 0, sizeof(hints));
   hints.ai_flags = RAI_PASSIVE;
+  hints.ai_qp_type = IBV_QPT_RC;  // as librpma asks
   hints.ai_port_space = RDMA_PS_TCP;
   rdma_addrinfo* rai = nullptr;
   int err = ep->backend->RdmaGetaddrinfo(addr, port, &hints, &rai);

@@ -27,6 +27,7 @@ int FindDevice(Backend* backend, const char* addr, rpma_util_ibv_context_type ty
   rdma_addrinfo hints;
   std::memset(&hints, 0, sizeof(hints));
   if (type == RPMA_UTIL_IBV_CONTEXT_LOCAL) hints.ai_flags = RAI_PASSIVE;
+  hints.ai_qp_type = IBV_QPT_RC;  // as librpma asks
   hints.ai_port_space = RDMA_PS_TCP;
 
   // The man page's "out of memory" (RPMA_E_NOMEM): the allocations of this lookup are the
