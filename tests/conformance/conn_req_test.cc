@@ -252,8 +252,8 @@ RPMA_TEST_F(ConnReqTest, ConnReqRecv_ReqOrDstNull_ReturnsInval,
 RPMA_TEST_F(ConnReqTest, ConnReqRecv_OpContextNull_AcceptedAsUpstream,
             RPMA_ROW_NOT_ENFORCED("rpma_conn_req_recv", "RPMA_E_INVAL",
                                   "req or src or op_context is NULL",
-                                  "a NULL op_context is accepted, as upstream accepts it (the "
-                                  "receive completes with wr_id 0)")) {
+                                  "upstream accepts it (a NULL op_context: the receive "
+                                  "completes with wr_id 0)")) {
   ASSERT_RPMA(rig_->NewClientRequest(), 0);
   rpma_mr_local* recv_mr = rig_->RegisterMr(64, RPMA_MR_USAGE_RECV);
   rpma_mr_local* send_mr = rig_->RegisterMr(64, RPMA_MR_USAGE_SEND);
