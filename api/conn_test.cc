@@ -542,6 +542,23 @@ TEST_F(EpTest, EpNextConnReq_OtherEvent_AcksAndReturnsInval) {
   EXPECT_EQ(req, nullptr);
 }
 
+// An unexpected event whose acknowledgement fails is not lost either: rpma_ep_shutdown
+// acknowledges it before destroying the listening id (which would wait for it).
+TEST_F(EpTest, EpNextConnReq_OtherEventAckFails_ShutdownAcksItFirst) {
+  rdma_cm_event* event = fake_.Event(RDMA_CM_EVENT_ESTABLISHED, listen_id_);
+  NextEvent(event);
+  EXPECT_CALL(backend_, RdmaAckCmEvent(event)).WillOnce(Return(EIO));
+  rpma_conn_req* req = nullptr;
+  EXPECT_EQ(rpma_ep_next_conn_req(ep_, nullptr, &req), RPMA_E_INVAL);
+  ::testing::Mock::VerifyAndClearExpectations(&backend_);
+  {
+    InSequence in_order;
+    EXPECT_CALL(backend_, RdmaAckCmEvent(event));
+    EXPECT_CALL(backend_, RdmaDestroyId(listen_id_));  // and no other id
+  }
+  EXPECT_EQ(rpma_ep_shutdown(&ep_), 0);
+}
+
 TEST_F(EpTest, EpNextConnReq_OutOfMemory_ReturnsNomem_AndRejects) {
   rdma_cm_id* id = IncomingId();
   rdma_cm_event* event = fake_.Event(RDMA_CM_EVENT_CONNECT_REQUEST, id);

@@ -24,11 +24,11 @@
 namespace softrpma::api {
 namespace {
 
-// A CONNECT_REQUEST event whose rdma_ack_cm_event failed, and the id it brought (destroyed only
-// after the event is acknowledged).
+// An event of the listening channel whose rdma_ack_cm_event failed and, for a CONNECT_REQUEST,
+// the id it brought (destroyed only after the event is acknowledged).
 struct UnackedRequest {
   rdma_cm_event* event = nullptr;
-  rdma_cm_id* id = nullptr;
+  rdma_cm_id* id = nullptr;  // nullptr: nothing to destroy
   UnackedRequest* next = nullptr;
 };
 
@@ -46,7 +46,7 @@ struct rpma_ep {
 namespace softrpma::api {
 namespace {
 
-// Keeps `event`, whose acknowledgement failed, and its `id` for rpma_ep_shutdown.
+// Keeps `event`, whose acknowledgement failed, and its `id` (or nullptr) for rpma_ep_shutdown.
 void KeepUnacked(rpma_ep* ep, rdma_cm_event* event, rdma_cm_id* id) {
   UnackedRequest* unacked = New<UnackedRequest>();
   if (unacked == nullptr) {
@@ -59,9 +59,9 @@ void KeepUnacked(rpma_ep* ep, rdma_cm_event* event, rdma_cm_id* id) {
   ep->unacked = unacked;
 }
 
-// Acknowledges `event`, then destroys `id`. On a failed acknowledgement the endpoint keeps both
-// (they are tried again at rpma_ep_shutdown). Returns 0 or the Backend error of the first
-// failure (logged).
+// Acknowledges `event`, then destroys `id` (unless nullptr). On a failed acknowledgement the
+// endpoint keeps both (they are tried again at rpma_ep_shutdown). Returns 0 or the Backend error
+// of the first failure (logged).
 int AckThenDestroyId(rpma_ep* ep, rdma_cm_event* event, rdma_cm_id* id) {
   int err = ep->backend->RdmaAckCmEvent(event);
   if (err != 0) {
@@ -69,6 +69,7 @@ int AckThenDestroyId(rpma_ep* ep, rdma_cm_event* event, rdma_cm_id* id) {
     KeepUnacked(ep, event, id);
     return err;
   }
+  if (id == nullptr) return 0;
   err = ep->backend->RdmaDestroyId(id);
   if (err != 0) RPMA_LOG_PROVIDER_ERROR(err, "rdma_destroy_id");
   return err;
@@ -214,8 +215,8 @@ int rpma_ep_next_conn_req(struct rpma_ep* ep, const struct rpma_conn_cfg* cfg,
   if (event->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
     RPMA_LOG_ERROR("rdma_get_cm_event() returned event %d, not a connection request",
                    static_cast<int>(event->event));
-    err = ep->backend->RdmaAckCmEvent(event);
-    if (err != 0) RPMA_LOG_PROVIDER_ERROR(err, "rdma_ack_cm_event");
+    // Kept for rpma_ep_shutdown when its acknowledgement fails; its id is no one's to destroy.
+    (void)softrpma::api::AckThenDestroyId(ep, event, nullptr);
     return RPMA_E_INVAL;
   }
   rpma_conn_req* req = nullptr;
