@@ -39,7 +39,7 @@ namespace softrpma::api {
 int ConnNew(const ConnParts& parts, rpma_conn** conn_ptr) {
   rpma_conn* conn = New<rpma_conn>();
   if (conn == nullptr) return RPMA_E_NOMEM;
-  int ret = FlushScratchNew(parts.backend, PeerPd(parts.peer), &conn->flush_scratch);
+  int ret = FlushScratchNew(parts.peer, &conn->flush_scratch);
   if (ret != 0) {
     Delete(conn);
     return ret;
@@ -130,7 +130,8 @@ int rpma_conn_next_event(struct rpma_conn* conn, enum rpma_conn_event* event) {
   const rpma_conn_event conn_event = ConnEventOf(type);
   int ret = 0;
   if (conn_event == RPMA_CONN_UNDEFINED) {
-    RPMA_LOG_ERROR("unexpected rdma_cm event %d on a connection", static_cast<int>(type));
+    // A WARNING, as in librpma: the provider reported an event librpma has no meaning for.
+    RPMA_LOG_WARNING("unexpected rdma_cm event %d on a connection", static_cast<int>(type));
     ret = RPMA_E_UNKNOWN;
   } else if (conn_event == RPMA_CONN_ESTABLISHED &&
              conn->private_data.load(std::memory_order_acquire) == nullptr) {
@@ -147,11 +148,7 @@ int rpma_conn_next_event(struct rpma_conn* conn, enum rpma_conn_event* event) {
     softrpma::api::KeepFirstError(&ret, RpmaErrorFromBackend(err));
   }
   if (ret != 0) return ret;
-  if (conn_event == RPMA_CONN_ESTABLISHED) {
-    RPMA_LOG_NOTICE("connection established");
-  } else {
-    RPMA_LOG_NOTICE("%s", rpma_utils_conn_event_2str(conn_event));
-  }
+  RPMA_LOG_NOTICE("%s", rpma_utils_conn_event_2str(conn_event));
   *event = conn_event;
   return 0;
 }
@@ -200,10 +197,9 @@ int rpma_conn_get_compl_fd(const struct rpma_conn* conn, int* fd) {
 int rpma_conn_wait(struct rpma_conn* conn, int flags, struct rpma_cq** cq, bool* is_rcq) {
   if (conn == nullptr || cq == nullptr) return RPMA_E_INVAL;
   if (conn->shared_channel == nullptr) return RPMA_E_NOT_SHARED_CHNL;
-  if (flags != 0 && flags != RPMA_W_WAIT_FOR_COMPLETION) {
-    RPMA_LOG_ERROR("unsupported flags 0x%x (use 0 or RPMA_W_WAIT_FOR_COMPLETION)", flags);
-    return RPMA_E_INVAL;
-  }
+  // flags are reserved for later use: as upstream (conn.c), every value waits for a completion
+  // event (the man page names no flags error).
+  (void)flags;
   ibv_cq* ev_cq = nullptr;
   int ret = softrpma::api::CqGetEvent(conn->backend, conn->shared_channel, &ev_cq);
   if (ret != 0) return ret;

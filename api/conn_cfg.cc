@@ -133,7 +133,8 @@ int rpma_conn_cfg_get_compl_channel(const struct rpma_conn_cfg* cfg, bool* share
 }
 
 int rpma_conn_cfg_set_srq(struct rpma_conn_cfg* cfg, struct rpma_srq* srq) {
-  if (cfg == nullptr) return RPMA_E_INVAL;
+  // A NULL srq too, as librpma (conn_cfg.c) rejects it where the man page is silent.
+  if (cfg == nullptr || srq == nullptr) return RPMA_E_INVAL;
   return Set(&cfg->srq, srq);
 }
 

@@ -145,7 +145,17 @@ TEST_F(ConnCfgTest, ComplChannel_RoundTrips) {
 }
 
 TEST_F(ConnCfgTest, SetSrq_NullCfg_ReturnsInval) {
-  EXPECT_EQ(rpma_conn_cfg_set_srq(nullptr, nullptr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_conn_cfg_set_srq(nullptr, reinterpret_cast<rpma_srq*>(0x1234)), RPMA_E_INVAL);
+}
+
+// The man page is silent; librpma rejects a NULL srq, and the configuration keeps its value.
+TEST_F(ConnCfgTest, SetSrq_NullSrq_ReturnsInvalAsUpstream) {
+  rpma_srq* value = reinterpret_cast<rpma_srq*>(0x1234);
+  ASSERT_EQ(rpma_conn_cfg_set_srq(cfg_, value), 0);
+  EXPECT_EQ(rpma_conn_cfg_set_srq(cfg_, nullptr), RPMA_E_INVAL);
+  rpma_srq* got = nullptr;
+  ASSERT_EQ(rpma_conn_cfg_get_srq(cfg_, &got), 0);
+  EXPECT_EQ(got, value);
 }
 
 TEST_F(ConnCfgTest, GetSrq_NullArguments_ReturnInval) {

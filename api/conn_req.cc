@@ -4,12 +4,15 @@
 // A request is the part of a connection made before it is connected: CQs and an RC QP on an
 // rdma_cm id. Outgoing (active side): made by rpma_conn_req_new() on an id resolved towards the
 // server. Incoming (passive side): made by rpma_ep_next_conn_req() around the id of a
-// CONNECT_REQUEST event, which the request keeps until it is accepted or rejected.
+// CONNECT_REQUEST event, which the endpoint acknowledges as soon as the request is made (as
+// librpma does), so that a pending request never holds up the listening id.
 // rpma_conn_req_connect() turns either into an rpma_conn; rpma_conn_req_delete() drops it.
 //
 // Not thread-safe: a request is used by one thread at a time.
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include "api/internal/conn.h"
@@ -30,8 +33,8 @@ struct rpma_conn_req {
   softrpma::Backend* backend = nullptr;
   rpma_peer* peer = nullptr;
   rdma_cm_id* id = nullptr;
-  // Incoming requests only: the CONNECT_REQUEST event, acknowledged at connect or delete.
-  rdma_cm_event* event = nullptr;
+  // An incoming request (made of a CONNECT_REQUEST) not yet answered by rdma_accept/rdma_reject.
+  bool incoming = false;
   rpma_cq* cq = nullptr;
   rpma_cq* rcq = nullptr;
   ibv_comp_channel* shared_channel = nullptr;
@@ -42,13 +45,21 @@ struct rpma_conn_req {
 namespace softrpma::api {
 namespace {
 
-bool IsIncoming(const rpma_conn_req* req) { return req->event != nullptr; }
+bool IsIncoming(const rpma_conn_req* req) { return req->incoming; }
 
 // Makes the CQs, the optional shared channel and the QP of `req` on req->id, as `values` says.
 // On failure releases what it made (never the id) and returns the RPMA_E_* code.
 int SetUpQueues(rpma_conn_req* req, const ConnCfgValues& values) {
   Backend* backend = req->backend;
   ibv_context* ctx = req->id->verbs;
+  rpma_cq* srq_rcq = values.srq != nullptr ? SrqRcq(values.srq) : nullptr;
+  // As librpma (conn_req.c): the SRQ's receive CQ has a channel of its own, so the connection
+  // cannot share one channel between its CQs and it.
+  if (values.shared_comp_channel && srq_rcq != nullptr) {
+    RPMA_LOG_ERROR("a shared completion channel cannot be used with a shared RQ that has its "
+                   "own receive CQ");
+    return RPMA_E_INVAL;
+  }
   int ret = 0;
   if (values.shared_comp_channel) {
     int err = backend->IbvCreateCompChannel(ctx, &req->shared_channel);
@@ -58,11 +69,12 @@ int SetUpQueues(rpma_conn_req* req, const ConnCfgValues& values) {
     }
   }
   ret = CqNew(backend, ctx, values.cq_size, req->shared_channel, &req->cq);
-  if (ret == 0 && values.rcq_size > 0) {
+  // With an SRQ that has a receive CQ, receives complete there: no RCQ of the connection's own
+  // (it would never get a completion), and rpma_conn_get_rcq gives NULL, as in librpma.
+  if (ret == 0 && values.rcq_size > 0 && srq_rcq == nullptr) {
     ret = CqNew(backend, ctx, values.rcq_size, req->shared_channel, &req->rcq);
   }
   if (ret == 0) {
-    rpma_cq* srq_rcq = values.srq != nullptr ? SrqRcq(values.srq) : nullptr;
     rpma_cq* recv_cq = srq_rcq != nullptr ? srq_rcq : (req->rcq != nullptr ? req->rcq : req->cq);
     ibv_qp_init_attr attr;
     std::memset(&attr, 0, sizeof(attr));
@@ -128,31 +140,28 @@ int DestroyId(rpma_conn_req* req) {
   return 0;
 }
 
-// Acknowledges the CONNECT_REQUEST event of an incoming request. Returns 0 or RPMA_E_PROVIDER.
-int AckRequestEvent(rpma_conn_req* req) {
-  int err = req->backend->RdmaAckCmEvent(req->event);
-  req->event = nullptr;
-  if (err != 0) {
-    RPMA_LOG_PROVIDER_ERROR(err, "rdma_ack_cm_event");
-    return RpmaErrorFromBackend(err);
-  }
-  return 0;
-}
-
-// Tears a request down completely and frees it: queues; for an incoming request not yet
-// answered, reject + ack; then the id. Returns the first error.
-int ReleaseRequest(rpma_conn_req* req) {
+// Releases the queues of `req`, rejects it when it is incoming and not yet answered, and frees
+// its private data; the id stays. Returns 0 or the first RPMA_E_* code (each failure logged).
+int ReleaseAllButId(rpma_conn_req* req) {
   int ret = ReleaseQueues(req);
-  if (req->event != nullptr) {
+  if (req->incoming) {
     int err = req->backend->RdmaReject(req->id, nullptr, 0);
     if (err != 0) {
       RPMA_LOG_PROVIDER_ERROR(err, "rdma_reject");
       KeepFirstError(&ret, RpmaErrorFromBackend(err));
     }
-    KeepFirstError(&ret, AckRequestEvent(req));
+    req->incoming = false;
   }
-  if (req->id != nullptr) KeepFirstError(&ret, DestroyId(req));
   PrivateDataDelete(req->private_data);
+  req->private_data = nullptr;
+  return ret;
+}
+
+// Tears a request down completely and frees it: queues; for an incoming request not yet
+// answered, reject; then the id. Returns the first error.
+int ReleaseRequest(rpma_conn_req* req) {
+  int ret = ReleaseAllButId(req);
+  if (req->id != nullptr) KeepFirstError(&ret, DestroyId(req));
   Delete(req);
   return ret;
 }
@@ -163,6 +172,28 @@ void AbandonAfterConnectFailure(rpma_conn_req* req) {
   int err = req->backend->RdmaDisconnect(req->id);
   if (err != 0) RPMA_LOG_DEBUG("rdma_disconnect() while abandoning a connection: errno %d", err);
   (void)ReleaseRequest(req);
+}
+
+// At NOTICE, as librpma: the source and destination GIDs of the route `id` resolved.
+void LogGids(const rdma_cm_id* id) {
+  if (!LogEnabled(RPMA_LOG_LEVEL_NOTICE)) return;
+  const ibv_sa_path_rec* path = id->route.path_rec;
+  const ibv_gid* gids[2] = {path != nullptr ? &path->sgid : nullptr,
+                            path != nullptr ? &path->dgid : nullptr};
+  const char* names[2] = {"source", "destination"};
+  for (int i = 0; i < 2; ++i) {
+    if (gids[i] == nullptr) {
+      RPMA_LOG_NOTICE("%s GID is not available", names[i]);
+      continue;
+    }
+    const uint8_t* raw = gids[i]->raw;
+    char text[40];
+    std::snprintf(text, sizeof(text),
+                  "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x",
+                  raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7], raw[8], raw[9],
+                  raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]);
+    RPMA_LOG_NOTICE("%s GID %s", names[i], text);
+  }
 }
 
 // The parts of `req` that its connection takes over.
@@ -221,17 +252,12 @@ int ConnectPassive(rpma_conn_req* req, const rpma_conn_private_data* pdata,
   int err = req->backend->RdmaAccept(req->id, &param);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_accept");
-    (void)ReleaseRequest(req);  // rejects and acknowledges the request
+    (void)ReleaseRequest(req);  // rejects the request
     return RpmaErrorFromBackend(err);
   }
-  // The request event must be acknowledged before its id can move to the connection's channel.
-  int ret = AckRequestEvent(req);
-  if (ret != 0) {
-    AbandonAfterConnectFailure(req);
-    return ret;
-  }
+  req->incoming = false;  // answered
   rpma_conn* conn = nullptr;
-  ret = ConnNew(PartsOf(req), &conn);
+  int ret = ConnNew(PartsOf(req), &conn);
   if (ret != 0) {
     AbandonAfterConnectFailure(req);
     return ret;
@@ -258,9 +284,16 @@ int ConnReqFromCmEvent(rpma_peer* peer, rdma_cm_event* event, const rpma_conn_cf
     Delete(req);
     return ret;
   }
-  req->event = event;
+  req->incoming = true;
   *req_ptr = req;
   return 0;
+}
+
+rdma_cm_id* ConnReqDeleteKeepingId(rpma_conn_req* req) {
+  (void)ReleaseAllButId(req);
+  rdma_cm_id* id = req->id;
+  Delete(req);
+  return id;
 }
 
 }  // namespace softrpma::api
@@ -282,6 +315,7 @@ int rpma_conn_req_new(struct rpma_peer* peer, const char* addr, const char* port
 
   rdma_addrinfo hints;
   std::memset(&hints, 0, sizeof(hints));
+  hints.ai_qp_type = IBV_QPT_RC;  // as librpma asks
   hints.ai_port_space = RDMA_PS_TCP;
   rdma_addrinfo* rai = nullptr;
   int err = backend->RdmaGetaddrinfo(addr, port, &hints, &rai);
@@ -317,6 +351,8 @@ int rpma_conn_req_new(struct rpma_peer* peer, const char* addr, const char* port
     return ret;
   }
   *req_ptr = req;
+  softrpma::api::LogGids(req->id);
+  RPMA_LOG_NOTICE("requesting a connection to %s:%s", addr, port);
   return 0;
 }
 
@@ -353,10 +389,13 @@ int rpma_conn_req_get_private_data(const struct rpma_conn_req* req,
 
 int rpma_conn_req_recv(struct rpma_conn_req* req, struct rpma_mr_local* dst, size_t offset,
                        size_t len, const void* op_context) {
-  // rpma_conn_req_recv(3): "req or src or op_context is NULL" (src meaning dst).
-  if (req == nullptr || dst == nullptr || op_context == nullptr) return RPMA_E_INVAL;
+  // rpma_conn_req_recv(3) also names a NULL op_context as RPMA_E_INVAL, but librpma accepts it
+  // (its wr_id is then 0) and servers rely on that: so do we (docs/STATUS.md).
+  if (req == nullptr || dst == nullptr) return RPMA_E_INVAL;
   ibv_sge sge = {};
-  ibv_recv_wr wr = softrpma::api::MrRecvWr(dst, offset, len, op_context, &sge);
+  ibv_recv_wr wr;
+  int ret = softrpma::api::MrRecvWr(dst, offset, len, op_context, &sge, &wr);
+  if (ret != 0) return ret;
   ibv_recv_wr* bad_wr = nullptr;
   int err = req->backend->IbvPostRecv(req->id->qp, &wr, &bad_wr);
   if (err != 0) {

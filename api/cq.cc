@@ -102,11 +102,13 @@ int CqGetEvent(Backend* backend, ibv_comp_channel* channel, ibv_cq** ev_cq) {
   void* ev_ctx = nullptr;
   int err = backend->IbvGetCqEvent(channel, ev_cq, &ev_ctx);
   if (err == 0) return 0;
-  // A non-blocking channel with no event is a normal outcome, not worth an error line.
+  // Not an error line, as in librpma (which does not log it at all): RPMA_E_NO_COMPLETION is an
+  // outcome the caller handles (a non-blocking channel with no event, an interrupted wait).
+  // The errno, which librpma loses, is kept at DEBUG.
   if (err == EAGAIN) {
     RPMA_LOG_DEBUG("ibv_get_cq_event() found no event (non-blocking channel)");
   } else {
-    RPMA_LOG_PROVIDER_ERROR(err, "ibv_get_cq_event");
+    RPMA_LOG_DEBUG("ibv_get_cq_event() failed: %s", DescribeBackendError(err).text);
   }
   return RPMA_E_NO_COMPLETION;
 }
@@ -142,12 +144,17 @@ int rpma_cq_get_wc(struct rpma_cq* cq, int num_entries, struct ibv_wc* wc,
   int polled = 0;
   int err = cq->backend->IbvPollCq(cq->cq, num_entries, wc, &polled);
   if (err != 0) {
+    // Every failed poll is RPMA_E_PROVIDER, with or without an errno, as in librpma (cq.c):
+    // ibv_poll_cq(3) reports no errno, so "no provider error available" is its normal failure
+    // on a real NIC, and both backends must answer the same.
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_poll_cq");
-    return softrpma::api::RpmaErrorFromBackend(
-        err, softrpma::api::ErrorMapping{/*enomem_is_nomem=*/false,
-                                         /*no_errno_is_unknown=*/true});
+    return softrpma::api::RpmaErrorFromBackend(err);
   }
-  if (polled == 0) return RPMA_E_NO_COMPLETION;
+  if (polled == 0) {
+    // There may be an event with no completion behind it (as librpma notes, at DEBUG).
+    RPMA_LOG_DEBUG("no completion in the CQ");
+    return RPMA_E_NO_COMPLETION;
+  }
   if (polled > num_entries) {
     RPMA_LOG_ERROR("ibv_poll_cq() returned %d completions, more than the %d asked for", polled,
                    num_entries);

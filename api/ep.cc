@@ -2,6 +2,12 @@
 // rpma_ep_shutdown(3)): an rdma_cm id listening on an address, with the event channel its
 // connection requests arrive on.
 //
+// Each CONNECT_REQUEST event is acknowledged in rpma_ep_next_conn_req(), once the request is
+// made (as librpma does): a request the program has not connected or deleted yet then holds no
+// event, and the listening id can be destroyed. An acknowledgement that fails is not forgotten:
+// the endpoint keeps the event (and its id, which rdma_destroy_id cannot release before the
+// event is acknowledged) and acknowledges it again at rpma_ep_shutdown().
+//
 // Not thread-safe: one thread at a time takes requests from an endpoint.
 
 #include <cerrno>
@@ -15,21 +21,82 @@
 #include "simverbs/alloc.h"
 #include "simverbs/backend.h"
 
+namespace softrpma::api {
+namespace {
+
+// An event of the listening channel whose rdma_ack_cm_event failed and, for a CONNECT_REQUEST,
+// the id it brought (destroyed only after the event is acknowledged).
+struct UnackedRequest {
+  rdma_cm_event* event = nullptr;
+  rdma_cm_id* id = nullptr;  // nullptr: nothing to destroy
+  UnackedRequest* next = nullptr;
+};
+
+}  // namespace
+}  // namespace softrpma::api
+
 struct rpma_ep {
   softrpma::Backend* backend = nullptr;
   rpma_peer* peer = nullptr;
   rdma_event_channel* event_channel = nullptr;
   rdma_cm_id* id = nullptr;
+  softrpma::api::UnackedRequest* unacked = nullptr;  // to acknowledge again at shutdown
 };
 
 namespace softrpma::api {
 namespace {
+
+// Keeps `event`, whose acknowledgement failed, and its `id` (or nullptr) for rpma_ep_shutdown.
+void KeepUnacked(rpma_ep* ep, rdma_cm_event* event, rdma_cm_id* id) {
+  UnackedRequest* unacked = New<UnackedRequest>();
+  if (unacked == nullptr) {
+    RPMA_LOG_ERROR("out of memory: a connection request event stays unacknowledged");
+    return;
+  }
+  unacked->event = event;
+  unacked->id = id;
+  unacked->next = ep->unacked;
+  ep->unacked = unacked;
+}
+
+// Acknowledges `event`, then destroys `id` (unless nullptr). On a failed acknowledgement the
+// endpoint keeps both (they are tried again at rpma_ep_shutdown). Returns 0 or the Backend error
+// of the first failure (logged).
+int AckThenDestroyId(rpma_ep* ep, rdma_cm_event* event, rdma_cm_id* id) {
+  int err = ep->backend->RdmaAckCmEvent(event);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "rdma_ack_cm_event");
+    KeepUnacked(ep, event, id);
+    return err;
+  }
+  if (id == nullptr) return 0;
+  err = ep->backend->RdmaDestroyId(id);
+  if (err != 0) RPMA_LOG_PROVIDER_ERROR(err, "rdma_destroy_id");
+  return err;
+}
+
+// Acknowledges again every event whose acknowledgement failed, and destroys its id. Those whose
+// acknowledgement fails again stay. Returns 0 or the first RPMA_E_* code (logged).
+int FinishUnacked(rpma_ep* ep) {
+  int ret = 0;
+  UnackedRequest* pending = ep->unacked;
+  ep->unacked = nullptr;
+  while (pending != nullptr) {
+    UnackedRequest* next = pending->next;
+    int err = AckThenDestroyId(ep, pending->event, pending->id);  // re-queued when it fails
+    if (err != 0) KeepFirstError(&ret, RpmaErrorFromBackend(err));
+    Delete(pending);
+    pending = next;
+  }
+  return ret;
+}
 
 // Binds ep->id to addr:port and listens. Returns 0 or an RPMA_E_* code (logged).
 int BindAndListen(rpma_ep* ep, const char* addr, const char* port) {
   rdma_addrinfo hints;
   std::memset(&hints, 0, sizeof(hints));
   hints.ai_flags = RAI_PASSIVE;
+  hints.ai_qp_type = IBV_QPT_RC;  // as librpma asks
   hints.ai_port_space = RDMA_PS_TCP;
   rdma_addrinfo* rai = nullptr;
   int err = ep->backend->RdmaGetaddrinfo(addr, port, &hints, &rai);
@@ -52,14 +119,21 @@ int BindAndListen(rpma_ep* ep, const char* addr, const char* port) {
 }
 
 // Rejects, acknowledges and destroys the id of a connection request the endpoint cannot take.
-void DropConnectRequest(Backend* backend, rdma_cm_event* event) {
+void DropConnectRequest(rpma_ep* ep, rdma_cm_event* event) {
   rdma_cm_id* id = event->id;
-  int err = backend->RdmaReject(id, nullptr, 0);
+  int err = ep->backend->RdmaReject(id, nullptr, 0);
   if (err != 0) RPMA_LOG_PROVIDER_ERROR(err, "rdma_reject");
-  err = backend->RdmaAckCmEvent(event);
-  if (err != 0) RPMA_LOG_PROVIDER_ERROR(err, "rdma_ack_cm_event");
-  err = backend->RdmaDestroyId(id);
-  if (err != 0) RPMA_LOG_PROVIDER_ERROR(err, "rdma_destroy_id");
+  (void)AckThenDestroyId(ep, event, id);
+}
+
+// Forgets the events FinishUnacked could not acknowledge (logged): the endpoint goes away.
+void DropUnacked(rpma_ep* ep) {
+  while (ep->unacked != nullptr) {
+    UnackedRequest* next = ep->unacked->next;
+    RPMA_LOG_ERROR("a connection request event could not be acknowledged; it is abandoned");
+    Delete(ep->unacked);
+    ep->unacked = next;
+  }
 }
 
 }  // namespace
@@ -99,6 +173,7 @@ int rpma_ep_listen(struct rpma_peer* peer, const char* addr, const char* port,
     return ret;
   }
   *ep_ptr = ep;
+  RPMA_LOG_NOTICE("waiting for incoming connections on %s:%s", addr, port);
   return 0;
 }
 
@@ -106,16 +181,19 @@ int rpma_ep_shutdown(struct rpma_ep** ep_ptr) {
   if (ep_ptr == nullptr) return RPMA_E_INVAL;
   rpma_ep* ep = *ep_ptr;
   if (ep == nullptr) return 0;
+  int ret = softrpma::api::FinishUnacked(ep);
+  // Events whose acknowledgement failed twice are given up with the endpoint.
+  softrpma::api::DropUnacked(ep);
+  // As librpma: the endpoint is released and *ep_ptr cleared even when the provider fails.
   int err = ep->backend->RdmaDestroyId(ep->id);
   if (err != 0) {
-    // The endpoint stays whole: the caller may try again.
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_destroy_id");
-    return softrpma::api::RpmaErrorFromBackend(err);
+    softrpma::api::KeepFirstError(&ret, softrpma::api::RpmaErrorFromBackend(err));
   }
   ep->backend->RdmaDestroyEventChannel(ep->event_channel);
   softrpma::Delete(ep);
   *ep_ptr = nullptr;
-  return 0;
+  return ret;
 }
 
 int rpma_ep_get_fd(const struct rpma_ep* ep, int* fd) {
@@ -137,13 +215,27 @@ int rpma_ep_next_conn_req(struct rpma_ep* ep, const struct rpma_conn_cfg* cfg,
   if (event->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
     RPMA_LOG_ERROR("rdma_get_cm_event() returned event %d, not a connection request",
                    static_cast<int>(event->event));
-    err = ep->backend->RdmaAckCmEvent(event);
-    if (err != 0) RPMA_LOG_PROVIDER_ERROR(err, "rdma_ack_cm_event");
+    // Kept for rpma_ep_shutdown when its acknowledgement fails; its id is no one's to destroy.
+    (void)softrpma::api::AckThenDestroyId(ep, event, nullptr);
     return RPMA_E_INVAL;
   }
-  int ret = softrpma::api::ConnReqFromCmEvent(ep->peer, event, cfg, req_ptr);
-  if (ret != 0) softrpma::api::DropConnectRequest(ep->backend, event);
-  return ret;
+  rpma_conn_req* req = nullptr;
+  int ret = softrpma::api::ConnReqFromCmEvent(ep->peer, event, cfg, &req);
+  if (ret != 0) {
+    softrpma::api::DropConnectRequest(ep, event);
+    return ret;
+  }
+  // Acknowledged here, as librpma does: the request keeps a copy of the private data.
+  err = ep->backend->RdmaAckCmEvent(event);
+  if (err != 0) {
+    // As librpma, the request is deleted (rejected) and the call fails; the event and the id
+    // are kept, to be acknowledged and destroyed at rpma_ep_shutdown().
+    RPMA_LOG_PROVIDER_ERROR(err, "rdma_ack_cm_event");
+    softrpma::api::KeepUnacked(ep, event, softrpma::api::ConnReqDeleteKeepingId(req));
+    return softrpma::api::RpmaErrorFromBackend(err);
+  }
+  *req_ptr = req;
+  return 0;
 }
 
 }  // extern "C"

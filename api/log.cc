@@ -72,6 +72,11 @@ void DefaultLogFunction(rpma_log_level level, const char* file_name, const int l
   }
 }
 
+// As librpma's default logging: the library opens its syslog connection when it is loaded, with
+// ident "rpma", the PID in each line and facility LOCAL7, and closes it when it is unloaded.
+__attribute__((constructor)) void OpenSyslog() { openlog("rpma", LOG_PID, LOG_LOCAL7); }
+__attribute__((destructor)) void CloseSyslog() { closelog(); }
+
 }  // namespace
 
 bool LogEnabled(rpma_log_level level) {

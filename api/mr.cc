@@ -11,9 +11,9 @@
 // Thread-safe: regions do not change after they are made.
 
 #include <cerrno>
+#include <cinttypes>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 
 #include "api/internal/errors.h"
 #include "api/internal/log.h"
@@ -63,25 +63,28 @@ struct rpma_mr_remote {
 
 namespace softrpma::api {
 
-ibv_sge MrLocalSge(const rpma_mr_local* mr, size_t offset, size_t len) {
-  ibv_sge sge;
-  sge.addr = reinterpret_cast<uint64_t>(mr->ptr) + offset;
-  sge.length = static_cast<uint32_t>(len);
-  sge.lkey = mr->mr->lkey;
-  return sge;
+int MrLocalSge(const rpma_mr_local* mr, size_t offset, size_t len, ibv_sge* sge) {
+  if (len > kMaxSgeLength) {
+    RPMA_LOG_ERROR("len %zu does not fit one ibv_sge (at most %zu bytes)", len, kMaxSgeLength);
+    return RPMA_E_INVAL;
+  }
+  sge->addr = reinterpret_cast<uint64_t>(mr->ptr) + offset;
+  sge->length = static_cast<uint32_t>(len);
+  sge->lkey = mr->mr->lkey;
+  return 0;
 }
 
-ibv_recv_wr MrRecvWr(const rpma_mr_local* dst, size_t offset, size_t len, const void* op_context,
-                     ibv_sge* sge) {
-  ibv_recv_wr wr;
-  std::memset(&wr, 0, sizeof(wr));
-  wr.wr_id = reinterpret_cast<uint64_t>(op_context);
+int MrRecvWr(const rpma_mr_local* dst, size_t offset, size_t len, const void* op_context,
+             ibv_sge* sge, ibv_recv_wr* wr) {
+  std::memset(wr, 0, sizeof(*wr));
+  wr->wr_id = reinterpret_cast<uint64_t>(op_context);
   if (dst != nullptr) {
-    *sge = MrLocalSge(dst, offset, len);
-    wr.sg_list = sge;
-    wr.num_sge = 1;
+    int ret = MrLocalSge(dst, offset, len, sge);
+    if (ret != 0) return ret;
+    wr->sg_list = sge;
+    wr->num_sge = 1;
   }
-  return wr;
+  return 0;
 }
 
 uint64_t MrRemoteAddress(const rpma_mr_remote* mr, size_t offset) { return mr->raddr + offset; }
@@ -92,17 +95,27 @@ uint64_t MrRemoteSize(const rpma_mr_remote* mr) { return mr->size; }
 
 int MrRemoteUsage(const rpma_mr_remote* mr) { return mr->usage; }
 
-int MrUsageToAccess(int usage) {
+int MrUsageToAccess(int usage, bool iwarp) {
+  // The flags librpma gives each usage (peer.c), so that a region registers the same way on
+  // both and a provider's access checks see the same flags.
   int access = 0;
   // Being read remotely, or flushed (a flush is carried as an RDMA read).
   if (usage & (RPMA_MR_USAGE_READ_SRC | kFlushUsages)) access |= IBV_ACCESS_REMOTE_READ;
+  // The destination of a read is written by the local NIC; on iWARP the read's response
+  // arrives as an RDMA write from the other side.
+  if (usage & RPMA_MR_USAGE_READ_DST) {
+    access |= IBV_ACCESS_LOCAL_WRITE;
+    if (iwarp) access |= IBV_ACCESS_REMOTE_WRITE;
+  }
+  // librpma gives the source of a write local write access too.
+  if (usage & RPMA_MR_USAGE_WRITE_SRC) access |= IBV_ACCESS_LOCAL_WRITE;
   // Being written remotely; verbs requires local write access along with remote write.
   if (usage & RPMA_MR_USAGE_WRITE_DST) {
     access |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
   }
-  // Written by the local NIC: the destination of a read, or a receive buffer.
-  if (usage & (RPMA_MR_USAGE_READ_DST | RPMA_MR_USAGE_RECV)) access |= IBV_ACCESS_LOCAL_WRITE;
-  // WRITE_SRC and SEND only need local read access, which every region has.
+  // A receive buffer is written by the local NIC.
+  if (usage & RPMA_MR_USAGE_RECV) access |= IBV_ACCESS_LOCAL_WRITE;
+  // SEND needs no flag: every region may be read by the local NIC.
   return access;
 }
 
@@ -112,17 +125,16 @@ struct FlushScratch {
   alignas(8) uint8_t bytes[kFlushScratchSize] = {};
 };
 
-int FlushScratchNew(Backend* backend, ibv_pd* pd, FlushScratch** scratch_ptr) {
+int FlushScratchNew(const rpma_peer* peer, FlushScratch** scratch_ptr) {
   FlushScratch* scratch = New<FlushScratch>();
   if (scratch == nullptr) return RPMA_E_NOMEM;
-  scratch->backend = backend;
-  // Registered as the destination of a read (local write access), as an RDMA READ target.
-  int err = backend->IbvRegMr(pd, scratch->bytes, sizeof(scratch->bytes),
-                              MrUsageToAccess(RPMA_MR_USAGE_READ_DST), &scratch->mr);
-  if (err != 0) {
-    RPMA_LOG_PROVIDER_ERROR(err, "ibv_reg_mr");
+  scratch->backend = PeerBackend(peer);
+  // Registered as the destination of a read, as an RDMA READ target.
+  int ret = PeerRegMr(peer, scratch->bytes, sizeof(scratch->bytes), RPMA_MR_USAGE_READ_DST,
+                      &scratch->mr);
+  if (ret != 0) {
     Delete(scratch);
-    return RpmaErrorFromBackend(err);
+    return ret;
   }
   *scratch_ptr = scratch;
   return 0;
@@ -161,16 +173,19 @@ int rpma_mr_reg(struct rpma_peer* peer, void* ptr, size_t size, int usage,
     RPMA_LOG_ERROR("usage is 0: name at least one RPMA_MR_USAGE_* bit");
     return RPMA_E_INVAL;
   }
+  // As librpma (mr.c): a bit that is no RPMA_MR_USAGE_* value is an invalid argument.
+  if ((usage & ~kAllUsages) != 0) {
+    RPMA_LOG_ERROR("usage 0x%x has bits that are no RPMA_MR_USAGE_* value", usage);
+    return RPMA_E_INVAL;
+  }
   rpma_mr_local* mr = softrpma::New<rpma_mr_local>();
   if (mr == nullptr) return RPMA_E_NOMEM;
   softrpma::Backend* backend = softrpma::api::PeerBackend(peer);
   ibv_mr* ibv_mr = nullptr;
-  int err = backend->IbvRegMr(softrpma::api::PeerPd(peer), ptr, size,
-                              softrpma::api::MrUsageToAccess(usage), &ibv_mr);
-  if (err != 0) {
-    RPMA_LOG_PROVIDER_ERROR(err, "ibv_reg_mr");
+  int ret = softrpma::api::PeerRegMr(peer, ptr, size, usage, &ibv_mr);
+  if (ret != 0) {
     softrpma::Delete(mr);
-    return softrpma::api::RpmaErrorFromBackend(err);
+    return ret;
   }
   *mr = rpma_mr_local{backend, ibv_mr, ptr, size, usage};
   *mr_ptr = mr;
@@ -181,14 +196,16 @@ int rpma_mr_dereg(struct rpma_mr_local** mr_ptr) {
   if (mr_ptr == nullptr) return RPMA_E_INVAL;
   rpma_mr_local* mr = *mr_ptr;
   if (mr == nullptr) return 0;
+  // As librpma: the object is released and *mr_ptr cleared even when the provider fails.
+  int ret = 0;
   int err = mr->backend->IbvDeregMr(mr->mr);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_dereg_mr");
-    return softrpma::api::RpmaErrorFromBackend(err);
+    ret = softrpma::api::RpmaErrorFromBackend(err);
   }
   softrpma::Delete(mr);
   *mr_ptr = nullptr;
-  return 0;
+  return ret;
 }
 
 int rpma_mr_get_descriptor(const struct rpma_mr_local* mr, void* desc) {
@@ -211,8 +228,10 @@ int rpma_mr_get_descriptor_size(const struct rpma_mr_local* mr, size_t* desc_siz
 int rpma_mr_remote_from_descriptor(const void* desc, size_t desc_size,
                                    struct rpma_mr_remote** mr_ptr) {
   if (desc == nullptr || mr_ptr == nullptr) return RPMA_E_INVAL;
-  if (desc_size != kMrDescriptorSize) {
-    RPMA_LOG_ERROR("incompatible memory region descriptor size: %zu bytes, expected %zu",
+  // At least the descriptor, as librpma takes it: programs pass the length of the private data
+  // that carried it, which the provider may pad (56 bytes on IB/RoCE); the rest is ignored.
+  if (desc_size < kMrDescriptorSize) {
+    RPMA_LOG_ERROR("incompatible memory region descriptor size: %zu bytes, expected at least %zu",
                    desc_size, kMrDescriptorSize);
     return RPMA_E_INVAL;
   }
@@ -230,6 +249,9 @@ int rpma_mr_remote_from_descriptor(const void* desc, size_t desc_size,
   mr->rkey = static_cast<uint32_t>(GetLittleEndian(in + 16, 4));
   mr->usage = usage;
   *mr_ptr = mr;
+  RPMA_LOG_INFO("remote memory region: address 0x%" PRIx64 ", size %" PRIu64 ", rkey 0x%" PRIx32
+                ", usage 0x%x",
+                mr->raddr, mr->size, mr->rkey, usage);
   return 0;
 }
 
@@ -273,11 +295,7 @@ int rpma_mr_advise(struct rpma_mr_local* mr, size_t offset, size_t len, int advi
                    offset, offset, len, mr->size);
     return RPMA_E_INVAL;
   }
-  if (len > std::numeric_limits<uint32_t>::max()) {
-    RPMA_LOG_ERROR("len %zu does not fit one ibv_sge (at most %u bytes)", len,
-                   std::numeric_limits<uint32_t>::max());
-    return RPMA_E_INVAL;
-  }
+  // (A len above kMaxSgeLength is rejected by MrLocalSge below, before the provider is asked.)
   if ((flags & ~static_cast<uint32_t>(IBV_ADVISE_MR_FLAG_FLUSH)) != 0) {
     RPMA_LOG_ERROR("invalid flags 0x%x (only IBV_ADVISE_MR_FLAG_FLUSH is valid)", flags);
     return RPMA_E_INVAL;
@@ -288,7 +306,9 @@ int rpma_mr_advise(struct rpma_mr_local* mr, size_t offset, size_t len, int advi
       break;
     case IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE:
       // Prefetching for write needs a region the local NIC may write (IBV_ACCESS_LOCAL_WRITE).
-      if ((softrpma::api::MrUsageToAccess(mr->usage) & IBV_ACCESS_LOCAL_WRITE) == 0) {
+      // (The transport changes only remote access: LOCAL_WRITE is the same on every device.)
+      if ((softrpma::api::MrUsageToAccess(mr->usage, /*iwarp=*/false) &
+           IBV_ACCESS_LOCAL_WRITE) == 0) {
         RPMA_LOG_ERROR("the memory registration usage 0x%x does not allow "
                        "IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE (it is not writable)",
                        mr->usage);
@@ -299,7 +319,9 @@ int rpma_mr_advise(struct rpma_mr_local* mr, size_t offset, size_t len, int advi
       RPMA_LOG_ERROR("unknown advice %d", advice);
       return RPMA_E_INVAL;
   }
-  ibv_sge sge = softrpma::api::MrLocalSge(mr, offset, len);
+  ibv_sge sge;
+  int ret = softrpma::api::MrLocalSge(mr, offset, len, &sge);
+  if (ret != 0) return ret;
   int err = mr->backend->IbvAdviseMr(mr->mr->pd, static_cast<ibv_advise_mr_advice>(advice),
                                      flags, &sge, 1);
   if (err != 0) {

@@ -19,10 +19,13 @@ using softrpma::testing::MockBackend;
 using softrpma::testing::ScopedAllocFailure;
 using softrpma::testing::ScopedLogCapture;
 using ::testing::_;
+using ::testing::DoAll;
+using ::testing::InSequence;
 using ::testing::Invoke;
 using ::testing::NiceMock;
 using ::testing::NotNull;
 using ::testing::Return;
+using ::testing::SetArgPointee;
 
 class MrTest : public ::testing::Test {
  protected:
@@ -74,11 +77,12 @@ struct UsageAccess {
   int access;
 };
 
+// The access flags librpma's peer.c gives each usage.
 TEST_F(MrTest, MrReg_MapsUsageToAccessFlags) {
   const UsageAccess cases[] = {
       {RPMA_MR_USAGE_READ_SRC, IBV_ACCESS_REMOTE_READ},
       {RPMA_MR_USAGE_READ_DST, IBV_ACCESS_LOCAL_WRITE},
-      {RPMA_MR_USAGE_WRITE_SRC, 0},
+      {RPMA_MR_USAGE_WRITE_SRC, IBV_ACCESS_LOCAL_WRITE},
       {RPMA_MR_USAGE_WRITE_DST, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE},
       {RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY, IBV_ACCESS_REMOTE_READ},
       {RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT, IBV_ACCESS_REMOTE_READ},
@@ -96,16 +100,106 @@ TEST_F(MrTest, MrReg_MapsUsageToAccessFlags) {
   }
 }
 
+// On iWARP an RDMA READ's response is written into the reader's memory by the other side, so
+// librpma registers READ_DST with remote write access there (and only there).
+TEST(MrIwarpTest, MrReg_ReadDstOnIwarp_AddsRemoteWrite) {
+  NiceMock<MockBackend> backend;
+  FakeProvider fake(&backend);
+  fake.SetTransport(IBV_TRANSPORT_IWARP);
+  rpma_peer* peer = nullptr;
+  ASSERT_EQ(rpma_peer_new(fake.Context(), &peer), 0);
+  char buffer[64];
+  EXPECT_CALL(backend, IbvRegMr(_, buffer, sizeof(buffer),
+                                IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, _));
+  EXPECT_CALL(backend, IbvRegMr(_, buffer, sizeof(buffer), IBV_ACCESS_REMOTE_READ, _));
+  rpma_mr_local* mr = nullptr;
+  ASSERT_EQ(rpma_mr_reg(peer, buffer, sizeof(buffer), RPMA_MR_USAGE_READ_DST, &mr), 0);
+  ASSERT_EQ(rpma_mr_dereg(&mr), 0);
+  ASSERT_EQ(rpma_mr_reg(peer, buffer, sizeof(buffer), RPMA_MR_USAGE_READ_SRC, &mr), 0);
+  ASSERT_EQ(rpma_mr_dereg(&mr), 0);
+  ASSERT_EQ(rpma_peer_delete(&peer), 0);
+}
+
+// A device that reports on-demand paging (ibv_query_device_ex at rpma_peer_new).
+ibv_device_attr_ex OdpCapableAttr() {
+  ibv_device_attr_ex attr;
+  std::memset(&attr, 0, sizeof(attr));
+  attr.odp_caps.general_caps = IBV_ODP_SUPPORT;
+  attr.odp_caps.per_transport_caps.rc_odp_caps = IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_WRITE;
+  return attr;
+}
+
+// As librpma (peer.c): a registration the provider refuses with EOPNOTSUPP is tried again with
+// IBV_ACCESS_ON_DEMAND when the device is ODP-capable.
+TEST(MrOdpTest, MrReg_EopnotsuppOnOdpDevice_RetriesOnDemand) {
+  NiceMock<MockBackend> backend;
+  FakeProvider fake(&backend);
+  EXPECT_CALL(backend, IbvQueryDeviceEx(fake.Context(), _))
+      .WillOnce(DoAll(SetArgPointee<1>(OdpCapableAttr()), Return(0)));
+  rpma_peer* peer = nullptr;
+  ASSERT_EQ(rpma_peer_new(fake.Context(), &peer), 0);
+  char buffer[64];
+  {
+    InSequence in_order;
+    EXPECT_CALL(backend, IbvRegMr(_, buffer, sizeof(buffer), IBV_ACCESS_REMOTE_READ, _))
+        .WillOnce(Return(EOPNOTSUPP));
+    EXPECT_CALL(backend, IbvRegMr(_, buffer, sizeof(buffer),
+                                  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_ON_DEMAND, _));
+  }
+  rpma_mr_local* mr = nullptr;
+  ASSERT_EQ(rpma_mr_reg(peer, buffer, sizeof(buffer), RPMA_MR_USAGE_READ_SRC, &mr), 0);
+  ASSERT_EQ(rpma_mr_dereg(&mr), 0);
+  ASSERT_EQ(rpma_peer_delete(&peer), 0);
+}
+
+TEST(MrOdpTest, MrReg_EopnotsuppWithoutOdp_ReturnsProviderWithoutRetry) {
+  NiceMock<MockBackend> backend;
+  FakeProvider fake(&backend);
+  rpma_peer* peer = nullptr;
+  ASSERT_EQ(rpma_peer_new(fake.Context(), &peer), 0);  // the mock reports no ODP
+  char buffer[64];
+  EXPECT_CALL(backend, IbvRegMr(_, _, _, _, _)).WillOnce(Return(EOPNOTSUPP));
+  rpma_mr_local* mr = nullptr;
+  EXPECT_EQ(rpma_mr_reg(peer, buffer, sizeof(buffer), RPMA_MR_USAGE_READ_SRC, &mr),
+            RPMA_E_PROVIDER);
+  EXPECT_EQ(mr, nullptr);
+  ASSERT_EQ(rpma_peer_delete(&peer), 0);
+}
+
+TEST(MrOdpTest, MrReg_OtherErrnoOnOdpDevice_ReturnsProviderWithoutRetry) {
+  NiceMock<MockBackend> backend;
+  FakeProvider fake(&backend);
+  EXPECT_CALL(backend, IbvQueryDeviceEx(_, _))
+      .WillOnce(DoAll(SetArgPointee<1>(OdpCapableAttr()), Return(0)));
+  rpma_peer* peer = nullptr;
+  ASSERT_EQ(rpma_peer_new(fake.Context(), &peer), 0);
+  char buffer[64];
+  EXPECT_CALL(backend, IbvRegMr(_, _, _, _, _)).WillOnce(Return(ENOMEM));
+  rpma_mr_local* mr = nullptr;
+  EXPECT_EQ(rpma_mr_reg(peer, buffer, sizeof(buffer), RPMA_MR_USAGE_READ_SRC, &mr),
+            RPMA_E_PROVIDER);
+  ASSERT_EQ(rpma_peer_delete(&peer), 0);
+}
+
 TEST_F(MrTest, MrDereg_NullPtr_ReturnsInval) { EXPECT_EQ(rpma_mr_dereg(nullptr), RPMA_E_INVAL); }
 
-TEST_F(MrTest, MrDereg_DeregistrationFails_ReturnsProvider_AndKeepsMr) {
+// The man page is silent; librpma rejects usage bits outside the RPMA_MR_USAGE_* set, and so
+// does softrpma, before it asks the provider.
+TEST_F(MrTest, MrReg_UnknownUsageBits_ReturnsInval) {
+  rpma_mr_local* mr = nullptr;
+  EXPECT_CALL(backend_, IbvRegMr(_, _, _, _, _)).Times(0);
+  EXPECT_EQ(rpma_mr_reg(peer_, buffer_, 8, RPMA_MR_USAGE_SEND | (1 << 8), &mr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_reg(peer_, buffer_, 8, -1, &mr), RPMA_E_INVAL);
+  EXPECT_EQ(mr, nullptr);
+}
+
+// As librpma (mr.c): the region object is freed and the pointer cleared even when the
+// provider fails to deregister.
+TEST_F(MrTest, MrDereg_DeregistrationFails_ReturnsProvider_AndReleasesMr) {
   rpma_mr_local* mr = nullptr;
   ASSERT_EQ(rpma_mr_reg(peer_, buffer_, 8, RPMA_MR_USAGE_SEND, &mr), 0);
-  EXPECT_CALL(backend_, IbvDeregMr(_)).WillOnce(Return(EINVAL)).WillOnce(Return(0));
-  rpma_mr_local* kept = mr;
+  EXPECT_CALL(backend_, IbvDeregMr(_)).WillOnce(Return(EINVAL));
   EXPECT_EQ(rpma_mr_dereg(&mr), RPMA_E_PROVIDER);
-  EXPECT_EQ(mr, kept);
-  EXPECT_EQ(rpma_mr_dereg(&mr), 0);
   EXPECT_EQ(mr, nullptr);
 }
 
@@ -184,8 +278,29 @@ TEST_F(MrTest, RemoteFromDescriptor_IncompatibleSize_ReturnsInval) {
   desc[20] = RPMA_MR_USAGE_READ_SRC;
   rpma_mr_remote* remote = nullptr;
   EXPECT_EQ(rpma_mr_remote_from_descriptor(desc, 20, &remote), RPMA_E_INVAL);
-  EXPECT_EQ(rpma_mr_remote_from_descriptor(desc, 22, &remote), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_mr_remote_from_descriptor(desc, 0, &remote), RPMA_E_INVAL);
   EXPECT_EQ(remote, nullptr);
+}
+
+// As librpma: a descriptor in a longer buffer (private data padded by the provider, 56 bytes
+// on IB/RoCE) is read from its first 21 bytes.
+TEST_F(MrTest, RemoteFromDescriptor_LongerBuffer_ReadsTheDescriptor) {
+  uint8_t desc[56];
+  std::memset(desc, 0xAB, sizeof(desc));
+  desc[0] = 0x10;
+  for (int i = 1; i < 8; ++i) desc[i] = 0;
+  desc[8] = 64;
+  for (int i = 9; i < 16; ++i) desc[i] = 0;
+  desc[20] = RPMA_MR_USAGE_READ_SRC;
+  rpma_mr_remote* remote = nullptr;
+  ASSERT_EQ(rpma_mr_remote_from_descriptor(desc, sizeof(desc), &remote), 0);
+  size_t size = 0;
+  ASSERT_EQ(rpma_mr_remote_get_size(remote, &size), 0);
+  EXPECT_EQ(size, 64u);
+  int flush_type = -1;
+  ASSERT_EQ(rpma_mr_remote_get_flush_type(remote, &flush_type), 0);
+  EXPECT_EQ(flush_type, 0);
+  ASSERT_EQ(rpma_mr_remote_delete(&remote), 0);
 }
 
 TEST_F(MrTest, RemoteFromDescriptor_NoUsage_ReturnsNosupp) {
@@ -294,10 +409,10 @@ TEST_F(MrAdviseTest, MrAdvise_RangeLongerThanOneSge_ReturnsInval) {
 
 // ERRORS: "the memory registration usage does not allow the specific advice".
 TEST_F(MrAdviseTest, MrAdvise_PrefetchWriteOnNonWritableUsage_ReturnsInval) {
-  const int not_writable[] = {RPMA_MR_USAGE_READ_SRC, RPMA_MR_USAGE_WRITE_SRC,
-                              RPMA_MR_USAGE_SEND, RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY,
+  const int not_writable[] = {RPMA_MR_USAGE_READ_SRC, RPMA_MR_USAGE_SEND,
+                              RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY,
                               RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT,
-                              RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_SRC};
+                              RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_SEND};
   EXPECT_CALL(backend_, IbvAdviseMr(_, _, _, _, _)).Times(0);
   for (int usage : not_writable) {
     rpma_mr_local* mr = Reg(usage);
@@ -308,10 +423,11 @@ TEST_F(MrAdviseTest, MrAdvise_PrefetchWriteOnNonWritableUsage_ReturnsInval) {
 }
 
 TEST_F(MrAdviseTest, MrAdvise_PrefetchWriteOnWritableUsage_IsPassedOn) {
+  // WRITE_SRC is registered with IBV_ACCESS_LOCAL_WRITE, as librpma does.
   const int writable[] = {RPMA_MR_USAGE_WRITE_DST, RPMA_MR_USAGE_READ_DST, RPMA_MR_USAGE_RECV,
-                          RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST};
+                          RPMA_MR_USAGE_WRITE_SRC, RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST};
   EXPECT_CALL(backend_, IbvAdviseMr(_, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, _, _, _))
-      .Times(4);
+      .Times(5);
   for (int usage : writable) {
     rpma_mr_local* mr = Reg(usage);
     EXPECT_EQ(rpma_mr_advise(mr, 0, 8, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0), 0)

@@ -11,8 +11,9 @@
 //     ibv_wr_atomic_write(3) does), so src may be reused as soon as the call returns. The
 //     completion's opcode is IBV_WC_ATOMIC_WRITE.
 //   * rpma_flush: the installed verbs.h has no IBV_WR_FLUSH, so a flush is, as in librpma
-//     without native flush support, an RDMA READ of up to 8 bytes at dst + dst_offset into the
-//     connection's flush scratch (internal/mr.h). On an RC QP the READ completes only after
+//     without native flush support, an RDMA READ of 8 bytes at dst + dst_offset into the
+//     connection's flush scratch (internal/mr.h), whatever len and the region's size are (a
+//     read past the region's end completes with an error, as on upstream). On an RC QP the READ completes only after
 //     every earlier write of the QP is applied at the responder, and a READ that really reads
 //     memory also pushes those writes out of the responder's PCIe path (a zero-length READ
 //     would not, on real hardware). The completion's opcode is IBV_WC_RDMA_READ.
@@ -60,7 +61,8 @@ int Post(rpma_conn* conn, ibv_send_wr* wr) {
   return 0;
 }
 
-// Posts one send-queue work request. Returns 0 or RPMA_E_PROVIDER (logged).
+// Posts one send-queue work request. Returns 0, RPMA_E_INVAL (len does not fit an SGE) or
+// RPMA_E_PROVIDER (logged).
 int PostSend(rpma_conn* conn, ibv_wr_opcode opcode, const rpma_mr_local* local,
              size_t local_offset, const rpma_mr_remote* remote, size_t remote_offset, size_t len,
              int flags, const void* op_context, uint32_t imm_host_order) {
@@ -70,7 +72,8 @@ int PostSend(rpma_conn* conn, ibv_wr_opcode opcode, const rpma_mr_local* local,
   wr.wr_id = reinterpret_cast<uint64_t>(op_context);
   wr.opcode = opcode;
   if (local != nullptr) {
-    sge = MrLocalSge(local, local_offset, len);
+    int ret = MrLocalSge(local, local_offset, len, &sge);
+    if (ret != 0) return ret;
     wr.sg_list = &sge;
     wr.num_sge = 1;
   }
@@ -146,7 +149,9 @@ int rpma_recv(struct rpma_conn* conn, struct rpma_mr_local* dst, size_t offset, 
   if (conn == nullptr) return RPMA_E_INVAL;
   if (dst == nullptr && (offset != 0 || len != 0)) return RPMA_E_INVAL;
   ibv_sge sge = {};
-  ibv_recv_wr wr = softrpma::api::MrRecvWr(dst, offset, len, op_context, &sge);
+  ibv_recv_wr wr;
+  int ret = softrpma::api::MrRecvWr(dst, offset, len, op_context, &sge, &wr);
+  if (ret != 0) return ret;
   ibv_recv_wr* bad_wr = nullptr;
   softrpma::Backend* backend = softrpma::api::ConnBackend(conn);
   int err = backend->IbvPostRecv(softrpma::api::ConnQp(conn), &wr, &bad_wr);
@@ -184,19 +189,14 @@ int rpma_atomic_write(struct rpma_conn* conn, struct rpma_mr_remote* dst, size_t
 int rpma_flush(struct rpma_conn* conn, struct rpma_mr_remote* dst, size_t dst_offset, size_t len,
                enum rpma_flush_type type, int flags, const void* op_context) {
   using softrpma::api::kFlushScratchSize;
+  // The checks and their order are librpma's (conn.c): arguments, then the connection's and
+  // the region's support of the type asked for. A type that is neither PERSISTENT nor
+  // VISIBILITY is documented as RPMA_E_INVAL but accepted by librpma (it flushes as the others
+  // do), so it is accepted here too (docs/STATUS.md).
   if (conn == nullptr || dst == nullptr || flags == 0) return RPMA_E_INVAL;
   int usage_needed = 0;
-  switch (type) {
-    case RPMA_FLUSH_TYPE_PERSISTENT:
-      usage_needed = RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT;
-      break;
-    case RPMA_FLUSH_TYPE_VISIBILITY:
-      usage_needed = RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY;
-      break;
-    default:
-      RPMA_LOG_ERROR("unknown flush type %d", static_cast<int>(type));
-      return RPMA_E_INVAL;
-  }
+  if (type == RPMA_FLUSH_TYPE_PERSISTENT) usage_needed = RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT;
+  if (type == RPMA_FLUSH_TYPE_VISIBILITY) usage_needed = RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY;
   if (type == RPMA_FLUSH_TYPE_PERSISTENT && !softrpma::api::ConnDirectWriteToPmem(conn)) {
     RPMA_LOG_ERROR("the connection does not support flushing to persistence: the remote peer "
                    "configuration applied to it (rpma_conn_apply_remote_peer_cfg) does not "
@@ -205,30 +205,26 @@ int rpma_flush(struct rpma_conn* conn, struct rpma_mr_remote* dst, size_t dst_of
   }
   // The flush types the remote region supports (rpma_mr_remote_get_flush_type(3)): flushing
   // it in another way is not supported either (as in librpma).
-  if ((softrpma::api::MrRemoteUsage(dst) & usage_needed) == 0) {
+  if (usage_needed != 0 && (softrpma::api::MrRemoteUsage(dst) & usage_needed) == 0) {
     RPMA_LOG_ERROR("the remote memory region does not support flushing to %s (its usage has "
                    "no RPMA_MR_USAGE_FLUSH_TYPE_%s)",
                    type == RPMA_FLUSH_TYPE_PERSISTENT ? "persistence" : "global visibility",
                    type == RPMA_FLUSH_TYPE_PERSISTENT ? "PERSISTENT" : "VISIBILITY");
     return RPMA_E_NOSUPP;
   }
-  // Up to 8 bytes at dst_offset, fewer where the region ends sooner (0 at its very end: a
-  // zero-length READ, which still keeps the order). An offset past the region's end is left
-  // for the provider to reject, as with rpma_read / rpma_write: the completion reports it.
+  // Always 8 bytes at dst_offset, as librpma reads (flush.c): not trimmed at the region's end,
+  // so a flush of a region's last 7 bytes, or of a region under 8 bytes, completes with a
+  // remote access error, as on a real NIC with upstream. An offset past the region is left for
+  // the provider to reject the same way, as with rpma_read / rpma_write.
   (void)len;  // the READ orders every earlier write, whatever range they touched
-  const uint64_t size = softrpma::api::MrRemoteSize(dst);
-  uint64_t read_len = kFlushScratchSize;
-  if (dst_offset <= size && size - dst_offset < read_len) read_len = size - dst_offset;
   ibv_sge sge = softrpma::api::FlushScratchSge(softrpma::api::ConnFlushScratch(conn),
-                                               static_cast<uint32_t>(read_len));
+                                               static_cast<uint32_t>(kFlushScratchSize));
   ibv_send_wr wr;
   std::memset(&wr, 0, sizeof(wr));
   wr.wr_id = reinterpret_cast<uint64_t>(op_context);
   wr.opcode = IBV_WR_RDMA_READ;
-  if (read_len > 0) {
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-  }
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
   wr.wr.rdma.remote_addr = softrpma::api::MrRemoteAddress(dst, dst_offset);
   wr.wr.rdma.rkey = softrpma::api::MrRemoteRkey(dst);
   wr.send_flags = softrpma::api::SignaledIf(flags);

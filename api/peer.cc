@@ -1,8 +1,13 @@
 // peer.cc: the peer object (rpma_peer_new(3), rpma_peer_delete(3)): a protection domain on one
 // device, and the backend that device came from.
 
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
 #include "api/internal/errors.h"
 #include "api/internal/log.h"
+#include "api/internal/mr.h"
 #include "api/internal/peer.h"
 #include "librpma.h"
 #include "simverbs/alloc.h"
@@ -13,6 +18,8 @@ struct rpma_peer {
   softrpma::Backend* backend;
   ibv_context* ctx;
   ibv_pd* pd;
+  bool odp_capable;  // the device supports on-demand paging (ibv_query_device_ex)
+  bool iwarp;        // the device's transport is iWARP
 };
 
 namespace softrpma::api {
@@ -20,6 +27,39 @@ namespace softrpma::api {
 Backend* PeerBackend(const rpma_peer* peer) { return peer->backend; }
 ibv_context* PeerContext(const rpma_peer* peer) { return peer->ctx; }
 ibv_pd* PeerPd(const rpma_peer* peer) { return peer->pd; }
+
+bool DeviceIsOdpCapable(const ibv_device_attr_ex& attr) {
+  const uint32_t general = attr.odp_caps.general_caps;
+  const uint32_t rc = attr.odp_caps.per_transport_caps.rc_odp_caps;
+  return (general & IBV_ODP_SUPPORT) != 0 && (rc & IBV_ODP_SUPPORT_WRITE) != 0 &&
+         (rc & IBV_ODP_SUPPORT_READ) != 0;
+}
+
+int PeerRegMr(const rpma_peer* peer, void* addr, size_t length, int usage, ibv_mr** mr) {
+  const int access = MrUsageToAccess(usage, peer->iwarp);
+  int err = peer->backend->IbvRegMr(peer->pd, addr, length, access, mr);
+  if (err == 0) return 0;
+  if (err != EOPNOTSUPP) {
+    RPMA_LOG_PROVIDER_ERROR(err, "ibv_reg_mr");
+    return RpmaErrorFromBackend(err);
+  }
+  // As librpma: memory the device cannot pin (e.g. FSDAX) may still register with on-demand
+  // paging when the device supports it.
+  if (!peer->odp_capable) {
+    RPMA_LOG_ERROR("ibv_reg_mr(addr=%p, length=%zu, access=0x%x) failed: %s; the device does not "
+                   "support on-demand paging",
+                   addr, length, access, DescribeBackendError(err).text);
+    return RpmaErrorFromBackend(err);
+  }
+  err = peer->backend->IbvRegMr(peer->pd, addr, length, access | IBV_ACCESS_ON_DEMAND, mr);
+  if (err != 0) {
+    RPMA_LOG_ERROR("memory registration with on-demand paging failed: ibv_reg_mr(addr=%p, "
+                   "length=%zu, access=0x%x|IBV_ACCESS_ON_DEMAND): %s",
+                   addr, length, access, DescribeBackendError(err).text);
+    return RpmaErrorFromBackend(err);
+  }
+  return 0;
+}
 
 }  // namespace softrpma::api
 
@@ -33,14 +73,28 @@ int rpma_peer_new(struct ibv_context* ibv_ctx, struct rpma_peer** peer_ptr) {
                    "rpma_utils_get_ibv_context()?)");
     return RPMA_E_PROVIDER;
   }
+  // As librpma: the device's capabilities first (on-demand paging decides whether a failed
+  // registration is retried with IBV_ACCESS_ON_DEMAND, see PeerRegMr).
+  ibv_device_attr_ex attr;
+  std::memset(&attr, 0, sizeof(attr));
+  int err = backend->IbvQueryDeviceEx(ibv_ctx, &attr);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "ibv_query_device_ex");
+    return softrpma::api::RpmaErrorFromBackend(err);
+  }
+  const bool odp_capable = softrpma::api::DeviceIsOdpCapable(attr);
+  const bool iwarp =
+      ibv_ctx->device != nullptr && ibv_ctx->device->transport_type == IBV_TRANSPORT_IWARP;
+  RPMA_LOG_INFO("device capabilities: on-demand paging %s, transport %s",
+                odp_capable ? "supported" : "not supported", iwarp ? "iWARP" : "not iWARP");
   ibv_pd* pd = nullptr;
-  int err = backend->IbvAllocPd(ibv_ctx, &pd);
+  err = backend->IbvAllocPd(ibv_ctx, &pd);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_alloc_pd");
     return softrpma::api::RpmaErrorFromBackend(
         err, softrpma::api::ErrorMapping{/*enomem_is_nomem=*/true, /*no_errno_is_unknown=*/true});
   }
-  rpma_peer* peer = softrpma::New<rpma_peer>(rpma_peer{backend, ibv_ctx, pd});
+  rpma_peer* peer = softrpma::New<rpma_peer>(rpma_peer{backend, ibv_ctx, pd, odp_capable, iwarp});
   if (peer == nullptr) {
     err = backend->IbvDeallocPd(pd);
     if (err != 0) RPMA_LOG_PROVIDER_ERROR(err, "ibv_dealloc_pd");
@@ -51,17 +105,20 @@ int rpma_peer_new(struct ibv_context* ibv_ctx, struct rpma_peer** peer_ptr) {
 }
 
 int rpma_peer_delete(struct rpma_peer** peer_ptr) {
-  // The man page lists no error for a NULL argument: deleting nothing succeeds.
-  if (peer_ptr == nullptr || *peer_ptr == nullptr) return 0;
+  // The man page is silent on a NULL peer_ptr; librpma rejects it, as every other delete does.
+  if (peer_ptr == nullptr) return RPMA_E_INVAL;
   rpma_peer* peer = *peer_ptr;
+  if (peer == nullptr) return 0;
+  // As librpma: the peer is freed and *peer_ptr cleared even when the provider fails.
+  int ret = 0;
   int err = peer->backend->IbvDeallocPd(peer->pd);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_dealloc_pd");
-    return softrpma::api::RpmaErrorFromBackend(err);
+    ret = softrpma::api::RpmaErrorFromBackend(err);
   }
   softrpma::Delete(peer);
   *peer_ptr = nullptr;
-  return 0;
+  return ret;
 }
 
 }  // extern "C"

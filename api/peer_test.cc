@@ -26,6 +26,26 @@ class PeerTest : public ::testing::Test {
   FakeProvider fake_{&backend_};
 };
 
+// As librpma (peer.c): the device's capabilities are queried before the PD is made.
+TEST_F(PeerTest, PeerNew_QueriesTheDeviceThenAllocatesThePd) {
+  {
+    ::testing::InSequence in_order;
+    EXPECT_CALL(backend_, IbvQueryDeviceEx(fake_.Context(), _));
+    EXPECT_CALL(backend_, IbvAllocPd(fake_.Context(), _));
+  }
+  rpma_peer* peer = nullptr;
+  ASSERT_EQ(rpma_peer_new(fake_.Context(), &peer), 0);
+  ASSERT_EQ(rpma_peer_delete(&peer), 0);
+}
+
+TEST_F(PeerTest, PeerNew_QueryDeviceFails_ReturnsProvider) {
+  EXPECT_CALL(backend_, IbvQueryDeviceEx(_, _)).WillOnce(Return(EIO));
+  EXPECT_CALL(backend_, IbvAllocPd(_, _)).Times(0);
+  rpma_peer* peer = nullptr;
+  EXPECT_EQ(rpma_peer_new(fake_.Context(), &peer), RPMA_E_PROVIDER);
+  EXPECT_EQ(peer, nullptr);
+}
+
 TEST_F(PeerTest, PeerNew_NullCtx_ReturnsInval) {
   rpma_peer* peer = nullptr;
   EXPECT_EQ(rpma_peer_new(nullptr, &peer), RPMA_E_INVAL);
@@ -78,21 +98,23 @@ TEST_F(PeerTest, PeerNewDelete_Succeed) {
   EXPECT_EQ(peer, nullptr);
 }
 
-TEST_F(PeerTest, PeerDelete_DeallocFails_ReturnsProvider_AndKeepsPeer) {
+// As librpma (peer.c): the peer is freed and the pointer cleared even when the PD is not.
+TEST_F(PeerTest, PeerDelete_DeallocFails_ReturnsProvider_AndReleasesPeer) {
   rpma_peer* peer = nullptr;
   ASSERT_EQ(rpma_peer_new(fake_.Context(), &peer), 0);
-  EXPECT_CALL(backend_, IbvDeallocPd(_)).WillOnce(Return(EBUSY)).WillOnce(Return(0));
-  rpma_peer* kept = peer;
+  EXPECT_CALL(backend_, IbvDeallocPd(_)).WillOnce(Return(EBUSY));
   EXPECT_EQ(rpma_peer_delete(&peer), RPMA_E_PROVIDER);
-  EXPECT_EQ(peer, kept);
-  EXPECT_EQ(rpma_peer_delete(&peer), 0);
   EXPECT_EQ(peer, nullptr);
 }
 
-TEST_F(PeerTest, PeerDelete_Null_Succeeds) {
+TEST_F(PeerTest, PeerDelete_NullPeer_Succeeds) {
   rpma_peer* peer = nullptr;
   EXPECT_EQ(rpma_peer_delete(&peer), 0);
-  EXPECT_EQ(rpma_peer_delete(nullptr), 0);
+}
+
+// The man page is silent; librpma returns RPMA_E_INVAL, as for every other delete.
+TEST_F(PeerTest, PeerDelete_NullPeerPtr_ReturnsInval) {
+  EXPECT_EQ(rpma_peer_delete(nullptr), RPMA_E_INVAL);
 }
 
 }  // namespace

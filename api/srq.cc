@@ -83,7 +83,9 @@ int rpma_srq_recv(struct rpma_srq* srq, struct rpma_mr_local* dst, size_t offset
   if (srq == nullptr) return RPMA_E_INVAL;
   if (dst == nullptr && (offset != 0 || len != 0)) return RPMA_E_INVAL;
   ibv_sge sge = {};
-  ibv_recv_wr wr = softrpma::api::MrRecvWr(dst, offset, len, op_context, &sge);
+  ibv_recv_wr wr;
+  int ret = softrpma::api::MrRecvWr(dst, offset, len, op_context, &sge, &wr);
+  if (ret != 0) return ret;
   ibv_recv_wr* bad_wr = nullptr;
   int err = srq->backend->IbvPostSrqRecv(srq->srq, &wr, &bad_wr);
   if (err != 0) {

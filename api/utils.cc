@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "api/internal/errors.h"
 #include "api/internal/log.h"
+#include "api/internal/peer.h"
 #include "librpma.h"
 #include "simverbs/backend.h"
 #include "simverbs/backend_registry.h"
@@ -26,6 +27,7 @@ int FindDevice(Backend* backend, const char* addr, rpma_util_ibv_context_type ty
   rdma_addrinfo hints;
   std::memset(&hints, 0, sizeof(hints));
   if (type == RPMA_UTIL_IBV_CONTEXT_LOCAL) hints.ai_flags = RAI_PASSIVE;
+  hints.ai_qp_type = IBV_QPT_RC;  // as librpma asks
   hints.ai_port_space = RDMA_PS_TCP;
 
   // The man page's "out of memory" (RPMA_E_NOMEM): the allocations of this lookup are the
@@ -118,12 +120,7 @@ int rpma_utils_ibv_context_is_odp_capable(struct ibv_context* ibv_ctx, int* is_o
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_query_device_ex");
     return softrpma::api::RpmaErrorFromBackend(err);
   }
-  // On-demand paging is usable by librpma when the device supports it in general and, on RC
-  // QPs, for both RDMA writes and RDMA reads.
-  const uint32_t general = attr.odp_caps.general_caps;
-  const uint32_t rc = attr.odp_caps.per_transport_caps.rc_odp_caps;
-  *is_odp_capable = (general & IBV_ODP_SUPPORT) != 0 && (rc & IBV_ODP_SUPPORT_WRITE) != 0 &&
-                    (rc & IBV_ODP_SUPPORT_READ) != 0;
+  *is_odp_capable = softrpma::api::DeviceIsOdpCapable(attr);
   return 0;
 }
 

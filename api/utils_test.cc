@@ -17,6 +17,7 @@ using softrpma::testing::FakeProvider;
 using softrpma::testing::MockBackend;
 using softrpma::testing::ScopedLogCapture;
 using ::testing::_;
+using ::testing::AllOf;
 using ::testing::DoAll;
 using ::testing::Field;
 using ::testing::Invoke;
@@ -87,9 +88,11 @@ class GetIbvContextMockTest : public ::testing::Test {
 };
 
 TEST_F(GetIbvContextMockTest, Local_BindsPassiveAddress_AndRegistersContext) {
-  EXPECT_CALL(backend_, RdmaGetaddrinfo(_, nullptr, Pointee(Field(&rdma_addrinfo::ai_flags,
-                                                                   RAI_PASSIVE)),
-                                        _));
+  EXPECT_CALL(backend_,
+              RdmaGetaddrinfo(_, nullptr,
+                              Pointee(AllOf(Field(&rdma_addrinfo::ai_flags, RAI_PASSIVE),
+                                            Field(&rdma_addrinfo::ai_qp_type, IBV_QPT_RC))),
+                              _));
   EXPECT_CALL(backend_, RdmaCreateId(nullptr, _, _, RDMA_PS_TCP));
   EXPECT_CALL(backend_, RdmaBindAddr(_, _));
   EXPECT_CALL(backend_, RdmaResolveAddr(_, _, _, _)).Times(0);

@@ -132,9 +132,15 @@ TEST_F(ConnWaitTest, ConnWait_CqNull_ReturnsInval) {
   EXPECT_EQ(rpma_conn_wait(pair_->client(), 0, nullptr, &is_rcq), RPMA_E_INVAL);
 }
 
-TEST_F(ConnWaitTest, ConnWait_UnknownFlags_ReturnsInval) {
+// The man page names no flags error and upstream ignores flags (reserved for later use), so any
+// value waits as 0 does.
+TEST_F(ConnWaitTest, ConnWait_OtherFlags_WaitAsUpstream) {
+  CompleteOnCq();
+  ASSERT_TRUE(Readable(compl_fd_));
   rpma_cq* cq = nullptr;
-  EXPECT_EQ(rpma_conn_wait(pair_->client(), 0x100, &cq, nullptr), RPMA_E_INVAL);
+  EXPECT_EQ(rpma_conn_wait(pair_->client(), 0x100, &cq, nullptr), 0);
+  EXPECT_EQ(cq, client_cq_);
+  ExpectOneCompletion(cq, IBV_WC_RDMA_WRITE);
 }
 
 TEST(ConnWaitNotSharedTest, ConnWait_ChannelNotShared_ReturnsNotSharedChnl) {

@@ -132,6 +132,7 @@ std::vector<Claim> Claims() {
     claim.trigger = coverage.row.trigger;
     claim.not_in_design = coverage.row.not_in_design != nullptr ? coverage.row.not_in_design : "";
     claim.note = coverage.row.note != nullptr ? coverage.row.note : "";
+    claim.not_enforced = coverage.row.not_enforced != nullptr ? coverage.row.not_enforced : "";
     claim.file = coverage.file;
     claim.line = coverage.line;
     claims.push_back(std::move(claim));

@@ -114,6 +114,7 @@ std::vector<RowReport> BuildReport(const std::vector<SpecRow>& spec,
       }
       if (!claim.not_in_design.empty()) entry.not_in_design.push_back(claim.not_in_design);
       if (!claim.note.empty()) entry.notes.push_back(claim.note);
+      if (!claim.not_enforced.empty()) entry.not_enforced.push_back(claim.not_enforced);
     }
     if (entry.tests.empty()) {
       entry.status = RowReport::Status::kNoTest;
@@ -155,6 +156,9 @@ std::string RenderText(const std::vector<RowReport>& report, bool ran_tests) {
                           entry.tests.empty() ? "-" : absl::StrJoin(entry.tests, ", "));
     for (const std::string& why : entry.not_in_design) {
       absl::StrAppend(&out, "  [cannot happen in softrpma: ", why, "]");
+    }
+    for (const std::string& upstream : entry.not_enforced) {
+      absl::StrAppend(&out, "  [documented, not enforced: ", upstream, "]");
     }
     absl::StrAppend(&out, "\n");
   }
@@ -223,6 +227,25 @@ std::string RenderMarkdown(const std::vector<RowReport>& report) {
     absl::StrAppend(&out, "\n");
   }
 
+  std::vector<const RowReport*> not_enforced;
+  for (const RowReport& entry : report) {
+    if (!entry.not_enforced.empty()) not_enforced.push_back(&entry);
+  }
+  if (!not_enforced.empty()) {
+    absl::StrAppend(&out,
+                    "## Documented, not enforced (as upstream)\n\n"
+                    "For these rows (or the part of a row its test names) upstream librpma "
+                    "does not do what the man page says, real programs rely on what it does, "
+                    "and softrpma does the same (docs/STATUS.md); the marked test shows it. Any "
+                    "other cause the row names is produced by its other tests.\n\n");
+    for (const RowReport* entry : not_enforced) {
+      absl::StrAppendFormat(&out, "* #%d `%s` `%s` (%s): documented, not enforced: %s.\n",
+                            entry->row.number, entry->row.function, entry->row.error,
+                            Cell(entry->row.trigger), absl::StrJoin(entry->not_enforced, "; "));
+    }
+    absl::StrAppend(&out, "\n");
+  }
+
   std::vector<const RowReport*> noted;
   for (const RowReport& entry : report) {
     if (!entry.notes.empty()) noted.push_back(&entry);
@@ -254,6 +277,9 @@ std::string RenderMarkdown(const std::vector<RowReport>& report) {
       case RowReport::Status::kNoTest: result = "**no test**"; break;
     }
     if (!entry.not_in_design.empty()) absl::StrAppend(&result, " (cannot happen, see above)");
+    for (const std::string& upstream : entry.not_enforced) {
+      absl::StrAppend(&result, " (documented, not enforced: ", upstream, ")");
+    }
     absl::StrAppendFormat(&out, "| %d | `%s` | `%s` | %s | %s | %s |\n", entry.row.number,
                           entry.row.function, entry.row.error, Cell(entry.row.trigger),
                           tests.empty() ? "-" : absl::StrJoin(tests, "<br>"), result);

@@ -39,6 +39,7 @@ struct Claim {
   std::string trigger;
   std::string not_in_design;  // empty, or why the cause cannot happen in softrpma
   std::string note;           // empty, or how the test reaches the row
+  std::string not_enforced;   // empty, or what upstream does instead of enforcing the row
   std::string file;
   int line = 0;
 };
@@ -59,6 +60,7 @@ struct RowReport {
   std::vector<std::string> files;          // tests[i]'s source file
   std::vector<std::string> not_in_design;  // the reasons given by "not in design" claims
   std::vector<std::string> notes;          // the notes of the claims
+  std::vector<std::string> not_enforced;   // what upstream does instead, per such claim
   Status status = Status::kNoTest;
 };
 
@@ -82,7 +84,8 @@ int CountRows(const std::vector<RowReport>& report, RowReport::Status status);
 std::string RenderText(const std::vector<RowReport>& report, bool ran_tests);
 
 // docs/CONFORMANCE.md: how it is made, the summary and one table row per spec row (function,
-// error, trigger, tests, result; "not in design" reasons as notes). Deterministic.
+// error, trigger, tests, result; "not in design" reasons and rows that are "documented, not
+// enforced" as upstream does, each with its reason). Deterministic.
 std::string RenderMarkdown(const std::vector<RowReport>& report);
 
 }  // namespace softrpma::conformance

@@ -168,5 +168,24 @@ TEST(RenderMarkdownTest, Notes_ListedUnderHowRowsAreReached) {
                         "NULL): through a test backend.\n"));
 }
 
+TEST(RenderMarkdownTest, NotEnforced_ListedAndShownInTheResult) {
+  auto spec = ParseSpec(kSpec);
+  ASSERT_TRUE(spec.ok());
+  Claim enforced = MakeClaim("T.a1", "rpma_a", "RPMA_E_INVAL", "x is NULL");
+  Claim accepted = MakeClaim("T.a2", "rpma_a", "RPMA_E_INVAL", "x is NULL");
+  accepted.not_enforced = "upstream accepts it";
+  std::vector<RowReport> report = BuildReport(
+      *spec, {enforced, accepted}, {{"T.a1", TestResult::kPassed}, {"T.a2", TestResult::kPassed}});
+  EXPECT_EQ(report[0].status, RowReport::Status::kPassed);
+  EXPECT_THAT(report[0].not_enforced, ElementsAre("upstream accepts it"));
+  const std::string markdown = RenderMarkdown(report);
+  EXPECT_THAT(markdown, HasSubstr("## Documented, not enforced (as upstream)\n"));
+  EXPECT_THAT(markdown, HasSubstr("* #1 `rpma_a` `RPMA_E_INVAL` (x is NULL): documented, not "
+                                  "enforced: upstream accepts it.\n"));
+  EXPECT_THAT(markdown, HasSubstr("| pass (documented, not enforced: upstream accepts it) |"));
+  EXPECT_THAT(RenderText(report, /*ran_tests=*/true),
+              HasSubstr("[documented, not enforced: upstream accepts it]"));
+}
+
 }  // namespace
 }  // namespace softrpma::conformance

@@ -9,6 +9,8 @@
 
 #include <infiniband/verbs.h>
 
+#include <cstddef>
+
 #include "librpma.h"
 #include "simverbs/backend.h"
 
@@ -20,6 +22,17 @@ Backend* PeerBackend(const rpma_peer* peer);
 ibv_context* PeerContext(const rpma_peer* peer);
 // The peer's protection domain.
 ibv_pd* PeerPd(const rpma_peer* peer);
+
+// Whether a device with `attr` (ibv_query_device_ex) supports on-demand paging as librpma uses
+// it: in general, and on RC QPs for both RDMA writes and reads.
+bool DeviceIsOdpCapable(const ibv_device_attr_ex& attr);
+
+// Registers [addr, addr + length) on the peer's PD for `usage` (RPMA_MR_USAGE_* bits), as
+// librpma does: the access flags of MrUsageToAccess for the device's transport; when the
+// provider answers EOPNOTSUPP and the device is ODP-capable (found at rpma_peer_new), once more
+// with IBV_ACCESS_ON_DEMAND. *mr is written only on success.
+// Returns 0 or RPMA_E_PROVIDER (logged).
+int PeerRegMr(const rpma_peer* peer, void* addr, size_t length, int usage, ibv_mr** mr);
 
 }  // namespace softrpma::api
 

@@ -43,6 +43,13 @@ bool ScopedLogCapture::Contains(rpma_log_level level, const std::string& text) c
   return false;
 }
 
+bool ScopedLogCapture::AnyAtOrAbove(rpma_log_level level) const {
+  for (const CapturedLog& log : Captured()) {
+    if (log.level <= level) return true;
+  }
+  return false;
+}
+
 std::string ScopedLogCapture::Dump() const {
   std::string out;
   for (const CapturedLog& log : Captured()) {

@@ -30,6 +30,8 @@ class ScopedLogCapture final {
   const std::vector<CapturedLog>& logs() const;
   // True when some message at `level` contains `text`.
   bool Contains(rpma_log_level level, const std::string& text) const;
+  // True when some message is at `level` or more severe (FATAL is the most severe).
+  bool AnyAtOrAbove(rpma_log_level level) const;
   // All messages, one per line, for failure output.
   std::string Dump() const;
 };

@@ -9,6 +9,8 @@ using ::testing::Invoke;
 using ::testing::Return;
 
 FakeProvider::FakeProvider(MockBackend* backend) {
+  device_.transport_type = IBV_TRANSPORT_IB;
+  context_.device = &device_;
   RegisterContext(&context_, backend);
   src_addr_.sin_family = AF_INET;
   dst_addr_.sin_family = AF_INET;

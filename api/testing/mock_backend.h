@@ -84,8 +84,10 @@ class FakeProvider final {
   FakeProvider(const FakeProvider&) = delete;
   FakeProvider& operator=(const FakeProvider&) = delete;
 
-  // The device context, registered with softrpma::RegisterContext for the mock backend.
+  // The device context, registered with softrpma::RegisterContext for the mock backend. Its
+  // device's transport is IBV_TRANSPORT_IB unless SetTransport says otherwise.
   ibv_context* Context() { return &context_; }
+  void SetTransport(ibv_transport_type transport) { device_.transport_type = transport; }
 
   // An rdma_cm event of `type` for `id` carrying `pdata` (copied), to be returned from a mocked
   // RdmaGetCmEvent. Lives until the FakeProvider dies.
@@ -105,6 +107,7 @@ class FakeProvider final {
   int cqs_made() const { return static_cast<int>(cqs_.size()); }
 
  private:
+  ibv_device device_{};
   ibv_context context_{};
   sockaddr_in src_addr_{};
   sockaddr_in dst_addr_{};

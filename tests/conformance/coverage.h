@@ -17,7 +17,11 @@
 // RPMA_ROW_NOT_IN_DESIGN marks a row whose cause cannot happen in softrpma (e.g. "munmap()
 // failed" where no munmap is involved); its test demonstrates why, and the report and
 // docs/CONFORMANCE.md show the reason. RPMA_ROW_NOTE adds a note for docs/CONFORMANCE.md on
-// how the test reaches a row (e.g. through a test backend).
+// how the test reaches a row (e.g. through a test backend). RPMA_ROW_NOT_ENFORCED marks a row
+// (or a part of one) that softrpma deliberately does not enforce because upstream librpma does
+// not (e.g. it accepts a NULL op_context that the man page calls invalid, and real programs
+// rely on that): its test shows what softrpma does instead, as upstream does, and the report
+// shows "documented, not enforced" with the reason.
 //
 // Thread-safety: registration happens during static initialization; AllCoverage() may be
 // called from any thread after main() starts.
@@ -43,6 +47,9 @@ struct CoveredRow {
   const char* not_in_design;
   // nullptr, or how the test reaches the row when that is not plain (shown in the report).
   const char* note;
+  // nullptr when softrpma enforces the row; otherwise what upstream librpma does instead
+  // ("upstream accepts it"), which softrpma does too and the test shows.
+  const char* not_enforced;
 };
 
 // One (test, row) claim.
@@ -67,15 +74,21 @@ class CoverageRegistrar final {
 
 // A row the test produces.
 #define RPMA_ROW(function, error, trigger) \
-  ::softrpma::conformance::CoveredRow { function, error, trigger, nullptr, nullptr }
+  ::softrpma::conformance::CoveredRow { function, error, trigger, nullptr, nullptr, nullptr }
 
 // A row the test produces in a way the report should explain (`note`).
 #define RPMA_ROW_NOTE(function, error, trigger, note) \
-  ::softrpma::conformance::CoveredRow { function, error, trigger, nullptr, note }
+  ::softrpma::conformance::CoveredRow { function, error, trigger, nullptr, note, nullptr }
 
 // A row whose cause cannot happen in softrpma; `why` says why, the test shows it.
 #define RPMA_ROW_NOT_IN_DESIGN(function, error, trigger, why) \
-  ::softrpma::conformance::CoveredRow { function, error, trigger, why, nullptr }
+  ::softrpma::conformance::CoveredRow { function, error, trigger, why, nullptr, nullptr }
+
+// A row (or the part of it the test names) that softrpma does not enforce, as upstream librpma
+// does not; `upstream` says what upstream does instead ("upstream accepts it"), the test shows
+// softrpma doing the same.
+#define RPMA_ROW_NOT_ENFORCED(function, error, trigger, upstream) \
+  ::softrpma::conformance::CoveredRow { function, error, trigger, nullptr, nullptr, upstream }
 
 // TEST_F(fixture, name) that covers the RPMA_ROW(...)s given after the name.
 #define RPMA_TEST_F(fixture, name, ...)                                                     \

@@ -219,15 +219,17 @@ RPMA_TEST_F(FlushTest, Flush_ConnOrDstNull_ReturnsInval,
               RPMA_E_INVAL);
 }
 
-RPMA_TEST_F(FlushTest, Flush_UnknownType_ReturnsInval,
-            RPMA_ROW("rpma_flush", "RPMA_E_INVAL", "unknown type value")) {
-  ApplyServerPeerCfg(true);
-  EXPECT_RPMA(
-      rpma_flush(conn(), server_remote_, 0, 8, static_cast<rpma_flush_type>(7), kAlways, nullptr),
-      RPMA_E_INVAL);
-  EXPECT_RPMA(
-      rpma_flush(conn(), server_remote_, 0, 8, static_cast<rpma_flush_type>(-1), kAlways, nullptr),
-      RPMA_E_INVAL);
+RPMA_TEST_F(FlushTest, Flush_UnknownType_FlushesAsUpstream,
+            RPMA_ROW_NOT_ENFORCED("rpma_flush", "RPMA_E_INVAL", "unknown type value",
+                                  "upstream accepts it (conn.c checks only the known types' "
+                                  "support) and flushes: the flush completes as "
+                                  "IBV_WC_RDMA_READ")) {
+  for (int type : {7, -1}) {
+    EXPECT_RPMA(rpma_flush(conn(), server_remote_, 0, 8, static_cast<rpma_flush_type>(type),
+                           kAlways, nullptr),
+                0);
+    ExpectClientCompletion(IBV_WC_RDMA_READ);
+  }
 }
 
 RPMA_TEST_F(FlushTest, Flush_FlagsZero_ReturnsInval,

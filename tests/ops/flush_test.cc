@@ -174,20 +174,40 @@ TEST(FlushTest, RegionWithNoFlushUsage_ReturnsNosupp) {
             RPMA_E_NOSUPP);
 }
 
-// The read stays inside the region: fewer than 8 bytes near its end, none at its very end.
-TEST(FlushTest, NearAndAtTheRegionsEnd_Completes) {
+// The flush is an 8-byte read, as librpma's (flush.c): the region's last 8 bytes flush.
+TEST(FlushTest, LastEightBytes_Completes) {
   OpsPairOptions options;
   options.server_region_size = 20;
   std::unique_ptr<OpsPair> pair = MakePair(options);
   ASSERT_NE(pair, nullptr);
-  for (size_t offset : {size_t{12}, size_t{17}, size_t{20}}) {
-    ASSERT_EQ(rpma_flush(pair->client(), pair->server_remote(), offset, 20 - offset,
-                         RPMA_FLUSH_TYPE_VISIBILITY, kAlways, nullptr),
-              0)
-        << offset;
+  ASSERT_EQ(rpma_flush(pair->client(), pair->server_remote(), 12, 8, RPMA_FLUSH_TYPE_VISIBILITY,
+                       kAlways, nullptr),
+            0);
+  absl::StatusOr<ibv_wc> wc = NextCompletion(CqOf(pair->client()));
+  ASSERT_TRUE(wc.ok()) << wc.status();
+  EXPECT_EQ(wc->status, IBV_WC_SUCCESS);
+}
+
+// The 8-byte read is not trimmed at the region's end (as upstream): a flush of fewer than 8
+// bytes at the end of the region, or of a region under 8 bytes, reads past the region and
+// completes with a remote access error, as on a real NIC.
+TEST(FlushTest, LastSevenBytesOrRegionUnderEightBytes_CompletesWithRemoteAccessError) {
+  struct Case {
+    size_t region_size;
+    size_t offset;
+  };
+  for (const Case& c : {Case{20, 13}, Case{20, 20}, Case{4, 0}}) {
+    OpsPairOptions options;
+    options.server_region_size = c.region_size;
+    std::unique_ptr<OpsPair> pair = MakePair(options);
+    ASSERT_NE(pair, nullptr);
+    ASSERT_EQ(rpma_flush(pair->client(), pair->server_remote(), c.offset,
+                         c.region_size - c.offset, RPMA_FLUSH_TYPE_VISIBILITY, kOnError, nullptr),
+              0);
     absl::StatusOr<ibv_wc> wc = NextCompletion(CqOf(pair->client()));
     ASSERT_TRUE(wc.ok()) << wc.status();
-    EXPECT_EQ(wc->status, IBV_WC_SUCCESS) << "offset " << offset;
+    EXPECT_EQ(wc->status, IBV_WC_REM_ACCESS_ERR)
+        << "region " << c.region_size << " offset " << c.offset;
   }
 }
 
