@@ -253,7 +253,6 @@ constexpr int kWindow = 16;
 int kPingPongRounds = 20000;
 int kBigWrites = 2000;
 int kBigPingPongs = 500;
-int g_op_context;  // (librpma accepts NULL; softrpma's rpma_conn_req_recv does not yet: issue 9)
 
 // Polls cq until one completion arrives; returns it.
 ibv_wc PollOne(rpma_cq* cq) {
@@ -290,7 +289,7 @@ ibv_wc PollOne(rpma_cq* cq) {
   if (write(ready_fd, "r", 1) != 1) std::_Exit(1);
   rpma_conn_req* req = nullptr;
   Check(rpma_ep_next_conn_req(ep, nullptr, &req), "next_conn_req");
-  Check(rpma_conn_req_recv(req, mr, 0, kBigWrite, &g_op_context), "first recv");
+  Check(rpma_conn_req_recv(req, mr, 0, kBigWrite, nullptr), "first recv");
   rpma_conn_private_data pdata{desc.data(), static_cast<uint8_t>(desc_size)};
   rpma_conn* conn = nullptr;
   Check(rpma_conn_req_connect(&req, &pdata, &conn), "connect");
@@ -303,7 +302,7 @@ ibv_wc PollOne(rpma_cq* cq) {
     ibv_wc wc;
     while ((wc = PollOne(cq)).opcode != IBV_WC_RECV) {
     }
-    Check(rpma_recv(conn, mr, 0, kBigWrite, &g_op_context), "recv");
+    Check(rpma_recv(conn, mr, 0, kBigWrite, nullptr), "recv");
     Check(rpma_send(conn, out_mr, 0, wc.byte_len, RPMA_F_COMPLETION_ALWAYS, nullptr), "send");
   }
   Check(rpma_conn_next_event(conn, &event), "closed");  // sleeps until the client disconnects
@@ -382,7 +381,7 @@ TwoProcessFigures MeasureTwoProcesses() {
   using Clock = std::chrono::steady_clock;
   // One round trip of `size` bytes each way.
   auto round_trip = [&](size_t size) {
-    Check(rpma_recv(conn, mr, kBigWrite, kBigWrite, &g_op_context), "recv");
+    Check(rpma_recv(conn, mr, kBigWrite, kBigWrite, nullptr), "recv");
     Check(rpma_send(conn, mr, 0, size, RPMA_F_COMPLETION_ALWAYS, nullptr), "send");
     int got_recv = 0, got_send = 0;
     while (!got_recv || !got_send) {
