@@ -24,6 +24,32 @@ bool ValidPrivateData(const void* data, int len, int max) {
   return len <= max && (len == 0 || data != nullptr);
 }
 
+// The parts of a REQ or REP body that rdma_conn_param gives.
+template <typename Body>
+void FillFromParam(const rdma_conn_param* param, Body* body) {
+  if (param == nullptr) return;
+  body->responder_resources = param->responder_resources;
+  body->initiator_depth = param->initiator_depth;
+  body->private_data_len = param->private_data_len;
+  if (param->private_data_len > 0) {
+    std::memcpy(body->private_data, param->private_data, param->private_data_len);
+  }
+}
+
+// Sends a REJ with reason `status` and its private data over `conn`.
+void SendReject(host::Conn* conn, int status, const void* private_data,
+                uint8_t private_data_len) {
+  wire::RejectBody body;
+  std::memset(&body, 0, sizeof(body));
+  body.private_data_len = private_data_len;
+  if (private_data_len > 0) std::memcpy(body.private_data, private_data, private_data_len);
+  wire::Header header = wire::MakeHeader(wire::Type::kReject);
+  header.status = status;
+  header.body_len = sizeof(body);
+  iovec iov{&body, sizeof(body)};
+  conn->Send(header, &iov, 1);
+}
+
 }  // namespace
 
 // The connection manager's end of a connection over the host fabric: it routes the peer's
@@ -451,14 +477,7 @@ int ConnectionManager::ConnectRemoteLocked(SimCmId* id, const rdma_conn_param* p
   body.probe_addr = host::ProbeAddress();
   CopyAddress(SrcOf(id), reinterpret_cast<sockaddr*>(&body.src));
   CopyAddress(DstOf(id), reinterpret_cast<sockaddr*>(&body.dst));
-  if (param != nullptr) {
-    body.responder_resources = param->responder_resources;
-    body.initiator_depth = param->initiator_depth;
-    body.private_data_len = param->private_data_len;
-    if (param->private_data_len > 0) {
-      std::memcpy(body.private_data, param->private_data, param->private_data_len);
-    }
-  }
+  FillFromParam(param, &body);
   SendRemoteLocked(id, wire::MakeHeader(wire::Type::kConnectRequest), &body, sizeof(body));
   id->state = State::kConnecting;
   return 0;
@@ -468,11 +487,9 @@ int ConnectionManager::AcceptRemoteLocked(SimCmId* id, const rdma_conn_param* pa
                                           ConnFault fault) {
   switch (fault) {
     case ConnFault::kReject: {  // the active side answers the REP with a REJ
-      wire::RejectBody body;
-      std::memset(&body, 0, sizeof(body));
-      wire::Header header = wire::MakeHeader(wire::Type::kReject);
-      header.status = kRejectConsumer;
-      SendRemoteLocked(id, header, &body, sizeof(body));
+      if (std::shared_ptr<host::Conn> conn = id->remote->conn(); conn != nullptr) {
+        SendReject(conn.get(), kRejectConsumer, nullptr, 0);
+      }
       CloseRemoteLocked(id);
       id->state = State::kRejected;
       QueueLocked(id, RDMA_CM_EVENT_REJECTED, kRejectConsumer, id, nullptr, nullptr, nullptr, 0);
@@ -499,14 +516,7 @@ int ConnectionManager::AcceptRemoteLocked(SimCmId* id, const rdma_conn_param* pa
   body.pid = getpid();
   body.probe_addr = host::ProbeAddress();
   body.can_reach_you = id->we_reach_peer ? 1 : 0;
-  if (param != nullptr) {
-    body.responder_resources = param->responder_resources;
-    body.initiator_depth = param->initiator_depth;
-    body.private_data_len = param->private_data_len;
-    if (param->private_data_len > 0) {
-      std::memcpy(body.private_data, param->private_data, param->private_data_len);
-    }
-  }
+  FillFromParam(param, &body);
   SendRemoteLocked(id, wire::MakeHeader(wire::Type::kAccept), &body, sizeof(body));
   id->state = State::kConnected;
   id->established_pending = true;  // ESTABLISHED comes with the peer's RTU
@@ -557,14 +567,9 @@ void ConnectionManager::OnRemoteCm(const std::shared_ptr<RemoteEnd>& end,
                                      reinterpret_cast<sockaddr*>(&request_body.src));
       }
       if (request == nullptr) {  // the listener went away (or no memory): a REJ
-        wire::RejectBody reject;
-        std::memset(&reject, 0, sizeof(reject));
-        wire::Header reject_header = wire::MakeHeader(wire::Type::kReject);
-        reject_header.status = listener == nullptr ? kRejectNoListener : kRejectConsumer;
-        reject_header.body_len = sizeof(reject);
-        iovec iov{&reject, sizeof(reject)};
         if (std::shared_ptr<host::Conn> conn = end->conn(); conn != nullptr) {
-          conn->Send(reject_header, &iov, 1);
+          SendReject(conn.get(), listener == nullptr ? kRejectNoListener : kRejectConsumer,
+                     nullptr, 0);
           conn->Close();
         }
         return;
@@ -813,13 +818,9 @@ void ConnectionManager::PeerGoneLocked(SimCmId* peer) {
 void ConnectionManager::DropRequestLocked(SimCmId* request, int status, const void* private_data,
                                           uint8_t private_data_len, bool free_it) {
   if (request->remote != nullptr) {  // the requester is in another process: a REJ
-    wire::Header header = wire::MakeHeader(wire::Type::kReject);
-    header.status = status;
-    wire::RejectBody body;
-    std::memset(&body, 0, sizeof(body));
-    body.private_data_len = private_data_len;
-    if (private_data_len > 0) std::memcpy(body.private_data, private_data, private_data_len);
-    SendRemoteLocked(request, header, &body, sizeof(body));
+    if (std::shared_ptr<host::Conn> conn = request->remote->conn(); conn != nullptr) {
+      SendReject(conn.get(), status, private_data, private_data_len);
+    }
     CloseRemoteLocked(request);
   }
   SimCmId* active = request->peer;

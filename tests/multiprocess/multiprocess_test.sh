@@ -6,6 +6,9 @@ set -uo pipefail
 peer="$1"
 garbage="$2"
 export RPMA_SIM_FABRIC="mp-test-$$"
+# Under --config=tsan: a forking harness whose parent runs the fabric thread is a multi-threaded
+# fork, which ThreadSanitizer refuses by default although it is what real harnesses do.
+export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}die_after_fork=0"
 addr=127.0.0.1
 failures=0
 pids=()

@@ -61,21 +61,21 @@ static const char *role = "peer";
 
 static int ctx_tag; /* an op_context that is not NULL */
 
+/* The next completion of cq (sleeping in rpma_cq_wait while there is none). */
+static void next_wc(struct rpma_cq *cq, struct ibv_wc *wc)
+{
+	int got = 0;
+	int ret;
+	while ((ret = rpma_cq_get_wc(cq, 1, wc, &got)) == RPMA_E_NO_COMPLETION)
+		CHECK(rpma_cq_wait(cq));
+	CHECK(ret);
+}
+
 /* Waits for one completion on cq and checks it. */
 static void wait_wc(struct rpma_cq *cq, enum ibv_wc_opcode opcode, struct ibv_wc *out)
 {
 	struct ibv_wc wc;
-	int got = 0;
-	while (1) {
-		int ret = rpma_cq_get_wc(cq, 1, &wc, &got);
-		if (ret == 0)
-			break;
-		if (ret != RPMA_E_NO_COMPLETION) {
-			fprintf(stderr, "%s: rpma_cq_get_wc: %s\n", role, rpma_err_2str(ret));
-			exit(2);
-		}
-		CHECK(rpma_cq_wait(cq));
-	}
+	next_wc(cq, &wc);
 	if (wc.status != IBV_WC_SUCCESS || wc.opcode != opcode) {
 		fprintf(stderr, "%s: completion opcode %d status %s, expected opcode %d\n", role,
 			wc.opcode, ibv_wc_status_str(wc.status), opcode);
@@ -150,13 +150,7 @@ static void serve_one(struct rpma_peer *peer, struct rpma_ep *ep)
 	CHECK(rpma_send(conn, mr, 3072, 5, RPMA_F_COMPLETION_ALWAYS, &ctx_tag));
 	int got_send = 0, got_imm = 0;
 	while (!got_send || !got_imm) {
-		int n = 0;
-		int ret = rpma_cq_get_wc(cq, 1, &wc, &n);
-		if (ret == RPMA_E_NO_COMPLETION) {
-			CHECK(rpma_cq_wait(cq));
-			continue;
-		}
-		CHECK(ret);
+		next_wc(cq, &wc);
 		EXPECT(wc.status == IBV_WC_SUCCESS);
 		if (wc.opcode == IBV_WC_SEND) {
 			got_send = 1;
@@ -245,13 +239,7 @@ static int run_client(const char *addr, const char *port, const char *id)
 	CHECK(rpma_send(conn, mr, 128, 5, RPMA_F_COMPLETION_ALWAYS, &ctx_tag));
 	int got_send = 0, got_recv = 0;
 	while (!got_send || !got_recv) {
-		int n = 0;
-		int ret = rpma_cq_get_wc(cq, 1, &wc, &n);
-		if (ret == RPMA_E_NO_COMPLETION) {
-			CHECK(rpma_cq_wait(cq));
-			continue;
-		}
-		CHECK(ret);
+		next_wc(cq, &wc);
 		EXPECT(wc.status == IBV_WC_SUCCESS);
 		if (wc.opcode == IBV_WC_SEND)
 			got_send = 1;
