@@ -27,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "tools/rpma_sim/chrome_trace.h"
 #include "tools/rpma_sim/command_line.h"
 #include "tools/rpma_sim/process.h"
 #include "tools/rpma_sim/sim_checks.h"

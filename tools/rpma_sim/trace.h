@@ -1,14 +1,5 @@
 // trace.h: reading the simulator's trace (RPMA_SIM_TRACE, format: docs/TRACE.md) and showing it
-// as readable lines or as Chrome Trace Event JSON (Perfetto, chrome://tracing).
-//
-// The Chrome view has one process ("softrpma-sim") with one track (tid) per QP and per CQ, plus
-// an "rdma_cm" track for connection-manager events and a "faults" track for injected faults not
-// tied to a QP. Each work request is a complete slice ("ph":"X") on its QP's track from its post
-// to its completion (the `ready` time of its CQE); each completion is also a slice on its CQ's
-// track from ready to the poll that took it. CM events and faults are instant events ("ph":"i").
-// Slices on one track must nest (a viewer drops slices that overlap partially), so a slice that
-// would overlap another partially goes to an extra lane of the same QP or CQ, a track of its
-// own named "QP 17 (2)"; a run whose WRs complete in order needs none.
+// as readable lines. The Chrome Trace Event view of a parsed trace is chrome_trace.h's.
 //
 // Thread-safety: every function is thread-safe (none keeps state).
 
@@ -39,6 +30,8 @@ struct TraceEvent {
 
   // The value of `key`, or nullopt.
   std::optional<std::string> Get(absl::string_view key) const;
+  // The value of `key`, or "?" when absent (for messages that must never fail).
+  std::string Field(absl::string_view key) const;
   // The value of `key` as a number (decimal, or 0x-hex), or nullopt when absent or not a number.
   std::optional<uint64_t> GetNumber(absl::string_view key) const;
 };
@@ -68,9 +61,8 @@ absl::StatusOr<Trace> ParseTrace(absl::string_view text);
 // summary (work requests, completions with an error, faults).
 std::string FormatTrace(const Trace& trace);
 
-// The trace as Chrome Trace Event JSON (see the file comment): {"traceEvents":[...],
-// "displayTimeUnit":"ns","otherData":{...}}; ts and dur in microseconds, as the format wants.
-std::string ChromeTraceJson(const Trace& trace);
+// "RDMA_WRITE" for IBV_WR_RDMA_WRITE and IBV_WC_RDMA_WRITE: the short name of an opcode.
+std::string ShortOpcode(absl::string_view opcode);
 
 }  // namespace softrpma::rpma_sim
 

@@ -59,6 +59,10 @@ expect_status "sample: exit 0" 0 "$status"
 run python3 "$checker" "$work/sample.json" 6
 expect_status "sample: structurally valid" 0 "$status"
 check "sample: a second lane" grep -qF '"name":"QP 17 (2)"' "$work/sample.json"
+# ... and exactly the JSON it always gave (testdata/sample.chrome.json, written by the first
+# version of the converter): a faster layout must not change a byte.
+"$rpma_sim" trace "$testdata/sample.trace" --chrome=- >"$work/sample-stdout.json" 2>/dev/null
+check "sample: the same JSON as before" cmp "$testdata/sample.chrome.json" "$work/sample-stdout.json"
 
 # The checker itself rejects what it must (so that a pass above means something).
 track='{"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"a"}}'
