@@ -5,9 +5,15 @@
 #include "tools/rpma_sim/chrome_trace.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
+#include <queue>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
@@ -82,6 +88,147 @@ struct PendingCqe {
   std::string byte_len;
 };
 
+// What waits for something (work requests for their completions, completions for their poll),
+// in arrival order, found by key in O(1) amortized: the first waiting entry with a key, the
+// unsignaled entries before a position, and what is left at the end. A real trace has up to
+// 16,384 WRs in flight per QP, so nothing here may be linear per lookup.
+template <typename T>
+class PendingQueue {
+ public:
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+
+  void Push(std::string key, T value, bool unsignaled = false) {
+    const size_t index = entries_.size();
+    entries_.push_back(std::move(value));
+    waiting_.push_back(true);
+    by_key_[std::move(key)].push_back(index);
+    if (unsignaled) unsignaled_.push_back(index);
+  }
+
+  // The position of the first waiting entry with `key`, or kNone.
+  size_t Find(const std::string& key) {
+    auto it = by_key_.find(key);
+    if (it == by_key_.end()) return kNone;
+    std::deque<size_t>& indices = it->second;
+    while (!indices.empty() && !waiting_[indices.front()]) indices.pop_front();
+    if (indices.empty()) {
+      by_key_.erase(it);
+      return kNone;
+    }
+    return indices.front();
+  }
+
+  // REQUIRES: `index` is waiting (from Find()).
+  T Take(size_t index) {
+    waiting_[index] = false;
+    return std::move(entries_[index]);
+  }
+
+  // Takes the waiting entries pushed as unsignaled before `index`, in arrival order.
+  std::vector<T> TakeUnsignaledBefore(size_t index) {
+    std::vector<T> taken;
+    while (!unsignaled_.empty() && unsignaled_.front() < index) {
+      const size_t i = unsignaled_.front();
+      unsignaled_.pop_front();
+      if (waiting_[i]) taken.push_back(Take(i));
+    }
+    return taken;
+  }
+
+  // Takes every waiting entry, in arrival order.
+  std::vector<T> TakeAll() {
+    std::vector<T> taken;
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      if (waiting_[i]) taken.push_back(Take(i));
+    }
+    by_key_.clear();
+    unsignaled_.clear();
+    return taken;
+  }
+
+ private:
+  std::vector<T> entries_;  // every entry ever pushed; taken ones are moved-from
+  std::vector<bool> waiting_;
+  // Per key, the positions of its entries in ascending order; taken ones are dropped lazily
+  // (when they reach the front), so that each position is dropped once.
+  absl::flat_hash_map<std::string, std::deque<size_t>> by_key_;
+  std::deque<size_t> unsignaled_;  // positions pushed as unsignaled, ascending, dropped lazily
+};
+
+using PendingWrQueue = PendingQueue<PendingWr>;
+
+// The key of a completion on its CQ: the QP and the wr_id it names.
+std::string CqeKey(absl::string_view qp, absl::string_view wr_id) {
+  return absl::StrCat(qp, " ", wr_id);
+}
+
+// Assigns the slices of one track to lanes in which they nest: each slice goes to the first lane
+// in which every open slice (one that has not ended by the slice's start) contains it, or to a
+// new lane when there is none. Per lane, the ends of its open slices form a stack whose top is
+// the innermost one; a lane accepts a slice ending at `end` when its top is >= end (or it has
+// no open slice). A segment tree over the lanes keeps the maximum of their tops, which finds the
+// first lane that accepts in O(log n); a min-heap of the open ends closes slices as the start
+// times pass. O(n log n) for n slices where a scan of every lane per slice was O(n^2).
+// REQUIRES: Assign() calls come in order of start, at equal starts the longer slice first.
+class LaneAssigner {
+ public:
+  // `max_slices`: how many slices at most will be assigned (bounds the number of lanes).
+  explicit LaneAssigner(size_t max_slices) {
+    leaves_ = 1;
+    while (leaves_ < max_slices + 1) leaves_ *= 2;
+    tree_.assign(2 * leaves_, kNoOpenSlice);
+  }
+
+  // The lane (0, 1, ...) of the slice [start_ns, end_ns].
+  size_t Assign(uint64_t start_ns, uint64_t end_ns) {
+    CloseEndedBy(start_ns);
+    const size_t lane = FirstLaneAccepting(end_ns);
+    if (lane == open_ends_.size()) open_ends_.emplace_back();
+    open_ends_[lane].push_back(end_ns);
+    SetTop(lane, end_ns);
+    ends_.push({end_ns, lane});
+    return lane;
+  }
+
+ private:
+  static constexpr uint64_t kNoOpenSlice = UINT64_MAX;  // accepts any slice
+
+  // Pops, in every lane, the open slices that end at or before `start_ns`.
+  void CloseEndedBy(uint64_t start_ns) {
+    while (!ends_.empty() && ends_.top().first <= start_ns) {
+      const size_t lane = ends_.top().second;
+      ends_.pop();
+      std::vector<uint64_t>& open = open_ends_[lane];
+      while (!open.empty() && open.back() <= start_ns) open.pop_back();
+      SetTop(lane, open.empty() ? kNoOpenSlice : open.back());
+    }
+  }
+
+  void SetTop(size_t lane, uint64_t top) {
+    size_t node = leaves_ + lane;
+    tree_[node] = top;
+    for (node /= 2; node >= 1; node /= 2) {
+      tree_[node] = std::max(tree_[2 * node], tree_[2 * node + 1]);
+    }
+  }
+
+  // The first lane whose top is >= end_ns. Lanes not made yet have no open slice, so there is
+  // always one, at most open_ends_.size().
+  size_t FirstLaneAccepting(uint64_t end_ns) const {
+    size_t node = 1;
+    while (node < leaves_) node = tree_[2 * node] >= end_ns ? 2 * node : 2 * node + 1;
+    return node - leaves_;
+  }
+
+  size_t leaves_ = 1;
+  std::vector<uint64_t> tree_;  // tree_[leaves_ + lane]: the lane's top; above: the maximum
+  std::vector<std::vector<uint64_t>> open_ends_;  // per lane, innermost last
+  // (end, lane) of every slice assigned and not closed yet, the earliest end on top.
+  std::priority_queue<std::pair<uint64_t, size_t>, std::vector<std::pair<uint64_t, size_t>>,
+                      std::greater<>>
+      ends_;
+};
+
 class ChromeBuilder final {
  public:
   explicit ChromeBuilder(const Trace& trace) : trace_(trace) {}
@@ -109,11 +256,12 @@ class ChromeBuilder final {
 
   const Trace& trace_;
   std::map<TrackKey, std::vector<Item>> items_;
-  absl::flat_hash_map<uint64_t, std::deque<PendingWr>> sends_;      // by QP
-  absl::flat_hash_map<uint64_t, std::deque<PendingWr>> recvs_;      // by QP
-  absl::flat_hash_map<uint64_t, std::deque<PendingWr>> srq_recvs_;  // by SRQ
-  absl::flat_hash_map<uint64_t, uint64_t> srq_of_qp_;
-  absl::flat_hash_map<uint64_t, std::deque<PendingCqe>> cqes_;  // by CQ
+  // Ordered maps: what is left at the end is closed in the order of their numbers.
+  std::map<uint64_t, PendingWrQueue> sends_;       // by QP, keyed by wr_id
+  std::map<uint64_t, PendingWrQueue> recvs_;       // by QP, keyed by wr_id
+  std::map<uint64_t, PendingWrQueue> srq_recvs_;   // by SRQ, keyed by wr_id
+  std::map<uint64_t, uint64_t> srq_of_qp_;         // QP -> SRQ
+  std::map<uint64_t, PendingQueue<PendingCqe>> cqes_;  // by CQ, keyed by CqeKey()
   uint64_t max_ns_ = 0;
   uint64_t unhandled_ = 0;
 };
@@ -150,8 +298,8 @@ void ChromeBuilder::OnCqe(const TraceEvent& e) {
   std::string opcode = F(e, "opcode");
   max_ns_ = std::max(max_ns_, ready);
   if (cq.has_value()) {
-    cqes_[*cq].push_back(
-        PendingCqe{ready, e.seq, F(e, "qp"), wr_id, status, opcode, F(e, "byte_len")});
+    cqes_[*cq].Push(CqeKey(F(e, "qp"), wr_id),
+                    PendingCqe{ready, e.seq, F(e, "qp"), wr_id, status, opcode, F(e, "byte_len")});
   }
   if (!qp.has_value()) return;
   std::vector<Arg> extra = {{"status", status},
@@ -161,34 +309,24 @@ void ChromeBuilder::OnCqe(const TraceEvent& e) {
                             {"ready_ns", absl::StrCat(ready)}};
   // The WR it completes: in the queue its opcode says (an error completion's opcode may not be
   // meaningful, so the other queues are tried too), the first one with that wr_id.
-  std::vector<std::deque<PendingWr>*> queues;
-  std::deque<PendingWr>* send_queue = &sends_[*qp];
-  std::deque<PendingWr>* recv_queue = &recvs_[*qp];
-  std::deque<PendingWr>* srq_queue = nullptr;
+  PendingWrQueue* send_queue = &sends_[*qp];
+  PendingWrQueue* recv_queue = &recvs_[*qp];
+  PendingWrQueue* srq_queue = nullptr;
   if (auto it = srq_of_qp_.find(*qp); it != srq_of_qp_.end()) srq_queue = &srq_recvs_[it->second];
-  if (IsRecvOpcode(opcode)) {
-    queues = {recv_queue, srq_queue, send_queue};
-  } else {
-    queues = {send_queue, recv_queue, srq_queue};
-  }
-  for (std::deque<PendingWr>* queue : queues) {
+  const std::array<PendingWrQueue*, 3> queues =
+      IsRecvOpcode(opcode) ? std::array<PendingWrQueue*, 3>{recv_queue, srq_queue, send_queue}
+                           : std::array<PendingWrQueue*, 3>{send_queue, recv_queue, srq_queue};
+  for (PendingWrQueue* queue : queues) {
     if (queue == nullptr) continue;
-    auto match = std::find_if(queue->begin(), queue->end(),
-                              [&wr_id](const PendingWr& wr) { return wr.wr_id == wr_id; });
-    if (match == queue->end()) continue;
-    size_t k = static_cast<size_t>(match - queue->begin());
-    PendingWr done = *match;
-    std::deque<PendingWr> rest;
-    for (size_t i = 0; i < queue->size(); ++i) {
-      if (i == k) continue;
-      // Sends complete in order: the unsignaled ones posted before it are done by now.
-      if (queue == send_queue && i < k && !(*queue)[i].signaled) {
-        CloseWr(*qp, (*queue)[i], ready, {{"completion", "implied by a later completion"}}, "", 0);
-      } else {
-        rest.push_back((*queue)[i]);
+    const size_t k = queue->Find(wr_id);
+    if (k == PendingWrQueue::kNone) continue;
+    PendingWr done = queue->Take(k);
+    // Sends complete in order: the unsignaled ones posted before it are done by now.
+    if (queue == send_queue) {
+      for (const PendingWr& implied : queue->TakeUnsignaledBefore(k)) {
+        CloseWr(*qp, implied, ready, {{"completion", "implied by a later completion"}}, "", 0);
       }
     }
-    *queue = std::move(rest);
     CloseWr(*qp, done, ready, extra, status, e.seq);
     return;
   }
@@ -198,33 +336,32 @@ void ChromeBuilder::OnCqe(const TraceEvent& e) {
 void ChromeBuilder::OnWc(const TraceEvent& e) {
   std::optional<uint64_t> cq = e.GetNumber("cq");
   if (!cq.has_value()) return;
-  std::deque<PendingCqe>& queue = cqes_[*cq];
+  PendingQueue<PendingCqe>& queue = cqes_[*cq];
   std::string qp = F(e, "qp");
   std::string wr_id = F(e, "wr_id");
-  auto match = std::find_if(queue.begin(), queue.end(),
-                            [&](const PendingCqe& c) { return c.qp == qp && c.wr_id == wr_id; });
-  if (match == queue.end()) {
+  const size_t index = queue.Find(CqeKey(qp, wr_id));
+  if (index == PendingQueue<PendingCqe>::kNone) {
     Instant(TrackKey{TrackKind::kCq, *cq}, e, "polled " + ShortOpcode(F(e, "opcode")));
     return;
   }
+  const PendingCqe cqe = queue.Take(index);
   Item item;
   item.slice = true;
-  item.start_ns = std::min(match->ready_ns, e.time_ns);
+  item.start_ns = std::min(cqe.ready_ns, e.time_ns);
   item.end_ns = e.time_ns;
-  item.name = absl::StrCat(ShortOpcode(match->opcode), " QP ", qp);
-  if (match->status != "IBV_WC_SUCCESS") {
-    absl::StrAppend(&item.name, " ", match->status);
+  item.name = absl::StrCat(ShortOpcode(cqe.opcode), " QP ", qp);
+  if (cqe.status != "IBV_WC_SUCCESS") {
+    absl::StrAppend(&item.name, " ", cqe.status);
     item.cname = "terrible";
   }
-  item.seq = match->seq;
+  item.seq = cqe.seq;
   item.args = {{"qp", qp},
                {"wr_id", wr_id},
-               {"status", match->status},
-               {"opcode", match->opcode},
-               {"byte_len", match->byte_len},
-               {"cqe_seq", absl::StrCat(match->seq)},
+               {"status", cqe.status},
+               {"opcode", cqe.opcode},
+               {"byte_len", cqe.byte_len},
+               {"cqe_seq", absl::StrCat(cqe.seq)},
                {"wc_seq", absl::StrCat(e.seq)}};
-  queue.erase(match);
   Add(TrackKey{TrackKind::kCq, *cq}, std::move(item));
 }
 
@@ -239,12 +376,15 @@ std::string ChromeBuilder::Build() {
       PendingWr wr{e.time_ns,     e.seq,
                    F(e, "wr_id"), t == "post_send" ? F(e, "opcode") : "RECV",
                    F(e, "len"),   t == "post_recv" || e.Get("signaled") == "1"};
-      (t == "post_send" ? sends_ : recvs_)[*qp].push_back(std::move(wr));
+      std::string key = wr.wr_id;
+      const bool unsignaled = !wr.signaled;
+      (t == "post_send" ? sends_ : recvs_)[*qp].Push(std::move(key), std::move(wr), unsignaled);
     } else if (t == "post_srq_recv") {
       std::optional<uint64_t> srq = e.GetNumber("srq");
       if (!srq.has_value()) continue;
-      srq_recvs_[*srq].push_back(
-          PendingWr{e.time_ns, e.seq, F(e, "wr_id"), "SRQ_RECV", F(e, "len"), true});
+      srq_recvs_[*srq].Push(F(e, "wr_id"),
+                            PendingWr{e.time_ns, e.seq, F(e, "wr_id"), "SRQ_RECV", F(e, "len"),
+                                      true});
     } else if (t == "cqe") {
       OnCqe(e);
     } else if (t == "wc") {
@@ -280,8 +420,8 @@ std::string ChromeBuilder::Build() {
     }
   }
   // What never completed: a slice to the end of the trace (an unsignaled send: an instant).
-  auto close_rest = [this](uint64_t qp, std::deque<PendingWr>& queue) {
-    for (const PendingWr& wr : queue) {
+  auto close_rest = [this](uint64_t qp, PendingWrQueue& queue) {
+    for (const PendingWr& wr : queue.TakeAll()) {
       if (wr.signaled) {
         CloseWr(qp, wr, max_ns_, {{"completion", "none in the trace"}}, "", 0);
       } else {
@@ -293,26 +433,17 @@ std::string ChromeBuilder::Build() {
         Add(TrackKey{TrackKind::kQp, qp}, std::move(item));
       }
     }
-    queue.clear();
   };
-  std::vector<uint64_t> keys;
-  for (auto& [qp, queue] : sends_) keys.push_back(qp);
-  std::sort(keys.begin(), keys.end());
-  for (uint64_t qp : keys) close_rest(qp, sends_[qp]);
-  keys.clear();
-  for (auto& [qp, queue] : recvs_) keys.push_back(qp);
-  std::sort(keys.begin(), keys.end());
-  for (uint64_t qp : keys) close_rest(qp, recvs_[qp]);
-  // SRQ receives never taken: on the first QP that uses the SRQ, if any.
+  for (auto& [qp, queue] : sends_) close_rest(qp, queue);
+  for (auto& [qp, queue] : recvs_) close_rest(qp, queue);
+  // SRQ receives never taken: on the lowest-numbered QP that uses the SRQ. (This used to be
+  // whichever QP a hash map listed first, which could change from run to run.)
   for (auto& [qp, srq] : srq_of_qp_) {
     auto it = srq_recvs_.find(srq);
     if (it != srq_recvs_.end()) close_rest(qp, it->second);
   }
-  keys.clear();
-  for (auto& [cq, queue] : cqes_) keys.push_back(cq);
-  std::sort(keys.begin(), keys.end());
-  for (uint64_t cq : keys) {
-    for (const PendingCqe& c : cqes_[cq]) {
+  for (auto& [cq, queue] : cqes_) {
+    for (const PendingCqe& c : queue.TakeAll()) {
       Item item;
       item.slice = true;
       item.start_ns = c.ready_ns;
@@ -328,7 +459,6 @@ std::string ChromeBuilder::Build() {
   struct Lane {
     std::string name;
     std::vector<const Item*> items;
-    std::vector<uint64_t> open_ends;  // stack of the ends of the slices that contain "now"
   };
   JsonWriter w;
   w.BeginObject();
@@ -366,19 +496,14 @@ std::string ChromeBuilder::Build() {
       return std::tie(a.start_ns, b_end, a.seq) < std::tie(b.start_ns, a_end, b.seq);
     });
     std::vector<Lane> lanes(1);
+    LaneAssigner assigner(items.size());
     for (const Item& item : items) {
       if (!item.slice) {
         lanes[0].items.push_back(&item);
         continue;
       }
-      size_t chosen = lanes.size();
-      for (size_t l = 0; l < lanes.size() && chosen == lanes.size(); ++l) {
-        std::vector<uint64_t>& open = lanes[l].open_ends;
-        while (!open.empty() && open.back() <= item.start_ns) open.pop_back();
-        if (open.empty() || open.back() >= item.end_ns) chosen = l;
-      }
+      const size_t chosen = assigner.Assign(item.start_ns, item.end_ns);
       if (chosen == lanes.size()) lanes.emplace_back();
-      lanes[chosen].open_ends.push_back(item.end_ns);
       lanes[chosen].items.push_back(&item);
     }
     for (size_t l = 0; l < lanes.size(); ++l) {
