@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -370,13 +369,12 @@ int Sweep(const CommandLine& line, const char* argv0) {
 
 int TraceCommand(const CommandLine& line) {
   const std::string& path = line.args[0];
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    std::fprintf(stderr, "rpma-sim: cannot read %s\n", path.c_str());
+  absl::StatusOr<std::string> text = ReadTraceFile(path);
+  if (!text.ok()) {
+    std::fprintf(stderr, "rpma-sim: %s\n", std::string(text.status().message()).c_str());
     return 1;
   }
-  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  absl::StatusOr<Trace> trace = ParseTrace(text);
+  absl::StatusOr<Trace> trace = ParseTrace(*text);
   if (!trace.ok()) {
     std::fprintf(stderr, "rpma-sim: %s: %s\n", path.c_str(),
                  std::string(trace.status().message()).c_str());

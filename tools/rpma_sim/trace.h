@@ -49,6 +49,18 @@ struct Trace {
   std::vector<std::string> warnings;  // things a reader should know (a cut last line...)
 };
 
+// The largest trace file rpma-sim reads: 256 MiB, about 2.5 million events (a line is about
+// 100 bytes; parsed, a trace takes several times its size in memory).
+inline constexpr uint64_t kMaxTraceBytes = uint64_t{256} << 20;
+
+// The contents of the trace file at `path`, at most `max_bytes` of it. Reads regular files,
+// pipes and character devices alike (a FIFO or /dev/stdin), never more than max_bytes + 1.
+// Errors: InvalidArgument when `path` is a directory or the file is larger than max_bytes
+// (named in the message, with the limit); NotFound / PermissionDenied / Unknown when it cannot
+// be opened or read (with strerror).
+absl::StatusOr<std::string> ReadTraceFile(const std::string& path,
+                                          uint64_t max_bytes = kMaxTraceBytes);
+
 // Parses a trace. Lenient where the format allows it (unknown event types and fields are kept;
 // a last line without '\n' is dropped with a warning), strict elsewhere.
 // Errors: InvalidArgument "line N: ..." for a missing or unknown header, a version other than

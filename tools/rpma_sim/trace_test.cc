@@ -114,6 +114,42 @@ TEST(ParseTrace, Errors) {
               HasSubstr("line 5: a line after the end line"));
 }
 
+TEST(ReadTraceFile, ReadsAWholeFile) {
+  std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/small.trace");
+  std::ofstream(path) << kHeader;
+  absl::StatusOr<std::string> text = ReadTraceFile(path);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, kHeader);
+}
+
+TEST(ReadTraceFile, Directory_IsInvalidArgument) {
+  absl::StatusOr<std::string> text = ReadTraceFile("/");
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(text.status().message(), "/ is a directory, not a trace file");
+}
+
+TEST(ReadTraceFile, RegularFileOverTheLimit_IsInvalidArgument) {
+  std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/big.trace");
+  std::ofstream(path) << std::string((2 << 20) + 1, 'x');
+  EXPECT_TRUE(ReadTraceFile(path, 3 << 20).ok());
+  absl::StatusOr<std::string> text = ReadTraceFile(path, 2 << 20);
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(text.status().message(), HasSubstr(" is larger than 2 MiB, the most rpma-sim reads"));
+}
+
+TEST(ReadTraceFile, EndlessDevice_StopsAtTheLimit) {
+  absl::StatusOr<std::string> text = ReadTraceFile("/dev/zero", 1 << 20);
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(text.status().message(), HasSubstr("/dev/zero is larger than 1 MiB"));
+}
+
+TEST(ReadTraceFile, Missing_IsNotFound) {
+  absl::StatusOr<std::string> text = ReadTraceFile("/nonexistent/x.trace");
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(text.status().message(),
+              HasSubstr("cannot read /nonexistent/x.trace: No such file or directory"));
+}
+
 TEST(FormatTrace, SampleReadsAsSentences) {
   absl::StatusOr<Trace> trace = ParseTrace(Sample());
   ASSERT_TRUE(trace.ok()) << trace.status();
