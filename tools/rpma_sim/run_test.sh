@@ -54,6 +54,14 @@ expect_in "victim with a fault: injected" "$err" \
   "softrpma-sim: fault injected: ibv_alloc_pd:fail=EIO"
 expect_in "victim with a fault: reported" "$err" "rpma_peer_new: "
 
+# A trace or stats file that cannot be written: the program runs, and the simulator says so.
+run "$rpma_sim" run --trace=/dev/full --stats=/dev/full -- "$victim" report
+expect_status "unwritable trace and stats: the program's exit 0" 0 "$status"
+expect_in "unwritable trace: said" "$err" \
+  'softrpma-sim: RPMA_SIM_TRACE: cannot write "/dev/full": No space left on device'
+expect_in "unwritable stats: said" "$err" \
+  'softrpma-sim: RPMA_SIM_STATS: cannot write "/dev/full": No space left on device'
+
 # A scenario file: passed on, and its rule reaches the program.
 printf '# the PD cannot be allocated\nseed 7\nibv_alloc_pd:fail=EIO:nth=1\n' >"$work/pd.scenario"
 run "$rpma_sim" run --scenario="$work/pd.scenario" -- "$probe" 0
