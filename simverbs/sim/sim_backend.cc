@@ -555,7 +555,14 @@ absl::StatusOr<Backend*> GetSimBackend() {
   SimBackend* backend = g_backend.load(std::memory_order_acquire);
   if (backend != nullptr) return backend;
   absl::Status status = ApplyEnvironment();
-  if (!status.ok()) return status;
+  if (!status.ok()) {
+    // A configuration error (a malformed RPMA_SIM_FAULTS, a bad seed, an unreadable scenario):
+    // said on stderr whatever librpma's log thresholds, like "fault injected", since by default
+    // librpma's errors reach only syslog and the program would show nothing but an error code.
+    std::fprintf(stderr, "softrpma-sim: cannot start the simulated NIC: %s\n",
+                 std::string(status.message()).c_str());
+    return status;
+  }
   backend = new SimBackend();  // Never destroyed: objects it made may be used until exit.
   backend->InstallContextOps();
   g_backend.store(backend, std::memory_order_release);
