@@ -1,6 +1,8 @@
 #include "simverbs/backend_registry.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -29,9 +31,13 @@ Registry& GetRegistry() {
 absl::StatusOr<Backend*> BackendByName(absl::string_view name) {
   if (name == "sim") return sim::GetSimBackend();
   if (name == "ibverbs") return ibverbs::GetIbverbsBackend();
-  return absl::InvalidArgumentError(
+  absl::Status status = absl::InvalidArgumentError(
       absl::StrCat(kBackendEnvVar, "=\"", name, "\" names no backend; use \"sim\" (the "
                    "simulated NIC, the default) or \"ibverbs\" (a real RDMA device)"));
+  // A configuration error: said on stderr whatever librpma's log thresholds (by default its
+  // errors reach only syslog, which containers and CI often lack), as the simulator does.
+  std::fprintf(stderr, "softrpma: %s\n", std::string(status.message()).c_str());
+  return status;
 }
 
 absl::StatusOr<Backend*> SelectedBackend() {

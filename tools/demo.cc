@@ -85,7 +85,7 @@ void Note(const char* who, const std::string& text) {
     if (Step(who, #expr, (expr)) != 0) return Fail(#expr);   \
   } while (0)
 
-// Everything one run creates, released in reverse order whatever happened.
+// Everything one run creates, released in reverse order whatever happened (Release()).
 struct Run {
   rpma_peer* peer = nullptr;
   rpma_ep* ep = nullptr;
@@ -108,20 +108,39 @@ struct Run {
     return 1;
   }
 
-  ~Run() {
-    if (remote_mr != nullptr) rpma_mr_remote_delete(&remote_mr);
-    if (client != nullptr) rpma_conn_disconnect(client);
-    if (client != nullptr) rpma_conn_delete(&client);
-    if (server != nullptr) rpma_conn_delete(&server);
-    if (client_req != nullptr) rpma_conn_req_delete(&client_req);
-    if (server_req != nullptr) rpma_conn_req_delete(&server_req);
-    if (client_dst != nullptr) rpma_mr_dereg(&client_dst);
-    if (client_src != nullptr) rpma_mr_dereg(&client_src);
-    if (server_mr != nullptr) rpma_mr_dereg(&server_mr);
-    if (ep != nullptr) rpma_ep_shutdown(&ep);
-    if (cfg != nullptr) rpma_conn_cfg_delete(&cfg);
-    if (peer != nullptr) rpma_peer_delete(&peer);
+  // Releases what is still held, in reverse order of creation, checking every call; returns
+  // the calls that failed ("rpma_mr_dereg(&client_dst) -> RPMA_E_PROVIDER"), none when
+  // everything was released. An object whose release failed may still be held by librpma: it
+  // is not tried again.
+  std::vector<std::string> Release() {
+    std::vector<std::string> failed;
+    auto check = [&failed](const char* call, int ret) {
+      if (ret != 0) failed.push_back(std::string(call) + " -> " + ErrName(ret));
+    };
+#define RELEASE(object, call)                     \
+  do {                                            \
+    if ((object) != nullptr) {                    \
+      check(#call, (call));                       \
+      (object) = nullptr;                         \
+    }                                             \
+  } while (0)
+    RELEASE(remote_mr, rpma_mr_remote_delete(&remote_mr));
+    if (client != nullptr) check("rpma_conn_disconnect(client)", rpma_conn_disconnect(client));
+    RELEASE(client, rpma_conn_delete(&client));
+    RELEASE(server, rpma_conn_delete(&server));
+    RELEASE(client_req, rpma_conn_req_delete(&client_req));
+    RELEASE(server_req, rpma_conn_req_delete(&server_req));
+    RELEASE(client_dst, rpma_mr_dereg(&client_dst));
+    RELEASE(client_src, rpma_mr_dereg(&client_src));
+    RELEASE(server_mr, rpma_mr_dereg(&server_mr));
+    RELEASE(ep, rpma_ep_shutdown(&ep));
+    RELEASE(cfg, rpma_conn_cfg_delete(&cfg));
+    RELEASE(peer, rpma_peer_delete(&peer));
+#undef RELEASE
+    return failed;
   }
+
+  ~Run() { Release(); }  // (after an explicit Release(): nothing left)
 
   // Waits on the connection's shared completion channel and collects one completion.
   int WaitOne(const char* who, rpma_conn* conn, ibv_wc* wc) {
@@ -238,18 +257,21 @@ int RunOnce() {
   rpma_log_set_threshold(RPMA_LOG_THRESHOLD_AUX, RPMA_LOG_LEVEL_ERROR);
   const char* faults = std::getenv("RPMA_SIM_FAULTS");
   std::printf("--- run: RPMA_SIM_FAULTS=%s\n", faults != nullptr ? faults : "(unset)");
-  int result;
-  std::string failed_call;
-  {
-    Run run;
-    result = run.Go();
-    failed_call = run.failed_call;
+  Run run;
+  int result = run.Go();
+  const std::vector<std::string> release_failed = run.Release();
+  std::string released = "everything created was released";
+  if (!release_failed.empty()) {
+    released = "releasing what it created FAILED:";
+    for (size_t i = 0; i < release_failed.size(); ++i) {
+      released += (i == 0 ? " " : ", ") + release_failed[i];
+    }
+    result = 1;
   }
-  if (result == 0) {
-    std::printf("--- the run completed: every call returned 0\n");
+  if (run.failed_call.empty()) {
+    std::printf("--- the run completed: every call returned 0; %s\n", released.c_str());
   } else {
-    std::printf("--- the run stopped at: %s; everything created was released\n",
-                failed_call.c_str());
+    std::printf("--- the run stopped at: %s; %s\n", run.failed_call.c_str(), released.c_str());
   }
   std::fflush(stdout);
   return result;

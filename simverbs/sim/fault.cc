@@ -1,6 +1,7 @@
 #include "simverbs/sim/fault.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -789,6 +790,13 @@ absl::StatusOr<Scenario> ParseScenario(absl::string_view text, absl::string_view
 }
 
 absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path) {
+  // An ifstream opens a directory and then reads nothing from it: an empty scenario, which
+  // would run the program with no faults at all.
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": cannot read scenario file: it is a directory"));
+  }
   std::ifstream in(path, std::ios::in | std::ios::binary);
   if (!in.is_open()) {
     const int err = errno;

@@ -601,6 +601,15 @@ TEST(ScenarioTest, LoadScenario_MissingFile) {
             "/nonexistent/scenario.txt: cannot read scenario file: No such file or directory");
 }
 
+TEST(ScenarioTest, LoadScenario_Directory_IsAnError) {
+  // (Read as a stream, a directory gave an empty scenario: no faults, silently.)
+  absl::Status status = LoadScenario("/");
+
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "/: cannot read scenario file: it is a directory");
+  EXPECT_EQ(LoadScenarioFile("/").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // ---- Point descriptions and totals ----------------------------------------------------------
 
 TEST(FaultPointsTest, Described_OneLineEach_ActionsPerPoint) {

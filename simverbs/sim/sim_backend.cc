@@ -442,16 +442,27 @@ void SimBackend::InstallContextOps() {
   ops.post_srq_recv = &OpPostSrqRecv;
 }
 
-// The RPMA_SIM_STATS file, written at exit.
+// The RPMA_SIM_STATS file, written at exit, and its path (%p expanded), for messages.
 std::FILE* g_stats_file = nullptr;
+std::string* g_stats_path = nullptr;
 // Set in a child of fork() whose parent had started the simulated NIC.
 std::atomic<bool> g_forked_child{false};
 
+// A write error (a full disk, /dev/full) is said on stderr: the exit status is the program's,
+// and a sweep that reads the file would otherwise find nothing and not know why.
 void WriteStatsAtExit() {
   if (g_stats_file == nullptr) return;
+  errno = 0;
   GlobalFaultInjector().WriteStats(g_stats_file);
-  std::fclose(g_stats_file);
+  bool ok = std::ferror(g_stats_file) == 0 && std::fflush(g_stats_file) == 0;
+  const int err = errno;
+  ok = std::fclose(g_stats_file) == 0 && ok;
   g_stats_file = nullptr;
+  if (!ok) {
+    std::fprintf(stderr, "softrpma-sim: %s: cannot write \"%s\": %s; the hit counts are lost\n",
+                 kStatsEnvVar, g_stats_path != nullptr ? g_stats_path->c_str() : "?",
+                 std::strerror(err != 0 ? err : EIO));
+  }
 }
 
 // The value of a variable naming a file; unset and empty are the same: off.
@@ -492,6 +503,7 @@ absl::Status ApplyEnvironment() {
     has_plan = true;
   }
   std::FILE* stats = nullptr;
+  std::string stats_path;
   if (const char* path_env = PathEnv(kStatsEnvVar)) {
     const std::string path = TracePathForProcess(path_env, g_forked_child.load());
     stats = std::fopen(path.c_str(), "w");
@@ -500,6 +512,7 @@ absl::Status ApplyEnvironment() {
       return EnvError(kStatsEnvVar,
                       absl::StrCat("cannot open \"", path, "\": ", std::strerror(err)));
     }
+    stats_path = path;
   }
   if (seed.has_value()) SetSeed(*seed);
   if (has_plan) GlobalFaultInjector().Install(std::make_unique<FaultPlan>(std::move(rules)));
@@ -509,6 +522,8 @@ absl::Status ApplyEnvironment() {
     static const bool registered = (std::atexit(&WriteStatsAtExit), true);
     (void)registered;
     g_stats_file = stats;
+    if (g_stats_path == nullptr) g_stats_path = new std::string();  // Never freed: used at exit.
+    *g_stats_path = stats_path;
   }
   if (const char* path = PathEnv(kTraceEnvVar)) {
     const FaultPlan* plan = GlobalFaultInjector().current();
@@ -540,7 +555,14 @@ absl::StatusOr<Backend*> GetSimBackend() {
   SimBackend* backend = g_backend.load(std::memory_order_acquire);
   if (backend != nullptr) return backend;
   absl::Status status = ApplyEnvironment();
-  if (!status.ok()) return status;
+  if (!status.ok()) {
+    // A configuration error (a malformed RPMA_SIM_FAULTS, a bad seed, an unreadable scenario):
+    // said on stderr whatever librpma's log thresholds, like "fault injected", since by default
+    // librpma's errors reach only syslog and the program would show nothing but an error code.
+    std::fprintf(stderr, "softrpma-sim: cannot start the simulated NIC: %s\n",
+                 std::string(status.message()).c_str());
+    return status;
+  }
   backend = new SimBackend();  // Never destroyed: objects it made may be used until exit.
   backend->InstallContextOps();
   g_backend.store(backend, std::memory_order_release);

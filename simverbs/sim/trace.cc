@@ -25,6 +25,8 @@ constexpr size_t kMaxLine = 1024;
 struct Tracer {
   softrpma::Mutex mu;
   std::FILE* file ABSL_GUARDED_BY(mu) = nullptr;
+  std::string path ABSL_GUARDED_BY(mu);
+  bool write_failed ABSL_GUARDED_BY(mu) = false;  // said once on stderr
   uint64_t events ABSL_GUARDED_BY(mu) = 0;
   uint64_t fingerprint ABSL_GUARDED_BY(mu) = kFnvOffsetBasis;
   bool atexit_registered ABSL_GUARDED_BY(mu) = false;
@@ -36,6 +38,20 @@ Tracer& GetTracer() {
 }
 
 void FinishTraceAtExit() { FinishTrace(); }
+
+// After a write to the trace file: says once, on stderr, when the file could not be written (a
+// full disk, /dev/full), since a program that exits normally would otherwise leave a trace cut
+// short with nothing to tell why. `ok` is what the write returned.
+void CheckWrite(Tracer& tracer, bool ok) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tracer.mu) {
+  const int err = errno;
+  if (tracer.write_failed || (ok && std::ferror(tracer.file) == 0)) return;
+  tracer.write_failed = true;
+  std::fprintf(stderr,
+               "softrpma-sim: %s: cannot write \"%s\": %s; the trace is incomplete from event "
+               "%llu on\n",
+               kTraceEnvVar, tracer.path.c_str(), std::strerror(err != 0 ? err : EIO),
+               static_cast<unsigned long long>(tracer.events));
+}
 
 struct NamedValue {
   int value;
@@ -161,7 +177,8 @@ void TraceEvent(const char* format, ...) {
   line[size - 1] = '\n';  // a cut line still ends its line
   ++tracer.events;
   tracer.fingerprint = Fnv1a64(absl::string_view(line, size), tracer.fingerprint);
-  std::fwrite(line, 1, size, tracer.file);
+  errno = 0;
+  CheckWrite(tracer, std::fwrite(line, 1, size, tracer.file) == size);
 }
 
 absl::Status StartTrace(const std::string& path, uint64_t seed, absl::string_view faults) {
@@ -175,12 +192,15 @@ absl::Status StartTrace(const std::string& path, uint64_t seed, absl::string_vie
         absl::StrCat("cannot open \"", path, "\": ", std::strerror(err)));
   }
   std::setvbuf(file, nullptr, _IOLBF, 1 << 16);
-  std::fprintf(file, "softrpma-sim-trace %d\nseed 0x%016llx\nfaults %s\n", kTraceFormatVersion,
-               static_cast<unsigned long long>(seed),
-               faults.empty() ? "-" : std::string(faults).c_str());
   tracer.file = file;
+  tracer.path = path;
+  tracer.write_failed = false;
   tracer.events = 0;
   tracer.fingerprint = kFnvOffsetBasis;
+  errno = 0;
+  CheckWrite(tracer, std::fprintf(file, "softrpma-sim-trace %d\nseed 0x%016llx\nfaults %s\n",
+                                  kTraceFormatVersion, static_cast<unsigned long long>(seed),
+                                  faults.empty() ? "-" : std::string(faults).c_str()) >= 0);
   if (!tracer.atexit_registered) {
     tracer.atexit_registered = true;
     std::atexit(&FinishTraceAtExit);
@@ -194,9 +214,11 @@ void FinishTrace() {
   softrpma::MutexLock lock(&tracer.mu);
   if (tracer.file == nullptr) return;
   trace_internal::g_trace_on.store(false, std::memory_order_release);
-  std::fprintf(tracer.file, "end events=%llu fingerprint=0x%016llx\n",
-               static_cast<unsigned long long>(tracer.events),
-               static_cast<unsigned long long>(tracer.fingerprint));
+  errno = 0;
+  CheckWrite(tracer, std::fprintf(tracer.file, "end events=%llu fingerprint=0x%016llx\n",
+                                  static_cast<unsigned long long>(tracer.events),
+                                  static_cast<unsigned long long>(tracer.fingerprint)) >= 0 &&
+                         std::fflush(tracer.file) == 0);
   std::fclose(tracer.file);
   tracer.file = nullptr;
 }

@@ -51,6 +51,8 @@ void TraceEvent(const char* format, ...) ABSL_PRINTF_ATTRIBUTE(1, 2);
 // written by FinishTrace, which runs at exit.
 // Errors: FailedPrecondition (a trace is open already), InvalidArgument naming the path and the
 // reason when it cannot be opened.
+// A write that fails later (a full disk, /dev/full) does not stop the program: it is said once
+// on stderr, "softrpma-sim: RPMA_SIM_TRACE: cannot write ...", with the first event lost.
 absl::Status StartTrace(const std::string& path, uint64_t seed, absl::string_view faults);
 
 // Writes the end line and closes the trace. Does nothing when none is open.

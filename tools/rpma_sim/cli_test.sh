@@ -72,6 +72,12 @@ run "$rpma_sim" run --scenario="$work/no-such-scenario" -- touch "$work/ran"
 expect_status "missing scenario: exit 2" 2 "$status"
 expect_in "missing scenario: message" "$err" "no-such-scenario: cannot read scenario file"
 check "missing scenario: the program did not run" test ! -e "$work/ran"
+mkdir -p "$work/scenario-dir"
+run "$rpma_sim" run --scenario="$work/scenario-dir" -- touch "$work/ran"
+expect_status "scenario is a directory: exit 2" 2 "$status"
+expect_in "scenario is a directory: message" "$err" \
+  "rpma-sim: --scenario: $work/scenario-dir: cannot read scenario file: it is a directory"
+check "scenario is a directory: the program did not run" test ! -e "$work/ran"
 
 run "$rpma_sim" run -- no-such-program-xyz
 expect_status "missing program: exit 127" 127 "$status"

@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "tools/rpma_sim/chrome_trace.h"
 #include "tools/rpma_sim/command_line.h"
 #include "tools/rpma_sim/process.h"
 #include "tools/rpma_sim/sim_checks.h"
@@ -50,8 +50,9 @@ ABSL_FLAG(std::string, stats, "",
           "RPMA_SIM_STATS: at exit, write how often each fault point was hit to this file");
 ABSL_FLAG(std::string, lib, "",
           "the directory of softrpma's librpma.so.0, put first in LD_LIBRARY_PATH so that a "
-          "program linked against the distro's librpma runs on it. Default: found next to "
-          "rpma-sim (bazel-bin/api)");
+          "program linked against the distro's librpma runs on it. Default: found near "
+          "rpma-sim (its own directory, ../lib, bazel-bin/api, bazel-bin/api/librpma/lib); "
+          "rpma-sim refuses to run without it");
 ABSL_FLAG(int32_t, j, 2, "runs at once");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10),
           "per run (e.g. 10s, 500ms, 2m): a run still going then is killed with its process "
@@ -274,18 +275,18 @@ std::string ToolName(const char* argv0) {
 }
 
 // The directory of softrpma's librpma.so.0 that runs get in LD_LIBRARY_PATH: --lib, which must
-// hold it (else a usage error is printed and nullopt returned), or the one next to rpma-sim; ""
-// with a warning when there is none (programs linked with //api:rpma do not need it).
+// hold it, or the one found near rpma-sim. None: an error is printed and nullopt returned (a
+// program linked against the distro's librpma would otherwise run on the distro's library, on
+// no simulated NIC at all).
 std::optional<std::string> ResolveLibDir(const std::string& lib_flag, const char* argv0) {
   absl::StatusOr<std::string> dir = FindLibDir(lib_flag, argv0);
   if (dir.ok()) return *dir;
   if (!lib_flag.empty()) {
     Usage(dir.status().message());
-    return std::nullopt;
+  } else {
+    std::fprintf(stderr, "rpma-sim: %s\n", std::string(dir.status().message()).c_str());
   }
-  std::fprintf(stderr, "rpma-sim: warning: %s; LD_LIBRARY_PATH left as it is\n",
-               std::string(dir.status().message()).c_str());
-  return "";
+  return std::nullopt;
 }
 
 int Points() {
@@ -369,13 +370,12 @@ int Sweep(const CommandLine& line, const char* argv0) {
 
 int TraceCommand(const CommandLine& line) {
   const std::string& path = line.args[0];
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    std::fprintf(stderr, "rpma-sim: cannot read %s\n", path.c_str());
+  absl::StatusOr<std::string> text = ReadTraceFile(path);
+  if (!text.ok()) {
+    std::fprintf(stderr, "rpma-sim: %s\n", std::string(text.status().message()).c_str());
     return 1;
   }
-  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  absl::StatusOr<Trace> trace = ParseTrace(text);
+  absl::StatusOr<Trace> trace = ParseTrace(*text);
   if (!trace.ok()) {
     std::fprintf(stderr, "rpma-sim: %s: %s\n", path.c_str(),
                  std::string(trace.status().message()).c_str());

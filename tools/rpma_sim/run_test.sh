@@ -41,6 +41,38 @@ cp "$root/api/librpma.so.0" "$work/lib/"
 LD_LIBRARY_PATH=/somewhere/else run "$rpma_sim" run --lib="$work/lib" -- "$probe" 0
 expect_in "--lib goes first in LD_LIBRARY_PATH" "$out" "LD_LIBRARY_PATH first=$work/lib"
 
+# Where rpma-sim finds our librpma.so.0 by itself: next to it (both copied into one directory),
+# in an install prefix (bin/rpma-sim, lib/librpma.so.0: the layout of //api:librpma_pc's tree),
+# and nowhere, which is an error rather than a run on whatever librpma the loader finds.
+# (RUNFILES_DIR, which bazel test sets, would lead to this test's own copy: not for these.)
+lay="$work/layouts"  # (not $work: $work/lib holds a copy of the library, see above)
+mkdir -p "$lay/flat" "$lay/prefix/bin" "$lay/prefix/lib" "$lay/alone" "$lay/fake"
+cp "$rpma_sim" "$root/api/librpma.so.0" "$lay/flat/"
+run env -u RUNFILES_DIR "$lay/flat/rpma-sim" run -- "$probe" 0
+expect_status "library next to rpma-sim: exit 0" 0 "$status"
+expect_in "library next to rpma-sim: found" "$out" "LD_LIBRARY_PATH first=$lay/flat"$'\n'
+expect_status "library next to rpma-sim: nothing on stderr" "" "$err"
+cp "$rpma_sim" "$lay/prefix/bin/"
+cp "$root/api/librpma.so.0" "$lay/prefix/lib/"
+run env -u RUNFILES_DIR "$lay/prefix/bin/rpma-sim" run -- "$probe" 0
+expect_in "library in <prefix>/lib: found" "$out" "LD_LIBRARY_PATH first=$lay/prefix/lib"$'\n'
+cp "$rpma_sim" "$lay/alone/"
+run env -u RUNFILES_DIR "$lay/alone/rpma-sim" run -- touch "$lay/alone-ran"
+expect_status "no library: exit 2" 2 "$status"
+expect_in "no library: said" "$err" "rpma-sim: cannot find softrpma's librpma.so.0 (looked in $lay/alone, "
+check "no library: the program did not run" test ! -e "$lay/alone-ran"
+check "no library: each directory named once" test "$(grep -o "$lay/alone," <<<"$err" | wc -l)" -eq 1
+# Another librpma.so.0 there (the distro's, say) is not ours: the same refusal, saying so.
+cp "$rpma_sim" "$lay/fake/"
+printf '\177ELF not softrpma\n' >"$lay/fake/librpma.so.0"
+run env -u RUNFILES_DIR "$lay/fake/rpma-sim" run -- touch "$lay/fake-ran"
+expect_status "another librpma: exit 2" 2 "$status"
+expect_in "another librpma: said" "$err" "the one in $lay/fake is another librpma"
+check "another librpma: the program did not run" test ! -e "$lay/fake-ran"
+run "$rpma_sim" run --lib="$lay/fake" -- touch "$lay/fake-ran"
+expect_status "--lib with another librpma: exit 2" 2 "$status"
+expect_in "--lib with another librpma: said" "$err" "librpma.so.0 in $lay/fake is not softrpma's"
+
 run "$rpma_sim" run -- "$probe" TERM
 expect_status "a signal ends rpma-sim run the same way" $((128 + 15)) "$status"
 
@@ -53,6 +85,14 @@ expect_status "victim with a fault: exit 1" 1 "$status"
 expect_in "victim with a fault: injected" "$err" \
   "softrpma-sim: fault injected: ibv_alloc_pd:fail=EIO"
 expect_in "victim with a fault: reported" "$err" "rpma_peer_new: "
+
+# A trace or stats file that cannot be written: the program runs, and the simulator says so.
+run "$rpma_sim" run --trace=/dev/full --stats=/dev/full -- "$victim" report
+expect_status "unwritable trace and stats: the program's exit 0" 0 "$status"
+expect_in "unwritable trace: said" "$err" \
+  'softrpma-sim: RPMA_SIM_TRACE: cannot write "/dev/full": No space left on device'
+expect_in "unwritable stats: said" "$err" \
+  'softrpma-sim: RPMA_SIM_STATS: cannot write "/dev/full": No space left on device'
 
 # A scenario file: passed on, and its rule reaches the program.
 printf '# the PD cannot be allocated\nseed 7\nibv_alloc_pd:fail=EIO:nth=1\n' >"$work/pd.scenario"

@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,10 +15,29 @@
 namespace softrpma::rpma_sim {
 namespace {
 
-bool HasLibrary(const std::string& dir) {
+// Text that softrpma's librpma.so.0 holds and another librpma (the distro's) does not: the
+// prefix of the simulator's own messages.
+constexpr absl::string_view kOurMarker = "softrpma-sim: ";
+
+enum class LibraryCheck { kMissing, kOurs, kNotOurs };
+
+LibraryCheck CheckLibrary(const std::string& dir) {
+  if (dir.empty()) return LibraryCheck::kMissing;
+  const std::string path = absl::StrCat(dir, "/", kLibraryName);
   struct stat st;
-  return !dir.empty() && stat(absl::StrCat(dir, "/", kLibraryName).c_str(), &st) == 0 &&
-         S_ISREG(st.st_mode);
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return LibraryCheck::kMissing;
+  std::ifstream file(path, std::ios::binary);
+  // Read in blocks, each searched with the marker's length - 1 bytes of the one before.
+  std::string window;
+  char block[1 << 16];
+  while (file.read(block, sizeof(block)) || file.gcount() > 0) {
+    window.append(block, static_cast<size_t>(file.gcount()));
+    if (absl::string_view(window).find(kOurMarker) != absl::string_view::npos) {
+      return LibraryCheck::kOurs;
+    }
+    window.erase(0, window.size() - std::min(window.size(), kOurMarker.size() - 1));
+  }
+  return LibraryCheck::kNotOurs;
 }
 
 std::string DirName(absl::string_view path) {
@@ -89,31 +110,77 @@ ChildCommand SimCommand(const SimConfig& config, std::vector<std::string> progra
   return command;
 }
 
+std::vector<std::string> LibDirCandidates(absl::string_view exe, absl::string_view argv0,
+                                          absl::string_view runfiles_dir) {
+  std::vector<std::string> candidates;
+  auto add = [&candidates](std::string dir) {
+    if (std::find(candidates.begin(), candidates.end(), dir) == candidates.end()) {
+      candidates.push_back(std::move(dir));
+    }
+  };
+  auto add_layouts = [&add](absl::string_view program) {
+    const std::string dir = DirName(program);
+    add(dir);                                            // one directory
+    add(absl::StrCat(dir, "/../lib"));                   // <prefix>/bin, <prefix>/lib
+    add(absl::StrCat(dir, "/../../api"));                // bazel-bin/tools/rpma_sim, bazel-bin/api
+    add(absl::StrCat(dir, "/../../api/librpma/lib"));    // bazel-bin/api/librpma (//api:librpma_pc)
+    add(absl::StrCat(program, ".runfiles/softrpma/api"));  // bazel run, bazel test
+  };
+  add_layouts(exe);
+  if (!argv0.empty()) add_layouts(argv0);
+  if (!runfiles_dir.empty()) add(absl::StrCat(runfiles_dir, "/softrpma/api"));
+  return candidates;
+}
+
 absl::StatusOr<std::string> FindLibDir(absl::string_view lib_flag, absl::string_view argv0) {
   if (!lib_flag.empty()) {
     std::string dir = Canonical(std::string(lib_flag));
-    if (HasLibrary(dir)) return dir;
+    switch (CheckLibrary(dir)) {
+      case LibraryCheck::kOurs:
+        return dir;
+      case LibraryCheck::kNotOurs:
+        return absl::NotFoundError(absl::StrCat("--lib=", lib_flag, ": the ", kLibraryName,
+                                                " in ", dir, " is not softrpma's"));
+      case LibraryCheck::kMissing:
+        break;
+    }
     return absl::NotFoundError(
         absl::StrCat("--lib=", lib_flag, ": there is no ", kLibraryName, " in ", dir));
   }
-  std::vector<std::string> candidates;
-  std::string self = Canonical("/proc/self/exe");
-  candidates.push_back(DirName(self) + "/../../api");
-  candidates.push_back(self + ".runfiles/softrpma/api");
+  // The executable with its symlinks resolved (where Bazel put it), then as it was called (a
+  // symlink to it elsewhere), each in the layouts that LibDirCandidates() lists.
+  std::string invoked;
   if (argv0.find('/') != absl::string_view::npos) {
-    std::string invoked = Canonical(DirName(argv0));
-    candidates.push_back(invoked + "/../../api");
-    candidates.push_back(absl::StrCat(Canonical(std::string(argv0)), ".runfiles/softrpma/api"));
+    invoked = absl::StrCat(Canonical(DirName(argv0)), "/", argv0.substr(argv0.rfind('/') + 1));
   }
-  if (const char* runfiles = std::getenv("RUNFILES_DIR"); runfiles != nullptr) {
-    candidates.push_back(absl::StrCat(runfiles, "/softrpma/api"));
+  const char* runfiles = std::getenv("RUNFILES_DIR");
+  std::vector<std::string> candidates =
+      LibDirCandidates(Canonical("/proc/self/exe"), invoked, runfiles != nullptr ? runfiles : "");
+  std::vector<std::string> looked;  // each directory once, as the loader would see it
+  std::vector<std::string> not_ours;
+  for (const std::string& candidate : candidates) {
+    const std::string dir = Canonical(candidate);
+    if (std::find(looked.begin(), looked.end(), dir) != looked.end()) continue;
+    looked.push_back(dir);
+    switch (CheckLibrary(dir)) {
+      case LibraryCheck::kOurs:
+        return dir;
+      case LibraryCheck::kNotOurs:
+        not_ours.push_back(dir);
+        break;
+      case LibraryCheck::kMissing:
+        break;
+    }
   }
-  for (const std::string& dir : candidates) {
-    if (HasLibrary(dir)) return Canonical(dir);
+  std::string message =
+      absl::StrCat("cannot find softrpma's ", kLibraryName, " (looked in ",
+                   absl::StrJoin(looked, ", "), ")");
+  if (!not_ours.empty()) {
+    absl::StrAppend(&message, "; the one in ", absl::StrJoin(not_ours, " and "),
+                    " is another librpma");
   }
-  return absl::NotFoundError(absl::StrCat(
-      "softrpma's ", kLibraryName, " is not next to rpma-sim (looked in ",
-      absl::StrJoin(candidates, ", "), "); build //api:librpma.so.0 or pass --lib=DIR"));
+  absl::StrAppend(&message, "; build //api:librpma.so.0, or pass --lib=DIR");
+  return absl::NotFoundError(message);
 }
 
 std::string ShellQuote(absl::string_view word) {

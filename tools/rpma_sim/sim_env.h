@@ -49,11 +49,21 @@ struct SimConfig {
 // `config` sets (the others removed) and LD_LIBRARY_PATH=<lib_dir>:<inherited value>.
 ChildCommand SimCommand(const SimConfig& config, std::vector<std::string> program);
 
-// The directory of softrpma's librpma.so.0 that runs use. With `lib_flag` (--lib) non-empty:
-// that directory, which must contain the library (else NotFound). Otherwise, the first that
-// contains it of: <dir of this executable, symlinks resolved>/../../api (bazel-bin layout),
-// <dir of argv0>/../../api, and the runfiles trees next to either (<exe>.runfiles/softrpma/api,
-// $RUNFILES_DIR/softrpma/api). Errors: NotFound naming where it looked.
+// Where softrpma's librpma.so.0 may be, in order, for rpma-sim at `exe` (symlinks resolved)
+// and, when not empty, as it was called (`argv0`, absolute) and $RUNFILES_DIR; each path once.
+// For each of exe and argv0, with D its directory: D itself (both in one directory), D/../lib
+// (an install prefix: bin/rpma-sim and lib/, the layout of //api:librpma_pc's tree), D/../../api
+// (bazel-bin), D/../../api/librpma/lib (bazel-bin's pkg-config tree) and
+// <it>.runfiles/softrpma/api; then $RUNFILES_DIR/softrpma/api.
+std::vector<std::string> LibDirCandidates(absl::string_view exe, absl::string_view argv0,
+                                          absl::string_view runfiles_dir);
+
+// The directory of softrpma's librpma.so.0 that runs use (absolute, canonical). A librpma.so.0
+// counts only when it is softrpma's (it holds the simulator's messages), never the distro's.
+// With `lib_flag` (--lib) non-empty: that directory, which must contain it. Otherwise, the
+// first of LibDirCandidates() that does.
+// Errors: NotFound naming where it looked (each directory once) and any librpma.so.0 found there
+// that is not softrpma's.
 absl::StatusOr<std::string> FindLibDir(absl::string_view lib_flag, absl::string_view argv0);
 
 // `word` quoted for a POSIX shell when it needs it: as is when it has only [A-Za-z0-9_@%+=:,./-],

@@ -1,11 +1,15 @@
 #include "tools/rpma_sim/sim_env.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -94,6 +98,33 @@ TEST(ReplayCommand, LibOnlyWhenGiven) {
 TEST(ReplayCommand, NoFaults_NoFaultsFlag) {
   EXPECT_EQ(ReplayCommand("rpma-sim", SimConfig{}, "", {"demo", "--once"}),
             "rpma-sim run -- demo --once");
+}
+
+TEST(LibDirCandidates, EveryLayoutOnce_InOrder) {
+  EXPECT_THAT(
+      LibDirCandidates("/b/tools/rpma_sim/rpma-sim", "/b/tools/rpma_sim/rpma-sim", "/r"),
+      ElementsAre("/b/tools/rpma_sim", "/b/tools/rpma_sim/../lib", "/b/tools/rpma_sim/../../api",
+                  "/b/tools/rpma_sim/../../api/librpma/lib",
+                  "/b/tools/rpma_sim/rpma-sim.runfiles/softrpma/api", "/r/softrpma/api"));
+  EXPECT_THAT(LibDirCandidates("/x/rpma-sim", "/opt/s/bin/rpma-sim", ""),
+              ElementsAre("/x", "/x/../lib", "/x/../../api", "/x/../../api/librpma/lib",
+                          "/x/rpma-sim.runfiles/softrpma/api", "/opt/s/bin", "/opt/s/bin/../lib",
+                          "/opt/s/bin/../../api", "/opt/s/bin/../../api/librpma/lib",
+                          "/opt/s/bin/rpma-sim.runfiles/softrpma/api"));
+}
+
+TEST(FindLibDir, GivenDirectoryWithAnotherLibrpma_NotFound) {
+  std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/other");
+  mkdir(dir.c_str(), 0755);
+  std::ofstream(dir + "/librpma.so.0") << "\x7f" "ELF the distro's librpma, say";
+  absl::StatusOr<std::string> found = FindLibDir(dir, "rpma-sim");
+  EXPECT_EQ(found.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(found.status().message(), HasSubstr("librpma.so.0 in "));
+  EXPECT_THAT(found.status().message(), HasSubstr("/other is not softrpma's"));
+  // The marker may straddle the reader's blocks.
+  std::ofstream(dir + "/librpma.so.0")
+      << std::string((1 << 16) - 5, 'x') << "softrpma-sim: fault injected";
+  EXPECT_TRUE(FindLibDir(dir, "rpma-sim").ok());
 }
 
 TEST(FindLibDir, GivenDirectoryWithoutTheLibrary_NotFound) {

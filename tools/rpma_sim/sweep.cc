@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "tools/rpma_sim/classify.h"
 #include "tools/rpma_sim/json.h"
 #include "tools/rpma_sim/process.h"
@@ -180,7 +181,10 @@ void Sweeper::Finish(const ChildExit& exit, const std::string& output_path,
   std::string output = ReadOutput(output_path);
   record->exit = exit;
   record->verdict = Classify(exit, output, checker_, options_.timeout);
-  if (IsFailure(record->verdict.run_class)) {
+  // (The clean run's output is kept when it failed in any way: a sweep stops then.)
+  const bool clean_run_failed =
+      record->spec.empty() && record->verdict.run_class != RunClass::kClean;
+  if (IsFailure(record->verdict.run_class) || clean_run_failed) {
     record->output_tail =
         output.size() > kOutputTailBytes ? output.substr(output.size() - kOutputTailBytes) : output;
   }
@@ -206,6 +210,16 @@ void Sweeper::ClearProgress() const {
   if (!options_.progress) return;
   std::fprintf(stderr, "\r\033[K");
   std::fflush(stderr);
+}
+
+// The last `count` lines of `text`, each indented by four blanks and ended by a newline.
+std::string LastLines(absl::string_view text, size_t count) {
+  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
+  size_t first = lines.size() > count ? lines.size() - count : 0;
+  std::string out;
+  for (size_t i = first; i < lines.size(); ++i) absl::StrAppend(&out, "    ", lines[i], "\n");
+  return out;
 }
 
 void Sweeper::PrintFailure(const RunRecord& record) const {
@@ -420,8 +434,19 @@ int Sweeper::Run() {
     return kSweepFailed;
   }
   if (clean.verdict.run_class == RunClass::kNonzero) {
-    std::fprintf(out_, "(the program does not exit 0 even without a fault; the sweep goes on)\n");
-  } else if (clean.verdict.run_class == RunClass::kLeaked) {
+    // Every fault run would fail as well, and "nonzero" would then say nothing about whether the
+    // program reported the fault: a sweep of it would pass whatever its error paths do.
+    std::fprintf(out_,
+                 "sweep FAILED: the clean run failed (%s) without any fault: fix that first; "
+                 "no sweep\n  replay: %s\n",
+                 clean.verdict.detail.c_str(), clean.replay.c_str());
+    if (!clean.output_tail.empty()) {
+      std::fprintf(out_, "  its output ends with:\n%s", LastLines(clean.output_tail, 10).c_str());
+    }
+    WriteReport(clean, {}, {}, {}, false);
+    return kSweepFailed;
+  }
+  if (clean.verdict.run_class == RunClass::kLeaked) {
     std::fprintf(out_, "(the program leaks even without a fault; the sweep goes on)\n");
   }
   std::vector<std::string> stats_texts;

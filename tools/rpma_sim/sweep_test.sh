@@ -108,6 +108,26 @@ else
 fi
 expect_in "demo: the allocation of the PD is failed" "$runs" "ibv_alloc_pd 1 nonzero 1 None"
 
+# --- A program that fails without any fault: no sweep (every run would be "nonzero") ---
+run "$rpma_sim" sweep --report="$work/fail.json" -- "$victim" fail
+echo "$out"
+expect_status "failing clean run: exit 1" 1 "$status"
+expect_in "failing clean run: its status" "$out" "clean run: nonzero (exit 3)"
+expect_in "failing clean run: the verdict" "$out" \
+  "sweep FAILED: the clean run failed (exit 3) without any fault"
+expect_in "failing clean run: its replay line" "$out" "  replay: $rpma_sim run -- $victim fail"
+expect_in "failing clean run: its output" "$out" "    fault_victim: failing without a fault, on purpose"
+if contains "$out" "sweep passed" || contains "$out" "runs of " || contains "$out" "points hit"; then
+  fail "failing clean run: nothing swept" "$out"
+else
+  pass "failing clean run: nothing swept"
+fi
+check "failing clean run: the report has the clean run" python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+sys.exit(not (r["clean_run"]["exit"] == 3 and r["clean_run"]["class"] == "nonzero" and r["runs"] == []))
+' "$work/fail.json"
+
 # --- Programs the sweep cannot work with ---
 run "$rpma_sim" sweep -- /bin/true
 expect_status "not a librpma program: exit 1" 1 "$status"

@@ -1,14 +1,5 @@
 // trace.h: reading the simulator's trace (RPMA_SIM_TRACE, format: docs/TRACE.md) and showing it
-// as readable lines or as Chrome Trace Event JSON (Perfetto, chrome://tracing).
-//
-// The Chrome view has one process ("softrpma-sim") with one track (tid) per QP and per CQ, plus
-// an "rdma_cm" track for connection-manager events and a "faults" track for injected faults not
-// tied to a QP. Each work request is a complete slice ("ph":"X") on its QP's track from its post
-// to its completion (the `ready` time of its CQE); each completion is also a slice on its CQ's
-// track from ready to the poll that took it. CM events and faults are instant events ("ph":"i").
-// Slices on one track must nest (a viewer drops slices that overlap partially), so a slice that
-// would overlap another partially goes to an extra lane of the same QP or CQ, a track of its
-// own named "QP 17 (2)"; a run whose WRs complete in order needs none.
+// as readable lines. The Chrome Trace Event view of a parsed trace is chrome_trace.h's.
 //
 // Thread-safety: every function is thread-safe (none keeps state).
 
@@ -39,6 +30,8 @@ struct TraceEvent {
 
   // The value of `key`, or nullopt.
   std::optional<std::string> Get(absl::string_view key) const;
+  // The value of `key`, or "?" when absent (for messages that must never fail).
+  std::string Field(absl::string_view key) const;
   // The value of `key` as a number (decimal, or 0x-hex), or nullopt when absent or not a number.
   std::optional<uint64_t> GetNumber(absl::string_view key) const;
 };
@@ -56,6 +49,18 @@ struct Trace {
   std::vector<std::string> warnings;  // things a reader should know (a cut last line...)
 };
 
+// The largest trace file rpma-sim reads: 256 MiB, about 2.5 million events (a line is about
+// 100 bytes; parsed, a trace takes several times its size in memory).
+inline constexpr uint64_t kMaxTraceBytes = uint64_t{256} << 20;
+
+// The contents of the trace file at `path`, at most `max_bytes` of it. Reads regular files,
+// pipes and character devices alike (a FIFO or /dev/stdin), never more than max_bytes + 1.
+// Errors: InvalidArgument when `path` is a directory or the file is larger than max_bytes
+// (named in the message, with the limit); NotFound / PermissionDenied / Unknown when it cannot
+// be opened or read (with strerror).
+absl::StatusOr<std::string> ReadTraceFile(const std::string& path,
+                                          uint64_t max_bytes = kMaxTraceBytes);
+
 // Parses a trace. Lenient where the format allows it (unknown event types and fields are kept;
 // a last line without '\n' is dropped with a warning), strict elsewhere.
 // Errors: InvalidArgument "line N: ..." for a missing or unknown header, a version other than
@@ -68,9 +73,8 @@ absl::StatusOr<Trace> ParseTrace(absl::string_view text);
 // summary (work requests, completions with an error, faults).
 std::string FormatTrace(const Trace& trace);
 
-// The trace as Chrome Trace Event JSON (see the file comment): {"traceEvents":[...],
-// "displayTimeUnit":"ns","otherData":{...}}; ts and dur in microseconds, as the format wants.
-std::string ChromeTraceJson(const Trace& trace);
+// "RDMA_WRITE" for IBV_WR_RDMA_WRITE and IBV_WC_RDMA_WRITE: the short name of an opcode.
+std::string ShortOpcode(absl::string_view opcode);
 
 }  // namespace softrpma::rpma_sim
 

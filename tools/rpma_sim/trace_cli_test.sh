@@ -59,6 +59,47 @@ expect_status "sample: exit 0" 0 "$status"
 run python3 "$checker" "$work/sample.json" 6
 expect_status "sample: structurally valid" 0 "$status"
 check "sample: a second lane" grep -qF '"name":"QP 17 (2)"' "$work/sample.json"
+# ... and exactly the JSON it always gave (testdata/sample.chrome.json, written by the first
+# version of the converter): a faster layout must not change a byte.
+"$rpma_sim" trace "$testdata/sample.trace" --chrome=- >"$work/sample-stdout.json" 2>/dev/null
+check "sample: the same JSON as before" cmp "$testdata/sample.chrome.json" "$work/sample-stdout.json"
+
+# A varied trace (testdata/mixed.trace, from `gen_trace.py mixed 300`: out-of-order and error
+# completions, unsignaled sends, SRQ receives, WRs never completed, CQEs never polled): the
+# same JSON as the first version of the converter wrote (when that version gave the SRQ's
+# leftover receives to the lowest-numbered QP; it chose by hash order, now always so).
+"$rpma_sim" trace "$testdata/mixed.trace" --chrome=- >"$work/mixed.json" 2>/dev/null
+check "mixed: the same JSON as before" cmp "$testdata/mixed.chrome.json" "$work/mixed.json"
+
+# Large traces convert (the layout used to be quadratic: 20,000 staggered WRs took 20 s).
+# 50,000 WRs in flight at once on one QP, every 8th unsignaled: one lane each for QP and CQ;
+# a slice per WR (the last one, unsignaled with no completion after it, is an instant) and one
+# per CQE (43,750): 93,749.
+python3 "$testdata/gen_trace.py" burst 50000 >"$work/burst.trace"
+run "$rpma_sim" trace "$work/burst.trace" --chrome="$work/burst.json"
+expect_status "50,000 WRs in flight: exit 0" 0 "$status"
+run python3 "$checker" "$work/burst.json" 93749
+expect_status "50,000 WRs in flight: valid" 0 "$status"
+expect_in "50,000 WRs in flight: every WR and CQE a slice, in one lane each" "$out" \
+  "valid: 2 tracks, 93749 slices"
+# 20,000 WRs that all overlap partially: the worst case, one lane per WR.
+python3 "$testdata/gen_trace.py" stagger 20000 >"$work/stagger.trace"
+run "$rpma_sim" trace "$work/stagger.trace" --chrome="$work/stagger.json"
+expect_status "20,000 staggered WRs: exit 0" 0 "$status"
+run python3 "$checker" "$work/stagger.json" 40000
+expect_status "20,000 staggered WRs: valid" 0 "$status"
+check "20,000 staggered WRs: 20,000 lanes" grep -qF '"name":"QP 17 (20000)"' "$work/stagger.json"
+
+# Files that are no trace: an error (exit 1), never an abort or an endless read.
+run "$rpma_sim" trace /
+expect_status "a directory: exit 1" 1 "$status"
+expect_in "a directory: said so" "$err" "rpma-sim: / is a directory, not a trace file"
+run timeout 120 "$rpma_sim" trace /dev/zero
+expect_status "/dev/zero: exit 1" 1 "$status"
+expect_in "/dev/zero: the limit" "$err" "rpma-sim: /dev/zero is larger than 256 MiB"
+run "$rpma_sim" trace "$work/no-such.trace"
+expect_status "a missing file: exit 1" 1 "$status"
+expect_in "a missing file: said so" "$err" "no-such.trace: No such file or directory"
 
 # The checker itself rejects what it must (so that a pass above means something).
 track='{"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"a"}}'

@@ -14,7 +14,6 @@ namespace softrpma::rpma_sim {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::Not;
 
 // testdata/sample.trace: two QPs, a send with an unsignaled write before it, a receive, a read
 // and a write in flight at once (the write fails), an injected fault, CM events.
@@ -115,6 +114,42 @@ TEST(ParseTrace, Errors) {
               HasSubstr("line 5: a line after the end line"));
 }
 
+TEST(ReadTraceFile, ReadsAWholeFile) {
+  std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/small.trace");
+  std::ofstream(path) << kHeader;
+  absl::StatusOr<std::string> text = ReadTraceFile(path);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, kHeader);
+}
+
+TEST(ReadTraceFile, Directory_IsInvalidArgument) {
+  absl::StatusOr<std::string> text = ReadTraceFile("/");
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(text.status().message(), "/ is a directory, not a trace file");
+}
+
+TEST(ReadTraceFile, RegularFileOverTheLimit_IsInvalidArgument) {
+  std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/big.trace");
+  std::ofstream(path) << std::string((2 << 20) + 1, 'x');
+  EXPECT_TRUE(ReadTraceFile(path, 3 << 20).ok());
+  absl::StatusOr<std::string> text = ReadTraceFile(path, 2 << 20);
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(text.status().message(), HasSubstr(" is larger than 2 MiB, the most rpma-sim reads"));
+}
+
+TEST(ReadTraceFile, EndlessDevice_StopsAtTheLimit) {
+  absl::StatusOr<std::string> text = ReadTraceFile("/dev/zero", 1 << 20);
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(text.status().message(), HasSubstr("/dev/zero is larger than 1 MiB"));
+}
+
+TEST(ReadTraceFile, Missing_IsNotFound) {
+  absl::StatusOr<std::string> text = ReadTraceFile("/nonexistent/x.trace");
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(text.status().message(),
+              HasSubstr("cannot read /nonexistent/x.trace: No such file or directory"));
+}
+
 TEST(FormatTrace, SampleReadsAsSentences) {
   absl::StatusOr<Trace> trace = ParseTrace(Sample());
   ASSERT_TRUE(trace.ok()) << trace.status();
@@ -152,59 +187,6 @@ TEST(FormatTrace, NoEndLineIsSaid) {
   std::string text = FormatTrace(*trace);
   EXPECT_THAT(text, HasSubstr("NO END LINE"));
   EXPECT_THAT(text, HasSubstr("CQ 1     created: 1 entries, no channel"));
-}
-
-TEST(ChromeTraceJson, TracksSlicesAndInstants) {
-  absl::StatusOr<Trace> trace = ParseTrace(Sample());
-  ASSERT_TRUE(trace.ok()) << trace.status();
-  std::string json = ChromeTraceJson(*trace);
-  EXPECT_THAT(json, HasSubstr("{\"traceEvents\":["));
-  EXPECT_THAT(json, HasSubstr("\"displayTimeUnit\":\"ns\""));
-  EXPECT_THAT(json, HasSubstr("\"args\":{\"name\":\"softrpma-sim (seed 0x000000000000002a)\"}"));
-  // One track per QP and per CQ, the CM's and the faults' (the fault here is on a QP's).
-  for (const char* track : {"QP 17", "QP 18", "CQ 1", "CQ 2", "rdma_cm"}) {
-    EXPECT_THAT(json, HasSubstr(absl::StrCat("\"args\":{\"name\":\"", track, "\"}"))) << track;
-  }
-  EXPECT_THAT(json, Not(HasSubstr("\"args\":{\"name\":\"faults\"}")));
-  // The read [2.1, 5] and the failed write [2.2, 5.001] overlap partially: a second lane.
-  EXPECT_THAT(json, HasSubstr("\"args\":{\"name\":\"QP 17 (2)\"}"));
-  EXPECT_THAT(json, HasSubstr("{\"name\":\"RDMA_READ\",\"ph\":\"X\",\"ts\":2.1,\"dur\":2.9,"));
-  EXPECT_THAT(json, HasSubstr("{\"name\":\"RDMA_WRITE IBV_WC_REM_ACCESS_ERR\",\"ph\":\"X\","
-                              "\"ts\":2.2,\"dur\":2.801,"));
-  EXPECT_THAT(json, HasSubstr("\"cname\":\"terrible\""));
-  // The unsignaled write ends with the send after it.
-  EXPECT_THAT(json, HasSubstr("{\"name\":\"RDMA_WRITE\",\"ph\":\"X\",\"ts\":0,\"dur\":2.1,"));
-  EXPECT_THAT(json, HasSubstr("\"completion\":\"implied by a later completion\""));
-  // The receive never completed: to the end of the trace.
-  EXPECT_THAT(json, HasSubstr("\"completion\":\"none in the trace\""));
-  // On the CQ: from ready to the poll.
-  EXPECT_THAT(json,
-              HasSubstr("{\"name\":\"RDMA_READ QP 17\",\"ph\":\"X\",\"ts\":5,\"dur\":0.001,"));
-  // Instants: the fault (process-wide), CM events.
-  EXPECT_THAT(json, HasSubstr("{\"name\":\"fault: ibv_post_send fail=EIO\",\"ph\":\"i\","
-                              "\"ts\":2.2,\"s\":\"p\","));
-  EXPECT_THAT(json,
-              HasSubstr("{\"name\":\"RDMA_CM_EVENT_ESTABLISHED queued (id 1)\",\"ph\":\"i\","));
-  EXPECT_THAT(json, HasSubstr("\"fingerprint\":\"0xf233c3aae6aa8a0e\""));
-}
-
-TEST(ChromeTraceJson, InOrderWorkNeedsOneLanePerQp) {
-  absl::StatusOr<Trace> trace = ParseTrace(absl::StrCat(
-      kHeader,
-      "1 0 post_send qp=17 wr_id=0x1 opcode=IBV_WR_SEND len=1 signaled=1\n"
-      "2 0 post_send qp=17 wr_id=0x2 opcode=IBV_WR_SEND len=1 signaled=1\n"
-      "3 0 cqe cq=1 qp=17 wr_id=0x1 status=IBV_WC_SUCCESS opcode=IBV_WC_SEND byte_len=1 "
-      "ready=1500\n"
-      "4 0 cqe cq=1 qp=17 wr_id=0x2 status=IBV_WC_SUCCESS opcode=IBV_WC_SEND byte_len=1 "
-      "ready=1501\n"
-      "5 1501 wc cq=1 qp=17 wr_id=0x1 status=IBV_WC_SUCCESS opcode=IBV_WC_SEND byte_len=1\n"
-      "6 1501 wc cq=1 qp=17 wr_id=0x2 status=IBV_WC_SUCCESS opcode=IBV_WC_SEND byte_len=1\n"
-      "end events=6 fingerprint=0x0\n"));
-  ASSERT_TRUE(trace.ok()) << trace.status();
-  std::string json = ChromeTraceJson(*trace);
-  EXPECT_THAT(json, HasSubstr("\"args\":{\"name\":\"QP 17\"}"));
-  EXPECT_THAT(json, Not(HasSubstr("QP 17 (2)")));
-  EXPECT_THAT(json, Not(HasSubstr("CQ 1 (2)")));
 }
 
 }  // namespace

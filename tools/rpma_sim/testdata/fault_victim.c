@@ -8,6 +8,7 @@
  *   fault_victim crash    dereference NULL (crashed)
  *   fault_victim hang     wait forever (hung)
  *   fault_victim leak     lose a heap block, then exit 1 (leaked, with --leaks)
+ *   fault_victim fail     like report, but exit 3 even without a fault (a broken program)
  */
 #include <librpma.h>
 
@@ -27,7 +28,7 @@ static void lose_a_block(void) {
 
 int main(int argc, char **argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: fault_victim report|crash|hang|leak\n");
+    fprintf(stderr, "usage: fault_victim report|crash|hang|leak|fail\n");
     return 2;
   }
   const char *mode = argv[1];
@@ -55,6 +56,10 @@ int main(int argc, char **argv) {
   if (ret != 0) {
     fprintf(stderr, "rpma_peer_delete: %s\n", rpma_err_2str(ret));
     return 1;
+  }
+  if (strcmp(mode, "fail") == 0) {
+    fprintf(stderr, "fault_victim: failing without a fault, on purpose\n");
+    return 3;
   }
   printf("fault_victim: no fault\n");
   return 0;

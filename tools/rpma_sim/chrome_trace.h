@@ -1,0 +1,30 @@
+// chrome_trace.h: a parsed simulator trace (trace.h) as Chrome Trace Event JSON, for
+// https://ui.perfetto.dev and chrome://tracing.
+//
+// The view has one process ("softrpma-sim") with one track (tid) per QP and per CQ, plus an
+// "rdma_cm" track for connection-manager events and a "faults" track for injected faults not
+// tied to a QP. Each work request is a complete slice ("ph":"X") on its QP's track from its post
+// to its completion (the `ready` time of its CQE); each completion is also a slice on its CQ's
+// track from ready to the poll that took it. CM events and faults are instant events ("ph":"i").
+// Slices on one track must nest (a viewer drops slices that overlap partially), so a slice that
+// would overlap another partially goes to an extra lane of the same QP or CQ, a track of its
+// own named "QP 17 (2)"; a run whose WRs complete in order needs none.
+//
+// Thread-safety: thread-safe (keeps no state).
+
+#ifndef SOFTRPMA_TOOLS_RPMA_SIM_CHROME_TRACE_H_
+#define SOFTRPMA_TOOLS_RPMA_SIM_CHROME_TRACE_H_
+
+#include <string>
+
+#include "tools/rpma_sim/trace.h"
+
+namespace softrpma::rpma_sim {
+
+// The trace as Chrome Trace Event JSON (see the file comment): {"traceEvents":[...],
+// "displayTimeUnit":"ns","otherData":{...}}; ts and dur in microseconds, as the format wants.
+std::string ChromeTraceJson(const Trace& trace);
+
+}  // namespace softrpma::rpma_sim
+
+#endif  // SOFTRPMA_TOOLS_RPMA_SIM_CHROME_TRACE_H_
