@@ -4,6 +4,8 @@
 
 #include "tools/rpma_sim/chrome_trace.h"
 
+#include <memory>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -232,7 +234,13 @@ class LaneAssigner {
 class ChromeBuilder final {
  public:
   explicit ChromeBuilder(const Trace& trace) : trace_(trace) {}
-  std::string Build();
+  // Appends the trace's events (metadata, slices, instants) to the open traceEvents array of
+  // `w`, as process `pid` named `process_name`.
+  // `merged`: one of several processes (they get a sort index, in pid order).
+  void Write(JsonWriter& w, int pid, absl::string_view process_name, bool merged);
+  // Appends the trace's summary fields (seed, faults, events, ...) to the open object of `w`.
+  // REQUIRES: Write was called.
+  void WriteSummary(JsonWriter& w) const;
 
  private:
   void Add(const TrackKey& key, Item item) {
@@ -365,7 +373,8 @@ void ChromeBuilder::OnWc(const TraceEvent& e) {
   Add(TrackKey{TrackKind::kCq, *cq}, std::move(item));
 }
 
-std::string ChromeBuilder::Build() {
+void ChromeBuilder::Write(JsonWriter& w, int pid, absl::string_view process_name,
+                          bool merged) {
   for (const TraceEvent& e : trace_.events) {
     max_ns_ = std::max(max_ns_, e.time_ns);
     const std::string& t = e.type;
@@ -460,11 +469,7 @@ std::string ChromeBuilder::Build() {
     std::string name;
     std::vector<const Item*> items;
   };
-  JsonWriter w;
-  w.BeginObject();
-  w.Key("traceEvents");
-  w.BeginArray();
-  auto metadata = [&w](const char* name, int tid, auto write_value) {
+  auto metadata = [&w, pid](const char* name, int tid, auto write_value) {
     w.NewlineBeforeNext();
     w.BeginObject();
     w.Key("ph");
@@ -472,7 +477,7 @@ std::string ChromeBuilder::Build() {
     w.Key("name");
     w.String(name);
     w.Key("pid");
-    w.Int(1);
+    w.Int(pid);
     w.Key("tid");
     w.Int(tid);
     w.Key("args");
@@ -483,8 +488,14 @@ std::string ChromeBuilder::Build() {
   };
   metadata("process_name", 0, [&] {
     w.Key("name");
-    w.String(absl::StrCat("softrpma-sim (seed ", trace_.seed, ")"));
+    w.String(process_name);
   });
+  if (merged) {
+    metadata("process_sort_index", 0, [&] {
+      w.Key("sort_index");
+      w.Int(pid);
+    });
+  }
 
   int next_tid = 1;
   std::vector<std::pair<int, Lane>> all_lanes;
@@ -538,7 +549,7 @@ std::string ChromeBuilder::Build() {
         w.String(item->scope);
       }
       w.Key("pid");
-      w.Int(1);
+      w.Int(pid);
       w.Key("tid");
       w.Int(tid);
       if (!item->cname.empty()) {
@@ -557,13 +568,9 @@ std::string ChromeBuilder::Build() {
       w.EndObject();
     }
   }
-  w.EndArray();
-  w.Key("displayTimeUnit");
-  w.String("ns");
-  w.Key("otherData");
-  w.BeginObject();
-  w.Key("source");
-  w.String("softrpma-sim trace (rpma-sim trace --chrome)");
+}
+
+void ChromeBuilder::WriteSummary(JsonWriter& w) const {
   w.Key("seed");
   w.String(trace_.seed);
   w.Key("faults");
@@ -576,16 +583,64 @@ std::string ChromeBuilder::Build() {
   w.Bool(trace_.has_end);
   w.Key("events_not_shown");
   w.Uint(unhandled_);
-  w.EndObject();
-  w.EndObject();
-  return w.text();
+}
+
+void BeginTraceEvents(JsonWriter& w) {
+  w.BeginObject();
+  w.Key("traceEvents");
+  w.BeginArray();
+}
+
+void BeginOtherData(JsonWriter& w) {
+  w.EndArray();
+  w.Key("displayTimeUnit");
+  w.String("ns");
+  w.Key("otherData");
+  w.BeginObject();
+  w.Key("source");
+  w.String("softrpma-sim trace (rpma-sim trace --chrome)");
 }
 
 }  // namespace
 
 std::string ChromeTraceJson(const Trace& trace) {
   ChromeBuilder builder(trace);
-  return builder.Build();
+  JsonWriter w;
+  BeginTraceEvents(w);
+  builder.Write(w, 1, absl::StrCat("softrpma-sim (seed ", trace.seed, ")"), /*merged=*/false);
+  BeginOtherData(w);
+  builder.WriteSummary(w);
+  w.EndObject();
+  w.EndObject();
+  return w.text();
+}
+
+std::string ChromeTraceJson(const std::vector<NamedTrace>& traces) {
+  std::vector<std::unique_ptr<ChromeBuilder>> builders;
+  JsonWriter w;
+  BeginTraceEvents(w);
+  for (size_t i = 0; i < traces.size(); ++i) {
+    builders.push_back(std::make_unique<ChromeBuilder>(*traces[i].trace));
+    builders.back()->Write(w, static_cast<int>(i) + 1,
+                           absl::StrCat(traces[i].name, " (seed ", traces[i].trace->seed, ")"),
+                           /*merged=*/true);
+  }
+  BeginOtherData(w);
+  w.Key("processes");
+  w.BeginArray();
+  for (size_t i = 0; i < traces.size(); ++i) {
+    w.BeginObject();
+    w.Key("name");
+    w.String(traces[i].name);
+    w.Key("pid");
+    w.Int(static_cast<int>(i) + 1);
+    builders[i]->WriteSummary(w);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  w.EndObject();
+  return w.text();
 }
 
 }  // namespace softrpma::rpma_sim

@@ -16,6 +16,7 @@
 #define SOFTRPMA_TOOLS_RPMA_SIM_CHROME_TRACE_H_
 
 #include <string>
+#include <vector>
 
 #include "tools/rpma_sim/trace.h"
 
@@ -24,6 +25,16 @@ namespace softrpma::rpma_sim {
 // The trace as Chrome Trace Event JSON (see the file comment): {"traceEvents":[...],
 // "displayTimeUnit":"ns","otherData":{...}}; ts and dur in microseconds, as the format wants.
 std::string ChromeTraceJson(const Trace& trace);
+
+// The traces of the processes of one run (one file each: RPMA_SIM_TRACE=run.%p.trace) as one
+// timeline: a process per trace, named `name`, in the given order, each with the tracks above.
+// Each process's times are its own simulated clock, which starts at 0 when its NIC starts:
+// the processes' timelines are side by side, not on one clock.
+struct NamedTrace {
+  std::string name;  // e.g. the file name
+  const Trace* trace;
+};
+std::string ChromeTraceJson(const std::vector<NamedTrace>& traces);
 
 }  // namespace softrpma::rpma_sim
 

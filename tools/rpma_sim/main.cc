@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -89,6 +90,7 @@ Usage:
   rpma-sim sweep [--seed=S] [-j N] [--timeout=T] [--max-runs=M] [--points=P,...]
                  [--report=FILE] [--leaks] [--lib=DIR] -- PROGRAM [ARGS...]
   rpma-sim trace FILE [--chrome=OUT.json]
+  rpma-sim trace FILE FILE... --chrome=OUT.json   (the processes of one run, merged)
   rpma-sim help [SUBCOMMAND]          (or: rpma-sim SUBCOMMAND --help)
 
 Subcommands:
@@ -140,7 +142,7 @@ const std::vector<SubcommandSpec>& Subcommands() {
        true,
        0,
        0},
-      {"trace", {"chrome"}, false, 1, 1},
+      {"trace", {"chrome"}, false, 1, 64},
   };
   return *subcommands;
 }
@@ -185,15 +187,18 @@ SubcommandHelp HelpOf(absl::string_view name) {
         "  rpma-sim sweep -j 4 --timeout=30s --max-runs=200 --report=sweep.json -- ./my_app\n"
         "  rpma-sim sweep --points=ibv_post_send,malloc --leaks -- bazel-bin/tools/demo --once\n"};
   }
-  return {"rpma-sim trace FILE [--chrome=OUT.json]",
+  return {"rpma-sim trace FILE [--chrome=OUT.json]  |  rpma-sim trace FILE... --chrome=OUT.json",
           "Reads a trace that `rpma-sim run --trace=FILE` (RPMA_SIM_TRACE) wrote. Without\n"
           "--chrome: one readable line per event (simulated time, what happened), then a summary\n"
           "and whether the end line's fingerprint matches the events. With --chrome: Chrome Trace\n"
           "Event JSON for https://ui.perfetto.dev or chrome://tracing: one track per QP and per\n"
           "CQ, a slice per work request from its post to its completion, instant events for\n"
-          "connection-manager events and injected faults.",
+          "connection-manager events and injected faults. Several FILEs (the processes of one\n"
+          "run, RPMA_SIM_TRACE=run.%p.trace) merge into one timeline with a process each, each\n"
+          "on its own simulated clock (--chrome is then required).",
           "  rpma-sim trace run.trace\n"
-          "  rpma-sim trace run.trace --chrome=run.json\n"};
+          "  rpma-sim trace run.trace --chrome=run.json\n"
+          "  rpma-sim trace run.*.trace --chrome=run.json\n"};
 }
 
 // `text` wrapped at kColumns, to be printed where the cursor is at `first_column`; the lines
@@ -369,27 +374,45 @@ int Sweep(const CommandLine& line, const char* argv0) {
 }
 
 int TraceCommand(const CommandLine& line) {
-  const std::string& path = line.args[0];
-  absl::StatusOr<std::string> text = ReadTraceFile(path);
-  if (!text.ok()) {
-    std::fprintf(stderr, "rpma-sim: %s\n", std::string(text.status().message()).c_str());
-    return 1;
-  }
-  absl::StatusOr<Trace> trace = ParseTrace(*text);
-  if (!trace.ok()) {
-    std::fprintf(stderr, "rpma-sim: %s: %s\n", path.c_str(),
-                 std::string(trace.status().message()).c_str());
-    return 1;
-  }
-  for (const std::string& warning : trace->warnings) {
-    std::fprintf(stderr, "rpma-sim: %s: warning: %s\n", path.c_str(), warning.c_str());
-  }
   std::string chrome = absl::GetFlag(FLAGS_chrome);
+  if (line.args.size() > 1 && chrome.empty()) {
+    return Usage("several trace files are merged into one Chrome timeline: give --chrome=OUT.json");
+  }
+  std::vector<Trace> traces;
+  for (const std::string& path : line.args) {
+    absl::StatusOr<std::string> text = ReadTraceFile(path);
+    if (!text.ok()) {
+      std::fprintf(stderr, "rpma-sim: %s\n", std::string(text.status().message()).c_str());
+      return 1;
+    }
+    absl::StatusOr<Trace> trace = ParseTrace(*text);
+    if (!trace.ok()) {
+      std::fprintf(stderr, "rpma-sim: %s: %s\n", path.c_str(),
+                   std::string(trace.status().message()).c_str());
+      return 1;
+    }
+    for (const std::string& warning : trace->warnings) {
+      std::fprintf(stderr, "rpma-sim: %s: warning: %s\n", path.c_str(), warning.c_str());
+    }
+    traces.push_back(*std::move(trace));
+  }
   if (chrome.empty()) {
-    std::fputs(FormatTrace(*trace).c_str(), stdout);
+    std::fputs(FormatTrace(traces[0]).c_str(), stdout);
     return 0;
   }
-  std::string json = ChromeTraceJson(*trace);
+  std::string json;
+  size_t events = 0;
+  for (const Trace& trace : traces) events += trace.events.size();
+  if (traces.size() == 1) {
+    json = ChromeTraceJson(traces[0]);
+  } else {
+    std::vector<NamedTrace> named;
+    for (size_t i = 0; i < traces.size(); ++i) {
+      named.push_back(NamedTrace{std::filesystem::path(line.args[i]).filename().string(),
+                                 &traces[i]});
+    }
+    json = ChromeTraceJson(named);
+  }
   if (chrome == "-") {
     std::fputs(json.c_str(), stdout);
     std::fputs("\n", stdout);
@@ -402,8 +425,9 @@ int TraceCommand(const CommandLine& line) {
     std::fprintf(stderr, "rpma-sim: cannot write %s\n", chrome.c_str());
     return 1;
   }
-  std::printf("wrote %s (%zu events): open it in https://ui.perfetto.dev or chrome://tracing\n",
-              chrome.c_str(), trace->events.size());
+  std::printf("wrote %s (%zu events%s): open it in https://ui.perfetto.dev or chrome://tracing\n",
+              chrome.c_str(), events,
+              traces.size() > 1 ? absl::StrCat(", ", traces.size(), " processes").c_str() : "");
   return 0;
 }
 

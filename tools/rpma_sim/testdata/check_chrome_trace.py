@@ -61,7 +61,7 @@ def main():
             if not isinstance(dur, (int, float)) or dur < 0:
                 fail(f"event {n}: bad dur {dur!r}")
             stack = open_ends.setdefault(track, [])
-            while stack and stack[-1] <= ts:
+            while stack and stack[-1] <= ts + 1e-9:  # (ts + dur is a float sum)
                 stack.pop()
             end = ts + dur
             if stack and end > stack[-1] + 1e-9:
