@@ -5,6 +5,8 @@
 // Pairs, each measured in the same process on the same machine moments apart:
 //   * rpma_write of N bytes + its completion collected (rpma_cq_get_wc), on the simulated NIC,
 //     against memcpy of the same N bytes (64 B and 1 MiB);
+//   * 64-byte rpma_write + completion taking 1000 connections in turn against one connection
+//     (what many connections cost: each op then touches cold per-connection state);
 //   * a wake-up through rpma_conn_wait across two threads (a send/recv ping-pong: each round
 //     trip is two wake-ups) against a bare eventfd ping-pong between two threads.
 // Then TWO PROCESSES on the simulated NIC (the host fabric): the bench forks a server that
@@ -136,6 +138,101 @@ void BM_RpmaWrite(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
 }
 BENCHMARK(BM_RpmaWrite)->Arg(64)->Arg(1 << 20);
+
+// Connections to use in BM_RpmaWriteRoundRobin (--quick: 50, so that it fits a low fd limit).
+int g_many_connections = 1000;
+
+// N connections on one peer and one endpoint, all writing into one server region.
+class Connections {
+ public:
+  Connections(const char* port, int n) : client_buf_(64), server_buf_(64) {
+    ibv_context* dev = nullptr;
+    Check(rpma_utils_get_ibv_context(kAddress, RPMA_UTIL_IBV_CONTEXT_LOCAL, &dev), "get ctx");
+    Check(rpma_peer_new(dev, &peer_), "peer_new");
+    Check(rpma_ep_listen(peer_, kAddress, port, &ep_), "ep_listen");
+    Check(rpma_mr_reg(peer_, client_buf_.data(), 64, RPMA_MR_USAGE_WRITE_SRC, &client_mr_),
+          "mr_reg");
+    Check(rpma_mr_reg(peer_, server_buf_.data(), 64, RPMA_MR_USAGE_WRITE_DST, &server_mr_),
+          "mr_reg");
+    size_t desc_size = 0;
+    Check(rpma_mr_get_descriptor_size(server_mr_, &desc_size), "desc size");
+    std::vector<char> desc(desc_size);
+    Check(rpma_mr_get_descriptor(server_mr_, desc.data()), "get desc");
+    Check(rpma_mr_remote_from_descriptor(desc.data(), desc_size, &remote_mr_), "remote mr");
+    for (int i = 0; i < n; ++i) {
+      rpma_conn_req* req = nullptr;
+      rpma_conn* client = nullptr;
+      rpma_conn* server = nullptr;
+      Check(rpma_conn_req_new(peer_, kAddress, port, nullptr, &req), "conn_req_new");
+      Check(rpma_conn_req_connect(&req, nullptr, &client), "client connect");
+      Check(rpma_ep_next_conn_req(ep_, nullptr, &req), "next_conn_req");
+      Check(rpma_conn_req_connect(&req, nullptr, &server), "server connect");
+      rpma_conn_event event;
+      Check(rpma_conn_next_event(client, &event), "client established");
+      Check(rpma_conn_next_event(server, &event), "server established");
+      rpma_cq* cq = nullptr;
+      Check(rpma_conn_get_cq(client, &cq), "get_cq");
+      clients_.push_back(client);
+      servers_.push_back(server);
+      cqs_.push_back(cq);
+    }
+  }
+
+  ~Connections() {
+    for (size_t i = 0; i < clients_.size(); ++i) {
+      rpma_conn_disconnect(clients_[i]);
+      rpma_conn_event event;
+      rpma_conn_next_event(clients_[i], &event);
+      rpma_conn_next_event(servers_[i], &event);
+      rpma_conn_delete(&clients_[i]);
+      rpma_conn_delete(&servers_[i]);
+    }
+    rpma_mr_remote_delete(&remote_mr_);
+    rpma_mr_dereg(&client_mr_);
+    rpma_mr_dereg(&server_mr_);
+    rpma_ep_shutdown(&ep_);
+    rpma_peer_delete(&peer_);
+  }
+
+  size_t size() const { return clients_.size(); }
+  rpma_conn* client(size_t i) { return clients_[i]; }
+  rpma_cq* cq(size_t i) { return cqs_[i]; }
+  rpma_mr_local* client_mr() { return client_mr_; }
+  rpma_mr_remote* remote_mr() { return remote_mr_; }
+
+ private:
+  std::vector<char> client_buf_;
+  std::vector<char> server_buf_;
+  rpma_peer* peer_ = nullptr;
+  rpma_ep* ep_ = nullptr;
+  rpma_mr_local* client_mr_ = nullptr;
+  rpma_mr_local* server_mr_ = nullptr;
+  rpma_mr_remote* remote_mr_ = nullptr;
+  std::vector<rpma_conn*> clients_;
+  std::vector<rpma_conn*> servers_;
+  std::vector<rpma_cq*> cqs_;
+};
+
+// 64 B rpma_write + its completion, taking the connections in turn: Arg(1) against
+// Arg(0) = g_many_connections, to see what many connections cost on the data path.
+void BM_RpmaWriteRoundRobin(benchmark::State& state) {
+  const int n = state.range(0) == 0 ? g_many_connections : static_cast<int>(state.range(0));
+  Connections connections("7303", n);
+  ibv_wc wc;
+  size_t next = 0;
+  for (auto _ : state) {
+    Check(rpma_write(connections.client(next), connections.remote_mr(), 0,
+                     connections.client_mr(), 0, 64, RPMA_F_COMPLETION_ALWAYS, nullptr),
+          "write");
+    int ret;
+    while ((ret = rpma_cq_get_wc(connections.cq(next), 1, &wc, nullptr)) ==
+           RPMA_E_NO_COMPLETION) {
+    }
+    Check(ret, "get_wc");
+    if (++next == connections.size()) next = 0;
+  }
+}
+BENCHMARK(BM_RpmaWriteRoundRobin)->Arg(1)->Arg(0);
 
 void BM_Memcpy(benchmark::State& state) {
   const size_t size = static_cast<size_t>(state.range(0));
@@ -506,6 +603,7 @@ int main(int argc, char** argv) {
   rpma_log_set_threshold(RPMA_LOG_THRESHOLD, RPMA_LOG_LEVEL_ERROR);
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
+      g_many_connections = 50;
       kPingPongRounds /= 20;
       kBigWrites /= 20;
       kBigPingPongs /= 20;
@@ -523,6 +621,8 @@ int main(int argc, char** argv) {
                       "BM_Memcpy/64");
   reporter.PrintRatio("rpma_write 1 MiB + completion vs memcpy", "BM_RpmaWrite/1048576",
                       "BM_Memcpy/1048576");
+  reporter.PrintRatio("64 B write, many connections in turn vs one", "BM_RpmaWriteRoundRobin/0",
+                      "BM_RpmaWriteRoundRobin/1");
   reporter.PrintRatio("rpma_conn_wait ping-pong vs eventfd ping-pong",
                       "BM_ConnWaitPingPong/iterations:20000/real_time",
                       "BM_EventfdPingPong/iterations:20000/real_time");

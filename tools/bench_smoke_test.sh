@@ -7,7 +7,8 @@ out=$("$bench" --quick --benchmark_min_time=0.001 --benchmark_color=false 2>&1) 
   echo "$out"; echo "bench exited non-zero"; exit 1; }
 echo "$out"
 for ratio in "rpma_write 64 B + completion vs memcpy" "rpma_write 1 MiB + completion vs memcpy" \
-             "rpma_conn_wait ping-pong vs eventfd ping-pong"; do
+             "rpma_conn_wait ping-pong vs eventfd ping-pong" \
+             "64 B write, many connections in turn vs one"; do
   grep -qF -- "$ratio" <<<"$out" || { echo "MISSING ratio: $ratio"; exit 1; }
 done
 for figure in "8-byte send/recv ping-pong, half round trip" "1 MiB RDMA write bandwidth" \
