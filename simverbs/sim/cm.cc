@@ -927,9 +927,9 @@ std::vector<PendingCmEvent> ConnectionManager::TakeEventsLocked(SimCmId* owner) 
 }
 
 int ConnectionManager::GetEvent(SimEventChannel* channel, rdma_cm_event** event) {
+  softrpma::MutexLock lock(&channel->mu);
   while (true) {
     {
-      softrpma::MutexLock lock(&channel->mu);
       if (!channel->events.empty()) {
         SimCmEvent* sim_event = New<SimCmEvent>();
         if (sim_event == nullptr) return ENOMEM;  // the event stays queued
@@ -955,12 +955,16 @@ int ConnectionManager::GetEvent(SimEventChannel* channel, rdma_cm_event** event)
         pending.owner->unacked_events.fetch_add(1, std::memory_order_acq_rel);
         __atomic_store_n(&pending.owner->id.event, &sim_event->event, __ATOMIC_RELEASE);
         channel->events.pop_front();
-        if (channel->events.empty()) channel->signal.Lower();
+        if (channel->events.empty()) {
+          channel->signal.Lower();
+        } else {
+          channel->signal.Raise();  // (after a Wait took the counter) for the next reader
+        }
         *event = &sim_event->event;
         return 0;
       }
     }
-    const int err = SignalFd::WaitReadable(channel->channel.fd);
+    const int err = channel->signal.Wait(&channel->mu);
     if (err != 0) return err;
   }
 }

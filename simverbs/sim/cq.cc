@@ -266,13 +266,17 @@ int DestroyCq(SimCq* cq) {
 }
 
 int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context) {
+  softrpma::MutexLock lock(&channel->mu);
   while (true) {
     {
-      softrpma::MutexLock lock(&channel->mu);
       if (!channel->events.empty()) {
         const ChannelEvent event = channel->events.front();
         channel->events.pop_front();
-        if (channel->events.empty()) channel->signal.Lower();
+        if (channel->events.empty()) {
+          channel->signal.Lower();
+        } else {
+          channel->signal.Raise();  // (after a Wait took the counter) for the next reader
+        }
         event.cq->events_delivered.fetch_add(1, std::memory_order_acq_rel);
         GlobalClock().AdvanceTo(event.due_ns);
         if (TraceOn()) {
@@ -283,7 +287,7 @@ int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context) {
         return 0;
       }
     }
-    const int err = SignalFd::WaitReadable(channel->channel.fd);
+    const int err = channel->signal.Wait(&channel->mu);
     if (err != 0) return err;
   }
 }

@@ -20,27 +20,35 @@ int SignalFd::Open() {
 }
 
 void SignalFd::Raise() {
+  if (raised_) return;  // the counter is 1 already, or a waiter just took it and will look
   const uint64_t one = 1;
   while (write(fd_, &one, sizeof(one)) < 0 && errno == EINTR) {
   }
+  raised_ = true;
 }
 
 void SignalFd::Lower() {
+  // With a waiter asleep the counter is left to it: our read could race its read for the one
+  // count and block here, under the owner's mutex.
+  if (!raised_ || waiters_ > 0) return;
   uint64_t value = 0;
   while (read(fd_, &value, sizeof(value)) < 0 && errno == EINTR) {
   }
+  raised_ = false;
 }
 
-int SignalFd::WaitReadable(int fd) {
-  const int flags = fcntl(fd, F_GETFL);
-  if (flags < 0) return errno;
-  if ((flags & O_NONBLOCK) != 0) return EAGAIN;
-  pollfd pfd{fd, POLLIN, 0};
-  while (true) {
-    const int ready = poll(&pfd, 1, -1);
-    if (ready > 0) return 0;
-    if (ready < 0 && errno != EINTR) return errno;
+int SignalFd::Wait(softrpma::Mutex* mu) {
+  ++waiters_;
+  mu->Unlock();
+  uint64_t value = 0;
+  ssize_t n;
+  while ((n = read(fd_, &value, sizeof(value))) < 0 && errno == EINTR) {
   }
+  const int err = n < 0 ? errno : 0;
+  mu->Lock();
+  --waiters_;
+  if (n > 0) raised_ = false;  // taken: the caller raises it again if it leaves events queued
+  return err == EWOULDBLOCK ? EAGAIN : err;
 }
 
 }  // namespace softrpma::sim

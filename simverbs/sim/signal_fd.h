@@ -2,17 +2,25 @@
 // (completion channels and rdma_cm event channels).
 //
 // The owner keeps its events in a queue under its own mutex and keeps the eventfd's counter at
-// exactly 1 while that queue is non-empty and 0 while it is empty (Raise on empty -> non-empty,
-// Lower on non-empty -> empty, both under the owner's mutex). So:
-//   * poll()/epoll on fd() reports readable exactly while an event is pending;
-//   * our own read(2) never blocks (it runs only when the counter is known to be 1), whatever
-//     O_NONBLOCK setting the user gave the fd;
-//   * the blocking wait of ibv_get_cq_event / rdma_get_cm_event is a poll(2) outside the
-//     owner's mutex (WaitReadable), after which the caller re-checks its queue.
+// 1 while that queue is non-empty and 0 while it is empty (Raise on empty -> non-empty, Lower on
+// non-empty -> empty, both under the owner's mutex), so poll()/epoll on fd() reports readable
+// while an event is pending.
+//
+// THE BLOCKING WAIT of ibv_get_cq_event / rdma_get_cm_event is one read(2) of the eventfd
+// (Wait), outside the owner's mutex: it sleeps until the counter is 1 and takes it (or fails
+// with EAGAIN at once when the user made the fd O_NONBLOCK), after which the caller re-checks
+// its queue; so a wake-up costs the waiter one system call, as a bare eventfd does. While a
+// waiter sleeps, it owns the counter: Lower leaves the counter to it (it will take it, look at
+// the queue and sleep again), and Raise writes only when the counter is 0. A waiter that finds
+// more events than it takes raises the counter again for the next reader. Our own reads never
+// block under the mutex: Lower reads only when the counter is 1 and no waiter could take it.
 // These syscalls are made only on the event path, never when posting or polling a CQ.
 
 #ifndef SOFTRPMA_SIMVERBS_SIM_SIGNAL_FD_H_
 #define SOFTRPMA_SIMVERBS_SIM_SIGNAL_FD_H_
+
+#include "absl/base/thread_annotations.h"
+#include "simverbs/mutex.h"
 
 namespace softrpma::sim {
 
@@ -27,16 +35,21 @@ class SignalFd final {
   int Open();
   int fd() const { return fd_; }
 
-  // Counter 0 -> 1 / 1 -> 0. REQUIRES: the owner's mutex held, and the counter is 0 / 1.
+  // The queue became non-empty / empty. REQUIRES: the owner's mutex held.
   void Raise();
   void Lower();
 
-  // Blocks until `fd` is readable. Returns 0, EAGAIN at once when the user set O_NONBLOCK on
-  // the fd, or the errno of fcntl/poll. Call without holding the owner's mutex.
-  static int WaitReadable(int fd);
+  // Sleeps until an event may be there (see the file comment): releases `mu` (the owner's
+  // mutex, held on entry and on return) around one read(2) of the eventfd. Returns 0 (look at
+  // the queue again), EAGAIN at once when the user set O_NONBLOCK on the fd, or the errno of
+  // read(2).
+  int Wait(softrpma::Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
  private:
   int fd_ = -1;
+  // Guarded by the owner's mutex.
+  bool raised_ = false;  // the counter is 1 (or a waiter has just taken it)
+  int waiters_ = 0;      // threads in Wait's read(2)
 };
 
 }  // namespace softrpma::sim
