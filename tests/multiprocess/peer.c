@@ -453,6 +453,16 @@ static void *sender_thread(void *p)
 	return NULL;
 }
 
+static pid_t fork_or_exit(void)
+{
+	pid_t child = fork();
+	if (child < 0) {
+		perror("fork");
+		exit(2);
+	}
+	return child;
+}
+
 int main(int argc, char *argv[])
 {
 	if (argc < 4) {
@@ -515,11 +525,7 @@ int main(int argc, char *argv[])
 	CHECK(rpma_ep_listen(peer, addr, port, &ep));
 	printf("%s: listening (pid %d)\n", role, (int)getpid());
 	if (strcmp(mode, "fork") == 0) {
-		pid_t child = fork();
-		if (child < 0) {
-			perror("fork");
-			return 2;
-		}
+		pid_t child = fork_or_exit();
 		if (child == 0) {
 			/* The child uses librpma after fork: a NIC of its own. */
 			role = "child client";
@@ -535,11 +541,7 @@ int main(int argc, char *argv[])
 	if (strcmp(mode, "srq-server") == 0)
 		return run_srq_server(peer, ep, argc > 4 ? atoi(argv[4]) : 1);
 	if (strcmp(mode, "fork-misuse") == 0) {
-		pid_t child = fork();
-		if (child < 0) {
-			perror("fork");
-			return 2;
-		}
+		pid_t child = fork_or_exit();
 		if (child == 0) {
 			role = "child";
 			struct rpma_conn_req *req = NULL;
