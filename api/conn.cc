@@ -73,6 +73,7 @@ int ConnNew(const ConnParts& parts, rpma_conn** conn_ptr) {
 Backend* ConnBackend(const rpma_conn* conn) { return conn->backend; }
 rdma_cm_id* ConnCmId(const rpma_conn* conn) { return conn->id; }
 ibv_qp* ConnQp(const rpma_conn* conn) { return conn->id->qp; }
+bool ConnNativeAtomicWrite(const rpma_conn* conn) { return PeerNativeAtomicWrite(conn->peer); }
 bool ConnDirectWriteToPmem(const rpma_conn* conn) {
   return conn->direct_write_to_pmem.load(std::memory_order_relaxed);
 }

@@ -76,8 +76,17 @@ int SetUpQueues(rpma_conn_req* req, const ConnCfgValues& values) {
   }
   if (ret == 0) {
     rpma_cq* recv_cq = srq_rcq != nullptr ? srq_rcq : (req->rcq != nullptr ? req->rcq : req->cq);
-    ibv_qp_init_attr attr;
+    // As librpma (peer.c): rdma_create_qp_ex on the peer's PD; an extended QP with the atomic
+    // write builder where the device has one; 8 bytes of inline data for the emulated atomic
+    // write where it has not (rpma_atomic_write).
+    ibv_qp_init_attr_ex attr;
     std::memset(&attr, 0, sizeof(attr));
+    attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+    attr.pd = PeerPd(req->peer);
+    if (PeerNativeAtomicWrite(req->peer)) {
+      attr.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+      attr.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE;
+    }
     attr.send_cq = CqIbvCq(req->cq);
     attr.recv_cq = CqIbvCq(recv_cq);
     attr.srq = values.srq != nullptr ? SrqIbvSrq(values.srq) : nullptr;
@@ -85,12 +94,12 @@ int SetUpQueues(rpma_conn_req* req, const ConnCfgValues& values) {
     attr.cap.max_recv_wr = values.rq_size;
     attr.cap.max_send_sge = 1;
     attr.cap.max_recv_sge = 1;
-    attr.cap.max_inline_data = 0;
+    attr.cap.max_inline_data = kQpMaxInlineData;
     attr.qp_type = IBV_QPT_RC;
     attr.sq_sig_all = 0;
-    int err = backend->RdmaCreateQp(req->id, PeerPd(req->peer), &attr);
+    int err = backend->RdmaCreateQpEx(req->id, &attr);
     if (err != 0) {
-      RPMA_LOG_PROVIDER_ERROR(err, "rdma_create_qp");
+      RPMA_LOG_PROVIDER_ERROR(err, "rdma_create_qp_ex");
       ret = RpmaErrorFromBackend(err);
     } else {
       req->qp_created = true;

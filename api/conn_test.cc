@@ -98,13 +98,20 @@ TEST_F(ConnTest, ConnReqNew_DefaultCfg_MakesResolvedIdCqAndQp) {
   EXPECT_CALL(backend_, IbvReqNotifyCq(_, 0));
   EXPECT_CALL(
       backend_,
-      RdmaCreateQp(_, _,
-                   AllOf(Field(&ibv_qp_init_attr::qp_type, IBV_QPT_RC),
-                         Field(&ibv_qp_init_attr::sq_sig_all, 0),
-                         Field(&ibv_qp_init_attr::srq, nullptr),
-                         Field(&ibv_qp_init_attr::cap,
-                               AllOf(Field(&ibv_qp_cap::max_send_wr, 10u),
-                                     Field(&ibv_qp_cap::max_recv_wr, 10u))))));
+      RdmaCreateQpEx(
+          _, AllOf(Field(&ibv_qp_init_attr_ex::qp_type, IBV_QPT_RC),
+                   Field(&ibv_qp_init_attr_ex::sq_sig_all, 0),
+                   Field(&ibv_qp_init_attr_ex::srq, nullptr),
+                   // As librpma: on the peer's PD, not an extended QP on a device without
+                   // native atomic write, 8 bytes inline for the emulated atomic write.
+                   Field(&ibv_qp_init_attr_ex::comp_mask, IBV_QP_INIT_ATTR_PD),
+                   Field(&ibv_qp_init_attr_ex::pd, NotNull()),
+                   Field(&ibv_qp_init_attr_ex::cap,
+                         AllOf(Field(&ibv_qp_cap::max_send_wr, 10u),
+                               Field(&ibv_qp_cap::max_recv_wr, 10u),
+                               Field(&ibv_qp_cap::max_send_sge, 1u),
+                               Field(&ibv_qp_cap::max_recv_sge, 1u),
+                               Field(&ibv_qp_cap::max_inline_data, 8u))))));
   rpma_conn_req* req = nullptr;
   ASSERT_EQ(rpma_conn_req_new(peer_, "10.0.0.2", "7204", nullptr, &req), 0);
   ::testing::Mock::VerifyAndClearExpectations(&backend_);
@@ -123,10 +130,9 @@ TEST_F(ConnTest, ConnReqNew_CfgSizesAndTimeout_AreUsed) {
   EXPECT_CALL(backend_, IbvCreateCompChannel(_, _)).Times(2);  // one per CQ
   EXPECT_CALL(backend_, IbvCreateCq(_, 20, _, _, _, _));
   EXPECT_CALL(backend_, IbvCreateCq(_, 30, _, _, _, _));
-  EXPECT_CALL(backend_, RdmaCreateQp(_, _,
-                                     Field(&ibv_qp_init_attr::cap,
-                                           AllOf(Field(&ibv_qp_cap::max_send_wr, 40u),
-                                                 Field(&ibv_qp_cap::max_recv_wr, 50u)))));
+  EXPECT_CALL(backend_, RdmaCreateQpEx(_, Field(&ibv_qp_init_attr_ex::cap,
+                                                AllOf(Field(&ibv_qp_cap::max_send_wr, 40u),
+                                                      Field(&ibv_qp_cap::max_recv_wr, 50u)))));
   rpma_conn_req* req = nullptr;
   ASSERT_EQ(rpma_conn_req_new(peer_, "10.0.0.2", "7204", cfg_, &req), 0);
   ASSERT_EQ(rpma_conn_req_delete(&req), 0);
@@ -235,7 +241,7 @@ TEST_F(ConnTest, ConnReqNew_ReqNotifyFails_ReturnsProvider) {
 
 TEST_F(ConnTest, ConnReqNew_CreateQpFails_ReturnsProvider_ReleasesCq) {
   InSequence in_order;
-  EXPECT_CALL(backend_, RdmaCreateQp(_, _, _)).WillOnce(Return(ENOMEM));
+  EXPECT_CALL(backend_, RdmaCreateQpEx(_, _)).WillOnce(Return(ENOMEM));
   EXPECT_CALL(backend_, IbvDestroyCq(_));
   EXPECT_CALL(backend_, IbvDestroyCompChannel(_));
   EXPECT_CALL(backend_, RdmaDestroyId(_));
@@ -581,7 +587,7 @@ TEST_F(EpTest, Incoming_AckedWhenTaken_KeepsPrivateData_AcceptsMigrates) {
   rpma_conn_req* req = nullptr;
   {
     InSequence in_order;
-    EXPECT_CALL(backend_, RdmaCreateQp(id, _, _));
+    EXPECT_CALL(backend_, RdmaCreateQpEx(id, _));
     EXPECT_CALL(backend_, RdmaAckCmEvent(event));
   }
   ASSERT_EQ(rpma_ep_next_conn_req(ep_, nullptr, &req), 0);
@@ -1376,7 +1382,7 @@ TEST_F(ConnTest, ConnReqNew_SharedChannelAndSrqWithRcq_ReturnsInval) {
   ASSERT_EQ(rpma_conn_cfg_set_compl_channel(cfg_, true), 0);
   EXPECT_CALL(backend_, IbvCreateCompChannel(_, _)).Times(0);
   EXPECT_CALL(backend_, IbvCreateCq(_, _, _, _, _, _)).Times(0);
-  EXPECT_CALL(backend_, RdmaCreateQp(_, _, _)).Times(0);
+  EXPECT_CALL(backend_, RdmaCreateQpEx(_, _)).Times(0);
   EXPECT_CALL(backend_, RdmaDestroyId(_));
   rpma_conn_req* req = nullptr;
   EXPECT_EQ(rpma_conn_req_new(peer_, "10.0.0.2", "7204", cfg_, &req), RPMA_E_INVAL);

@@ -135,7 +135,7 @@ TEST(MrOdpTest, MrReg_EopnotsuppOnOdpDevice_RetriesOnDemand) {
   NiceMock<MockBackend> backend;
   FakeProvider fake(&backend);
   EXPECT_CALL(backend, IbvQueryDeviceEx(fake.Context(), _))
-      .WillOnce(DoAll(SetArgPointee<1>(OdpCapableAttr()), Return(0)));
+      .WillRepeatedly(DoAll(SetArgPointee<1>(OdpCapableAttr()), Return(0)));
   rpma_peer* peer = nullptr;
   ASSERT_EQ(rpma_peer_new(fake.Context(), &peer), 0);
   char buffer[64];
@@ -170,7 +170,7 @@ TEST(MrOdpTest, MrReg_OtherErrnoOnOdpDevice_ReturnsProviderWithoutRetry) {
   NiceMock<MockBackend> backend;
   FakeProvider fake(&backend);
   EXPECT_CALL(backend, IbvQueryDeviceEx(_, _))
-      .WillOnce(DoAll(SetArgPointee<1>(OdpCapableAttr()), Return(0)));
+      .WillRepeatedly(DoAll(SetArgPointee<1>(OdpCapableAttr()), Return(0)));
   rpma_peer* peer = nullptr;
   ASSERT_EQ(rpma_peer_new(fake.Context(), &peer), 0);
   char buffer[64];

@@ -6,10 +6,13 @@
 // SGE and posts it; nothing here allocates or takes a lock. Thread-safe as ibv_post_send(3) is.
 //
 // How the two operations verbs does not spell directly travel through the Backend:
-//   * rpma_atomic_write: IBV_WR_ATOMIC_WRITE with IBV_SEND_INLINE and one 8-byte SGE over the
-//     caller's src (lkey 0): the provider copies the bytes when posting (as
-//     ibv_wr_atomic_write(3) does), so src may be reused as soon as the call returns. The
-//     completion's opcode is IBV_WC_ATOMIC_WRITE.
+//   * rpma_atomic_write, as librpma: where the device has native atomic write (found at
+//     rpma_peer_new), ibv_wr_atomic_write(3) through the extended post API of the connection's
+//     QP (made with IBV_QP_EX_WITH_ATOMIC_WRITE), completing with IBV_WC_ATOMIC_WRITE; else an
+//     8-byte RDMA WRITE with IBV_SEND_INLINE | IBV_SEND_FENCE (the QP takes 8 bytes inline),
+//     completing with IBV_WC_RDMA_WRITE: the fence holds it behind earlier RDMA READs (an
+//     emulated flush), and 8 aligned bytes land as one write. Either way the provider copies
+//     the 8 bytes when posting, so src may be reused as soon as the call returns.
 //   * rpma_flush: the installed verbs.h has no IBV_WR_FLUSH, so a flush is, as in librpma
 //     without native flush support, an RDMA READ of 8 bytes at dst + dst_offset into the
 //     connection's flush scratch (internal/mr.h), whatever len and the region's size are (a
@@ -56,6 +59,30 @@ int Post(rpma_conn* conn, ibv_send_wr* wr) {
   int err = ConnBackend(conn)->IbvPostSend(ConnQp(conn), wr, &bad_wr);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_post_send");
+    return RpmaErrorFromBackend(err);
+  }
+  return 0;
+}
+
+// Posts one native atomic write through the extended post API of conn's QP
+// (ibv_qp_to_qp_ex, ibv_wr_start, ibv_wr_atomic_write, ibv_wr_complete). Returns 0 or
+// RPMA_E_PROVIDER (logged).
+int PostAtomicWriteEx(rpma_conn* conn, uint32_t rkey, uint64_t remote_addr, const char src[8],
+                      int flags, const void* op_context) {
+  Backend* backend = ConnBackend(conn);
+  ibv_qp_ex* qpx = nullptr;
+  int err = backend->IbvQpToQpEx(ConnQp(conn), &qpx);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "ibv_qp_to_qp_ex");
+    return RpmaErrorFromBackend(err);
+  }
+  backend->IbvWrStart(qpx);
+  qpx->wr_id = reinterpret_cast<uint64_t>(op_context);
+  qpx->wr_flags = SignaledIf(flags);
+  backend->IbvWrAtomicWrite(qpx, rkey, remote_addr, src);
+  err = backend->IbvWrComplete(qpx);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "ibv_wr_complete");
     return RpmaErrorFromBackend(err);
   }
   return 0;
@@ -170,6 +197,11 @@ int rpma_atomic_write(struct rpma_conn* conn, struct rpma_mr_remote* dst, size_t
                    RPMA_ATOMIC_WRITE_ALIGNMENT);
     return RPMA_E_INVAL;
   }
+  const uint64_t remote_addr = softrpma::api::MrRemoteAddress(dst, dst_offset);
+  const uint32_t rkey = softrpma::api::MrRemoteRkey(dst);
+  if (softrpma::api::ConnNativeAtomicWrite(conn)) {
+    return softrpma::api::PostAtomicWriteEx(conn, rkey, remote_addr, src, flags, op_context);
+  }
   ibv_sge sge;
   sge.addr = reinterpret_cast<uint64_t>(src);
   sge.length = RPMA_ATOMIC_WRITE_ALIGNMENT;
@@ -177,12 +209,12 @@ int rpma_atomic_write(struct rpma_conn* conn, struct rpma_mr_remote* dst, size_t
   ibv_send_wr wr;
   std::memset(&wr, 0, sizeof(wr));
   wr.wr_id = reinterpret_cast<uint64_t>(op_context);
-  wr.opcode = IBV_WR_ATOMIC_WRITE;
+  wr.opcode = IBV_WR_RDMA_WRITE;
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  wr.wr.rdma.remote_addr = softrpma::api::MrRemoteAddress(dst, dst_offset);
-  wr.wr.rdma.rkey = softrpma::api::MrRemoteRkey(dst);
-  wr.send_flags = IBV_SEND_INLINE | softrpma::api::SignaledIf(flags);
+  wr.wr.rdma.remote_addr = remote_addr;
+  wr.wr.rdma.rkey = rkey;
+  wr.send_flags = IBV_SEND_INLINE | IBV_SEND_FENCE | softrpma::api::SignaledIf(flags);
   return softrpma::api::Post(conn, &wr);
 }
 

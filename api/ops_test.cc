@@ -22,7 +22,10 @@ using softrpma::testing::MockBackend;
 using softrpma::testing::ScopedAllocFailure;
 using softrpma::testing::ScopedLogCapture;
 using ::testing::_;
+using ::testing::AllOf;
 using ::testing::DoAll;
+using ::testing::Field;
+using ::testing::InSequence;
 using ::testing::Invoke;
 using ::testing::NiceMock;
 using ::testing::Return;
@@ -39,6 +42,7 @@ constexpr int kAlways = RPMA_F_COMPLETION_ALWAYS;
 class OpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    if (NativeAtomicWrite()) fake_.SetDeviceCapFlagsEx(softrpma::kDeviceCapAtomicWrite);
     ASSERT_EQ(rpma_peer_new(fake_.Context(), &peer_), 0);
     scratch_mr_.lkey = kScratchLkey;
     EXPECT_CALL(backend_, IbvRegMr(_, _, 8, IBV_ACCESS_LOCAL_WRITE, _))
@@ -62,6 +66,9 @@ class OpsTest : public ::testing::Test {
     ASSERT_EQ(rpma_conn_delete(&conn_), 0);
     ASSERT_EQ(rpma_peer_delete(&peer_), 0);
   }
+
+  // Whether the device reports native atomic write (ibv_query_device_ex at rpma_peer_new).
+  virtual bool NativeAtomicWrite() const { return false; }
 
   // A remote region of kRemoteSize bytes at kRemoteAddr, rkey kRemoteRkey, with `usage`.
   static rpma_mr_remote* Remote(int usage) {
@@ -110,15 +117,19 @@ class OpsTest : public ::testing::Test {
 
 // ---- rpma_atomic_write ----------------------------------------------------------------------
 
-TEST_F(OpsTest, AtomicWrite_PostsInlineAtomicWriteOf8Bytes) {
+// Without native atomic write, as librpma (mr.c): an 8-byte RDMA WRITE, inline (the QP takes 8
+// bytes inline: conn_test) and fenced behind earlier READs.
+TEST_F(OpsTest, AtomicWrite_NoNativeAtomicWrite_PostsInlineFencedWriteOf8Bytes) {
   const char src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   CaptureSend();
+  EXPECT_CALL(backend_, IbvQpToQpEx(_, _)).Times(0);
 
   ASSERT_EQ(rpma_atomic_write(conn_, remote_, 16, src, kAlways, &context_), 0);
 
-  EXPECT_EQ(wr_.opcode, IBV_WR_ATOMIC_WRITE);
+  EXPECT_EQ(wr_.opcode, IBV_WR_RDMA_WRITE);
   EXPECT_EQ(wr_.wr_id, reinterpret_cast<uint64_t>(&context_));
-  EXPECT_EQ(wr_.send_flags, static_cast<unsigned>(IBV_SEND_INLINE | IBV_SEND_SIGNALED));
+  EXPECT_EQ(wr_.send_flags,
+            static_cast<unsigned>(IBV_SEND_INLINE | IBV_SEND_FENCE | IBV_SEND_SIGNALED));
   ASSERT_EQ(wr_.num_sge, 1);
   EXPECT_EQ(sge_.addr, reinterpret_cast<uint64_t>(src));
   EXPECT_EQ(sge_.length, 8u);
@@ -130,7 +141,70 @@ TEST_F(OpsTest, AtomicWrite_CompletionOnErrorOnly_IsUnsignaled) {
   const char src[8] = {};
   CaptureSend();
   ASSERT_EQ(rpma_atomic_write(conn_, remote_, 0, src, RPMA_F_COMPLETION_ON_ERROR, nullptr), 0);
-  EXPECT_EQ(wr_.send_flags, static_cast<unsigned>(IBV_SEND_INLINE));
+  EXPECT_EQ(wr_.send_flags, static_cast<unsigned>(IBV_SEND_INLINE | IBV_SEND_FENCE));
+}
+
+// A device with native atomic write: the connection's QP is an extended QP with the atomic
+// write builder, and rpma_atomic_write posts through ibv_wr_atomic_write, as librpma does.
+class OpsNativeAtomicWriteTest : public OpsTest {
+ protected:
+  bool NativeAtomicWrite() const override { return true; }
+};
+
+TEST_F(OpsNativeAtomicWriteTest, ConnReqNew_MakesAnExtendedQpWithAtomicWrite) {
+  EXPECT_CALL(backend_,
+              RdmaCreateQpEx(_, AllOf(Field(&ibv_qp_init_attr_ex::comp_mask,
+                                            IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS),
+                                      Field(&ibv_qp_init_attr_ex::send_ops_flags,
+                                            IBV_QP_EX_WITH_ATOMIC_WRITE))));
+  rpma_conn_req* req = nullptr;
+  ASSERT_EQ(rpma_conn_req_new(peer_, "10.0.0.2", "7204", nullptr, &req), 0);
+  ASSERT_EQ(rpma_conn_req_delete(&req), 0);
+}
+
+TEST_F(OpsNativeAtomicWriteTest, AtomicWrite_PostsThroughTheExtendedPostApi) {
+  const char src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  ibv_qp_ex* qpx = reinterpret_cast<ibv_qp_ex*>(qp_);
+  ExpectNoPost();
+  {
+    InSequence in_order;
+    EXPECT_CALL(backend_, IbvQpToQpEx(qp_, _));
+    EXPECT_CALL(backend_, IbvWrStart(qpx));
+    EXPECT_CALL(backend_, IbvWrAtomicWrite(qpx, kRemoteRkey, kRemoteAddr + 16,
+                                           static_cast<const void*>(src)))
+        .WillOnce(Invoke([this](ibv_qp_ex* ex, uint32_t, uint64_t, const void*) {
+          EXPECT_EQ(ex->wr_id, reinterpret_cast<uint64_t>(&context_));
+          EXPECT_EQ(ex->wr_flags, static_cast<unsigned>(IBV_SEND_SIGNALED));
+        }));
+    EXPECT_CALL(backend_, IbvWrComplete(qpx));
+  }
+  ASSERT_EQ(rpma_atomic_write(conn_, remote_, 16, src, kAlways, &context_), 0);
+}
+
+TEST_F(OpsNativeAtomicWriteTest, AtomicWrite_CompletionOnErrorOnly_IsUnsignaled) {
+  const char src[8] = {};
+  EXPECT_CALL(backend_, IbvWrAtomicWrite(_, _, _, _))
+      .WillOnce(Invoke([](ibv_qp_ex* ex, uint32_t, uint64_t, const void*) {
+        EXPECT_EQ(ex->wr_flags, 0u);
+      }));
+  ASSERT_EQ(rpma_atomic_write(conn_, remote_, 0, src, RPMA_F_COMPLETION_ON_ERROR, nullptr), 0);
+}
+
+// ERRORS: "ibv_post_send(3) failed": here the post is ibv_wr_complete(3).
+TEST_F(OpsNativeAtomicWriteTest, AtomicWrite_WrCompleteFails_ReturnsProvider) {
+  const char src[8] = {};
+  EXPECT_CALL(backend_, IbvWrComplete(_)).WillOnce(Return(ENOMEM));
+  ScopedLogCapture capture;
+  EXPECT_EQ(rpma_atomic_write(conn_, remote_, 8, src, kAlways, nullptr), RPMA_E_PROVIDER);
+  EXPECT_TRUE(capture.Contains(RPMA_LOG_LEVEL_ERROR, "ibv_wr_complete() failed"))
+      << capture.Dump();
+}
+
+TEST_F(OpsNativeAtomicWriteTest, AtomicWrite_NoExtendedQp_ReturnsProvider) {
+  const char src[8] = {};
+  EXPECT_CALL(backend_, IbvQpToQpEx(_, _)).WillOnce(Return(softrpma::kNoErrno));
+  EXPECT_CALL(backend_, IbvWrStart(_)).Times(0);
+  EXPECT_EQ(rpma_atomic_write(conn_, remote_, 8, src, kAlways, nullptr), RPMA_E_PROVIDER);
 }
 
 // ERRORS: "conn, dst or src is NULL".

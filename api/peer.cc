@@ -20,6 +20,7 @@ struct rpma_peer {
   ibv_pd* pd;
   bool odp_capable;  // the device supports on-demand paging (ibv_query_device_ex)
   bool iwarp;        // the device's transport is iWARP
+  bool native_atomic_write;  // the device has ibv_wr_atomic_write (ibv_query_device_ex)
 };
 
 namespace softrpma::api {
@@ -27,6 +28,7 @@ namespace softrpma::api {
 Backend* PeerBackend(const rpma_peer* peer) { return peer->backend; }
 ibv_context* PeerContext(const rpma_peer* peer) { return peer->ctx; }
 ibv_pd* PeerPd(const rpma_peer* peer) { return peer->pd; }
+bool PeerNativeAtomicWrite(const rpma_peer* peer) { return peer->native_atomic_write; }
 
 bool DeviceIsOdpCapable(const ibv_device_attr_ex& attr) {
   const uint32_t general = attr.odp_caps.general_caps;
@@ -73,11 +75,24 @@ int rpma_peer_new(struct ibv_context* ibv_ctx, struct rpma_peer** peer_ptr) {
                    "rpma_utils_get_ibv_context()?)");
     return RPMA_E_PROVIDER;
   }
-  // As librpma: the device's capabilities first (on-demand paging decides whether a failed
-  // registration is retried with IBV_ACCESS_ON_DEMAND, see PeerRegMr).
+  // As librpma: the device's capabilities first, one query each: native atomic write (which
+  // decides how rpma_atomic_write posts, and how the connections' QPs are made), then
+  // on-demand paging (whether a failed registration is retried with IBV_ACCESS_ON_DEMAND, see
+  // PeerRegMr).
   ibv_device_attr_ex attr;
   std::memset(&attr, 0, sizeof(attr));
   int err = backend->IbvQueryDeviceEx(ibv_ctx, &attr);
+  if (err != 0) {
+    RPMA_LOG_PROVIDER_ERROR(err, "ibv_query_device_ex");
+    return softrpma::api::RpmaErrorFromBackend(err);
+  }
+  const bool native_atomic_write = (attr.device_cap_flags_ex & softrpma::kDeviceCapAtomicWrite) != 0;
+  if (!native_atomic_write) {
+    RPMA_LOG_INFO("the device has no native atomic write: rpma_atomic_write posts an 8-byte "
+                  "inline, fenced RDMA write instead");
+  }
+  std::memset(&attr, 0, sizeof(attr));
+  err = backend->IbvQueryDeviceEx(ibv_ctx, &attr);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_query_device_ex");
     return softrpma::api::RpmaErrorFromBackend(err);
@@ -94,7 +109,8 @@ int rpma_peer_new(struct ibv_context* ibv_ctx, struct rpma_peer** peer_ptr) {
     return softrpma::api::RpmaErrorFromBackend(
         err, softrpma::api::ErrorMapping{/*enomem_is_nomem=*/true, /*no_errno_is_unknown=*/true});
   }
-  rpma_peer* peer = softrpma::New<rpma_peer>(rpma_peer{backend, ibv_ctx, pd, odp_capable, iwarp});
+  rpma_peer* peer = softrpma::New<rpma_peer>(
+      rpma_peer{backend, ibv_ctx, pd, odp_capable, iwarp, native_atomic_write});
   if (peer == nullptr) {
     err = backend->IbvDeallocPd(pd);
     if (err != 0) RPMA_LOG_PROVIDER_ERROR(err, "ibv_dealloc_pd");

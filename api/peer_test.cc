@@ -26,11 +26,12 @@ class PeerTest : public ::testing::Test {
   FakeProvider fake_{&backend_};
 };
 
-// As librpma (peer.c): the device's capabilities are queried before the PD is made.
+// As librpma (peer.c): the device's capabilities are queried before the PD is made, once for
+// native atomic write and once for on-demand paging.
 TEST_F(PeerTest, PeerNew_QueriesTheDeviceThenAllocatesThePd) {
   {
     ::testing::InSequence in_order;
-    EXPECT_CALL(backend_, IbvQueryDeviceEx(fake_.Context(), _));
+    EXPECT_CALL(backend_, IbvQueryDeviceEx(fake_.Context(), _)).Times(2);
     EXPECT_CALL(backend_, IbvAllocPd(fake_.Context(), _));
   }
   rpma_peer* peer = nullptr;
@@ -40,6 +41,14 @@ TEST_F(PeerTest, PeerNew_QueriesTheDeviceThenAllocatesThePd) {
 
 TEST_F(PeerTest, PeerNew_QueryDeviceFails_ReturnsProvider) {
   EXPECT_CALL(backend_, IbvQueryDeviceEx(_, _)).WillOnce(Return(EIO));
+  EXPECT_CALL(backend_, IbvAllocPd(_, _)).Times(0);
+  rpma_peer* peer = nullptr;
+  EXPECT_EQ(rpma_peer_new(fake_.Context(), &peer), RPMA_E_PROVIDER);
+  EXPECT_EQ(peer, nullptr);
+}
+
+TEST_F(PeerTest, PeerNew_SecondQueryDeviceFails_ReturnsProvider) {
+  EXPECT_CALL(backend_, IbvQueryDeviceEx(_, _)).WillOnce(Return(0)).WillOnce(Return(EIO));
   EXPECT_CALL(backend_, IbvAllocPd(_, _)).Times(0);
   rpma_peer* peer = nullptr;
   EXPECT_EQ(rpma_peer_new(fake_.Context(), &peer), RPMA_E_PROVIDER);

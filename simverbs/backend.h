@@ -36,6 +36,11 @@ namespace softrpma {
 // example ibv_alloc_pd() returning NULL with errno 0).
 inline constexpr int kNoErrno = -1;
 
+// The ibv_device_attr_ex.device_cap_flags_ex bit of a device with native 8-byte atomic write
+// (ibv_wr_atomic_write(3)): the kernel's IB_UVERBS_DEVICE_ATOMIC_WRITE (1 << 40), which the
+// installed rdma/ib_user_verbs.h (rdma-core 44) predates.
+inline constexpr uint64_t kDeviceCapAtomicWrite = uint64_t{1} << 40;
+
 class Backend {
  public:
   Backend() = default;
@@ -113,6 +118,24 @@ class Backend {
   // ibv_post_recv(qp, wr, &bad_wr). Errors: ENOMEM (receive queue full), EINVAL.
   virtual int IbvPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) = 0;
 
+  // ---- Queue pairs: the extended post API (ibv_wr_post(3)) -----------------------------------
+  // A batch is IbvWrStart, then one builder per WR (the caller sets qpx->wr_id and
+  // qpx->wr_flags before each, as verbs has it), then IbvWrComplete, which posts the batch.
+  // Only the builders of the ops in the QP's send_ops_flags may be called.
+
+  // ibv_qp_to_qp_ex(qp). Errors: kNoErrno (the QP was not created with
+  // IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: verbs gives NULL).
+  virtual int IbvQpToQpEx(ibv_qp* qp, ibv_qp_ex** qpx) = 0;
+  // ibv_wr_start(qpx): opens a batch (the provider holds the send queue until it ends).
+  virtual void IbvWrStart(ibv_qp_ex* qpx) = 0;
+  // ibv_wr_atomic_write(qpx, rkey, remote_addr, atomic_wr): adds an 8-byte atomic write of the
+  // bytes at atomic_wr (copied now). REQUIRES: IBV_QP_EX_WITH_ATOMIC_WRITE in send_ops_flags.
+  virtual void IbvWrAtomicWrite(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr,
+                                const void* atomic_wr) = 0;
+  // ibv_wr_complete(qpx): posts the batch and ends it. Errors: as IbvPostSend's (nothing of
+  // the batch is posted then).
+  virtual int IbvWrComplete(ibv_qp_ex* qpx) = 0;
+
   // ---- Connection manager (rdma_cm) ---------------------------------------------------------
 
   // rdma_getaddrinfo(node, service, hints, &res); release with RdmaFreeaddrinfo.
@@ -148,8 +171,11 @@ class Backend {
   // RDMA_CM_EVENT_CONNECT_REQUEST events, each with a new id. Errors: EADDRINUSE, EINVAL.
   virtual int RdmaListen(rdma_cm_id* id, int backlog) = 0;
 
-  // rdma_create_qp(id, pd, attr): an RC QP bound to id (id->qp). Errors: EINVAL, ENOMEM.
-  virtual int RdmaCreateQp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* attr) = 0;
+  // rdma_create_qp_ex(id, attr): an RC QP bound to id (id->qp), on attr->pd (comp_mask has
+  // IBV_QP_INIT_ATTR_PD); with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS it is an extended QP
+  // (IbvQpToQpEx). Writes the granted capabilities back into attr->cap.
+  // Errors: EINVAL, ENOMEM, EOPNOTSUPP (send_ops_flags the device does not support).
+  virtual int RdmaCreateQpEx(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) = 0;
   // rdma_destroy_qp(id).
   virtual void RdmaDestroyQp(rdma_cm_id* id) = 0;
 

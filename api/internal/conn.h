@@ -14,6 +14,10 @@
 
 namespace softrpma::api {
 
+// The inline data a connection's QP takes (max_inline_data): the 8 bytes of rpma_atomic_write's
+// emulation, as librpma.
+inline constexpr uint32_t kQpMaxInlineData = RPMA_ATOMIC_WRITE_ALIGNMENT;
+
 // Everything a connection request made, handed over to the connection it becomes.
 struct ConnParts {
   Backend* backend = nullptr;
@@ -36,6 +40,8 @@ int ConnNew(const ConnParts& parts, rpma_conn** conn_ptr);
 Backend* ConnBackend(const rpma_conn* conn);
 rdma_cm_id* ConnCmId(const rpma_conn* conn);
 ibv_qp* ConnQp(const rpma_conn* conn);
+// Whether the connection's QP was made for native atomic write (PeerNativeAtomicWrite).
+bool ConnNativeAtomicWrite(const rpma_conn* conn);
 // Whether the other side declared direct write to PMem (rpma_conn_apply_remote_peer_cfg(3)).
 bool ConnDirectWriteToPmem(const rpma_conn* conn);
 // The connection's flush scratch (internal/mr.h), the target of rpma_flush's RDMA READ.

@@ -22,6 +22,9 @@ Backend* PeerBackend(const rpma_peer* peer);
 ibv_context* PeerContext(const rpma_peer* peer);
 // The peer's protection domain.
 ibv_pd* PeerPd(const rpma_peer* peer);
+// Whether the peer's device has native atomic write (ibv_wr_atomic_write(3)), found at
+// rpma_peer_new: its connections' QPs are then extended QPs (IBV_QP_EX_WITH_ATOMIC_WRITE).
+bool PeerNativeAtomicWrite(const rpma_peer* peer);
 
 // Whether a device with `attr` (ibv_query_device_ex) supports on-demand paging as librpma uses
 // it: in general, and on RC QPs for both RDMA writes and reads.

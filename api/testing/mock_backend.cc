@@ -15,7 +15,11 @@ FakeProvider::FakeProvider(MockBackend* backend) {
   src_addr_.sin_family = AF_INET;
   dst_addr_.sin_family = AF_INET;
   ON_CALL(*backend, Name()).WillByDefault(Return("mock"));
-  ON_CALL(*backend, IbvQueryDeviceEx(_, _)).WillByDefault(Return(0));
+  ON_CALL(*backend, IbvQueryDeviceEx(_, _))
+      .WillByDefault(Invoke([this](ibv_context*, ibv_device_attr_ex* attr) {
+        attr->device_cap_flags_ex = device_cap_flags_ex_;
+        return 0;
+      }));
   ON_CALL(*backend, IbvAllocPd(_, _)).WillByDefault(Invoke([this](ibv_context* ctx, ibv_pd** pd) {
     pds_.emplace_back();
     pds_.back().context = ctx;
@@ -77,6 +81,11 @@ FakeProvider::FakeProvider(MockBackend* backend) {
   ON_CALL(*backend, IbvPostSrqRecv(_, _, _)).WillByDefault(Return(0));
   ON_CALL(*backend, IbvPostSend(_, _, _)).WillByDefault(Return(0));
   ON_CALL(*backend, IbvPostRecv(_, _, _)).WillByDefault(Return(0));
+  ON_CALL(*backend, IbvQpToQpEx(_, _)).WillByDefault(Invoke([](ibv_qp* qp, ibv_qp_ex** qpx) {
+    *qpx = reinterpret_cast<ibv_qp_ex*>(qp);  // qp is the qp_base of one of qps_
+    return 0;
+  }));
+  ON_CALL(*backend, IbvWrComplete(_)).WillByDefault(Return(0));
   ON_CALL(*backend, RdmaGetaddrinfo(_, _, _, _))
       .WillByDefault(Invoke([this](const char*, const char*, const rdma_addrinfo* hints,
                                    rdma_addrinfo** res) {
@@ -123,12 +132,12 @@ FakeProvider::FakeProvider(MockBackend* backend) {
       }));
   ON_CALL(*backend, RdmaResolveRoute(_, _)).WillByDefault(Return(0));
   ON_CALL(*backend, RdmaListen(_, _)).WillByDefault(Return(0));
-  ON_CALL(*backend, RdmaCreateQp(_, _, _))
-      .WillByDefault(Invoke([this](rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* attr) {
+  ON_CALL(*backend, RdmaCreateQpEx(_, _))
+      .WillByDefault(Invoke([this](rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
         qps_.emplace_back();
-        ibv_qp& made = qps_.back();
+        ibv_qp& made = qps_.back().qp_base;
         made.context = id->verbs;
-        made.pd = pd;
+        made.pd = attr->pd;
         made.send_cq = attr->send_cq;
         made.recv_cq = attr->recv_cq;
         made.srq = attr->srq;

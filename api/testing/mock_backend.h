@@ -51,6 +51,10 @@ class MockBackend : public Backend {
   MOCK_METHOD(int, IbvPostSrqRecv, (ibv_srq*, ibv_recv_wr*, ibv_recv_wr**), (override));
   MOCK_METHOD(int, IbvPostSend, (ibv_qp*, ibv_send_wr*, ibv_send_wr**), (override));
   MOCK_METHOD(int, IbvPostRecv, (ibv_qp*, ibv_recv_wr*, ibv_recv_wr**), (override));
+  MOCK_METHOD(int, IbvQpToQpEx, (ibv_qp*, ibv_qp_ex**), (override));
+  MOCK_METHOD(void, IbvWrStart, (ibv_qp_ex*), (override));
+  MOCK_METHOD(void, IbvWrAtomicWrite, (ibv_qp_ex*, uint32_t, uint64_t, const void*), (override));
+  MOCK_METHOD(int, IbvWrComplete, (ibv_qp_ex*), (override));
   MOCK_METHOD(int, RdmaGetaddrinfo,
               (const char*, const char*, const rdma_addrinfo*, rdma_addrinfo**), (override));
   MOCK_METHOD(void, RdmaFreeaddrinfo, (rdma_addrinfo*), (override));
@@ -64,7 +68,7 @@ class MockBackend : public Backend {
   MOCK_METHOD(int, RdmaResolveAddr, (rdma_cm_id*, sockaddr*, sockaddr*, int), (override));
   MOCK_METHOD(int, RdmaResolveRoute, (rdma_cm_id*, int), (override));
   MOCK_METHOD(int, RdmaListen, (rdma_cm_id*, int), (override));
-  MOCK_METHOD(int, RdmaCreateQp, (rdma_cm_id*, ibv_pd*, ibv_qp_init_attr*), (override));
+  MOCK_METHOD(int, RdmaCreateQpEx, (rdma_cm_id*, ibv_qp_init_attr_ex*), (override));
   MOCK_METHOD(void, RdmaDestroyQp, (rdma_cm_id*), (override));
   MOCK_METHOD(int, RdmaConnect, (rdma_cm_id*, rdma_conn_param*), (override));
   MOCK_METHOD(int, RdmaAccept, (rdma_cm_id*, rdma_conn_param*), (override));
@@ -88,6 +92,8 @@ class FakeProvider final {
   // device's transport is IBV_TRANSPORT_IB unless SetTransport says otherwise.
   ibv_context* Context() { return &context_; }
   void SetTransport(ibv_transport_type transport) { device_.transport_type = transport; }
+  // The device_cap_flags_ex IbvQueryDeviceEx reports (default 0: e.g. no native atomic write).
+  void SetDeviceCapFlagsEx(uint64_t flags) { device_cap_flags_ex_ = flags; }
 
   // An rdma_cm event of `type` for `id` carrying `pdata` (copied), to be returned from a mocked
   // RdmaGetCmEvent. Lives until the FakeProvider dies.
@@ -116,13 +122,14 @@ class FakeProvider final {
   std::deque<ibv_comp_channel> comp_channels_;
   std::deque<ibv_cq> cqs_;
   std::deque<ibv_srq> srqs_;
-  std::deque<ibv_qp> qps_;
+  std::deque<ibv_qp_ex> qps_;  // qp_base is the ibv_qp; IbvQpToQpEx gives the ibv_qp_ex
   std::deque<rdma_addrinfo> addrinfos_;
   std::deque<rdma_event_channel> event_channels_;
   std::deque<rdma_cm_id> ids_;
   std::deque<rdma_cm_event> events_;
   std::deque<std::vector<uint8_t>> event_data_;
   int next_fd_ = 100;
+  uint64_t device_cap_flags_ex_ = 0;
 };
 
 }  // namespace softrpma::testing

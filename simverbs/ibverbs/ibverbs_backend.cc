@@ -99,6 +99,21 @@ class IbverbsBackend final : public Backend {
     return ConvertReturnedErrno(::ibv_post_recv(qp, wr, bad_wr));
   }
 
+  int IbvQpToQpEx(ibv_qp* qp, ibv_qp_ex** qpx) override {
+    ibv_qp_ex* const result = ::ibv_qp_to_qp_ex(qp);
+    if (result == nullptr) return kNoErrno;
+    *qpx = result;
+    return 0;
+  }
+  void IbvWrStart(ibv_qp_ex* qpx) override { ::ibv_wr_start(qpx); }
+  void IbvWrAtomicWrite(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr,
+                        const void* atomic_wr) override {
+    // A provider leaves the builders of ops outside the QP's send_ops_flags unset: calling one
+    // would jump to NULL. The batch then posts without it (a caller breaking the REQUIRES).
+    if (qpx->wr_atomic_write != nullptr) ::ibv_wr_atomic_write(qpx, rkey, remote_addr, atomic_wr);
+  }
+  int IbvWrComplete(ibv_qp_ex* qpx) override { return ConvertReturnedErrno(::ibv_wr_complete(qpx)); }
+
   int RdmaGetaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
                       rdma_addrinfo** res) override {
     rdma_addrinfo* result = nullptr;
@@ -146,8 +161,8 @@ class IbverbsBackend final : public Backend {
     return ConvertMinusOneErrno([&] { return ::rdma_listen(id, backlog); });
   }
 
-  int RdmaCreateQp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* attr) override {
-    return ConvertMinusOneErrno([&] { return ::rdma_create_qp(id, pd, attr); });
+  int RdmaCreateQpEx(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) override {
+    return ConvertMinusOneErrno([&] { return ::rdma_create_qp_ex(id, attr); });
   }
   void RdmaDestroyQp(rdma_cm_id* id) override { ::rdma_destroy_qp(id); }
 

@@ -345,8 +345,11 @@ int ConnectionManager::Listen(SimCmId* id) {
   return 0;
 }
 
-int ConnectionManager::CreateQp(SimCmId* id, SimPd* pd, ibv_qp_init_attr* attr) {
-  if (pd == nullptr || attr == nullptr) return EINVAL;
+int ConnectionManager::CreateQp(SimCmId* id, ibv_qp_init_attr_ex* attr) {
+  if (attr == nullptr || (attr->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr->pd == nullptr) {
+    return EINVAL;
+  }
+  SimPd* pd = to_sim(attr->pd);
   softrpma::MutexLock lock(&mu_);
   if (id->id.verbs == nullptr || pd->pd.context != id->id.verbs) return EINVAL;
   if (id->id.qp != nullptr) return EINVAL;
@@ -356,7 +359,7 @@ int ConnectionManager::CreateQp(SimCmId* id, SimPd* pd, ibv_qp_init_attr* attr) 
     join = to_sim(id->peer->id.qp)->link;
   }
   SimQp* qp = nullptr;
-  const int err = sim::CreateQp(pd, attr, join, &qp);
+  const int err = sim::CreateQp(attr, join, &qp);
   if (err != 0) return err;
   if (TraceOn()) {
     TraceEvent("create_qp qp=%u id=%u send_cq=%u recv_cq=%u srq=%u", qp->qp.qp_num, id->serial,

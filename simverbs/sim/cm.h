@@ -205,7 +205,7 @@ class ConnectionManager final {
       ABSL_LOCKS_EXCLUDED(mu_);
   int ResolveRoute(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
   int Listen(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
-  int CreateQp(SimCmId* id, SimPd* pd, ibv_qp_init_attr* attr) ABSL_LOCKS_EXCLUDED(mu_);
+  int CreateQp(SimCmId* id, ibv_qp_init_attr_ex* attr) ABSL_LOCKS_EXCLUDED(mu_);
   void DestroyQp(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
   // `fault`: kNone, or how the connection ends (kReject, kUnreachable, kLost; Accept also
   // kDisconnect). Applied only when the call is valid (its EINVAL checks come first).

@@ -181,12 +181,14 @@ TEST_F(CmTest, Connect_Accept_EstablishedWithPrivateDataBothWays) {
   ASSERT_EQ(backend_->IbvAllocPd(ctx, &conn.passive.pd), 0);
   ASSERT_EQ(backend_->IbvCreateCq(ctx, 8, nullptr, nullptr, 0, &conn.passive.send_cq), 0);
   conn.passive.recv_cq = conn.passive.send_cq;
-  ibv_qp_init_attr attr{};
+  ibv_qp_init_attr_ex attr{};
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+  attr.pd = conn.passive.pd;
   attr.send_cq = attr.recv_cq = conn.passive.send_cq;
   attr.cap.max_send_wr = attr.cap.max_recv_wr = 4;
   attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
   attr.qp_type = IBV_QPT_RC;
-  ASSERT_EQ(backend_->RdmaCreateQp(conn.passive.id, conn.passive.pd, &attr), 0);
+  ASSERT_EQ(backend_->RdmaCreateQpEx(conn.passive.id, &attr), 0);
   EXPECT_EQ(conn.passive.id->qp->state, IBV_QPS_INIT);
   rdma_conn_param param{};
   param.private_data = options.accept_private_data.data();
@@ -373,11 +375,13 @@ TEST_F(CmTest, Accept_ActiveGone_Unreachable) {
   ibv_cq* cq = nullptr;
   ASSERT_EQ(backend_->IbvAllocPd(request_id->verbs, &pd), 0);
   ASSERT_EQ(backend_->IbvCreateCq(request_id->verbs, 4, nullptr, nullptr, 0, &cq), 0);
-  ibv_qp_init_attr attr{};
+  ibv_qp_init_attr_ex attr{};
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+  attr.pd = pd;
   attr.send_cq = attr.recv_cq = cq;
   attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
   attr.qp_type = IBV_QPT_RC;
-  ASSERT_EQ(backend_->RdmaCreateQp(request_id, pd, &attr), 0);
+  ASSERT_EQ(backend_->RdmaCreateQpEx(request_id, &attr), 0);
 
   ASSERT_EQ(backend_->RdmaAccept(request_id, nullptr), 0);
 
@@ -431,15 +435,28 @@ TEST_F(CmTest, CreateQp_NonRc_Einval_CapsAboveLimits_Einval) {
   ASSERT_EQ(backend_->RdmaCreateId(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
   sockaddr_in dst = Ipv4("127.0.0.1", 7204);
   ASSERT_EQ(backend_->RdmaResolveAddr(id, nullptr, AsSockaddr(&dst), 100), 0);
-  ibv_qp_init_attr attr{};
+  ibv_qp_init_attr_ex attr{};
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+  attr.pd = conn.active.pd;
   attr.send_cq = attr.recv_cq = conn.active.send_cq;
   attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
   attr.qp_type = IBV_QPT_UD;
 
-  EXPECT_EQ(backend_->RdmaCreateQp(id, conn.active.pd, &attr), EINVAL);
+  EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EINVAL);
   attr.qp_type = IBV_QPT_RC;
   attr.cap.max_send_sge = 1000;
-  EXPECT_EQ(backend_->RdmaCreateQp(id, conn.active.pd, &attr), EINVAL);
+  EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EINVAL);
+  attr.cap.max_send_sge = 1;
+  attr.comp_mask = 0;  // no PD
+  EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EINVAL);
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EINVAL);
+  // The extended post API: only atomic write, and only on a device that reports it.
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  attr.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE;
+  EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EOPNOTSUPP);
+  attr.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+  EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EOPNOTSUPP);
   EXPECT_EQ(id->qp, nullptr);
   EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
 }

@@ -6,11 +6,13 @@
 #include <cstring>
 
 #include "simverbs/alloc.h"
+#include "simverbs/backend.h"
 
 namespace softrpma::sim {
 namespace {
 
 std::atomic<bool> g_odp_supported{false};
+std::atomic<bool> g_atomic_write_supported{false};
 
 // The static ibv_device every SimDevice context points at.
 ibv_device MakeDevice() {
@@ -44,6 +46,12 @@ void SetOdpSupported(bool supported) {
 }
 
 bool OdpSupported() { return g_odp_supported.load(std::memory_order_relaxed); }
+
+void SetAtomicWriteSupported(bool supported) {
+  g_atomic_write_supported.store(supported, std::memory_order_relaxed);
+}
+
+bool AtomicWriteSupported() { return g_atomic_write_supported.load(std::memory_order_relaxed); }
 
 SimDevice::SimDevice() {
   std::memset(&context, 0, sizeof(context));
@@ -87,6 +95,7 @@ void SimDevice::Query(ibv_device_attr_ex* attr) const {
   a.local_ca_ack_delay = 15;
   a.phys_port_cnt = 1;
   attr->phys_port_cnt_ex = 1;
+  if (AtomicWriteSupported()) attr->device_cap_flags_ex |= kDeviceCapAtomicWrite;
   if (OdpSupported()) {
     attr->odp_caps.general_caps = IBV_ODP_SUPPORT;
     attr->odp_caps.per_transport_caps.rc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |

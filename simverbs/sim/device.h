@@ -46,6 +46,13 @@ inline constexpr int kKnownAccessFlags =
 // Whether the device reports on-demand paging (default false). Thread-safe.
 void SetOdpSupported(bool supported);
 bool OdpSupported();
+// Whether the device reports native atomic write (kDeviceCapAtomicWrite in
+// device_cap_flags_ex) and accepts IBV_QP_EX_WITH_ATOMIC_WRITE (default false: most deployed
+// NICs, and librpma built against rdma-core 44, use the RDMA WRITE emulation). Thread-safe.
+void SetAtomicWriteSupported(bool supported);
+bool AtomicWriteSupported();
+// The variable that sets it when the simulated NIC starts: "1" (native) or "0".
+inline constexpr char kNativeAtomicWriteEnvVar[] = "RPMA_SIM_NATIVE_ATOMIC_WRITE";
 
 // The one simulated device. Created once by the backend and never destroyed.
 struct SimDevice final {

@@ -96,6 +96,10 @@ constexpr FaultPointInfo kFaultPointTable[] = {
     {FP::kIbvPostRecv, "ibv_post_recv", kPost, true,
      "post a receive; fails rpma_recv and rpma_conn_req_recv (RPMA_E_PROVIDER); wc_status, "
      "delay, lost, disconnect as for ibv_post_send"},
+    {FP::kIbvWrComplete, "ibv_wr_complete", kPost, true,
+     "post a batch of the extended post API (rpma_atomic_write on a device with native atomic "
+     "write); fails it (RPMA_E_PROVIDER); wc_status, delay, lost, disconnect as for "
+     "ibv_post_send"},
     {FP::kRdmaGetaddrinfo, "rdma_getaddrinfo", kFail, false,
      "resolve an address string; fails rpma_utils_get_ibv_context, rpma_ep_listen and "
      "rpma_conn_req_new (RPMA_E_PROVIDER)"},
@@ -124,7 +128,7 @@ constexpr FaultPointInfo kFaultPointTable[] = {
      "resolve the route to the peer; fails rpma_conn_req_new (RPMA_E_PROVIDER)"},
     {FP::kRdmaListen, "rdma_listen", kFail, false,
      "listen for connection requests; fails rpma_ep_listen (RPMA_E_PROVIDER)"},
-    {FP::kRdmaCreateQp, "rdma_create_qp", kFail, false,
+    {FP::kRdmaCreateQpEx, "rdma_create_qp_ex", kFail, false,
      "create the connection's queue pair; fails rpma_conn_req_new and rpma_ep_next_conn_req "
      "(RPMA_E_PROVIDER)"},
     {FP::kRdmaDestroyQp, "rdma_destroy_qp", kCount, false,

@@ -166,10 +166,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "ibv_req_notify_cq, not for ibv_get_cq_event"},
         BadSpec{"ibv_poll_cq:wc_status=IBV_WC_LOC_LEN_ERR",
                 "fault spec rule 1, column 13: action wc_status is valid only for "
-                "ibv_post_send, ibv_post_recv, not for ibv_poll_cq"},
+                "ibv_post_send, ibv_post_recv, ibv_wr_complete, not for ibv_poll_cq"},
         BadSpec{"ibv_post_srq_recv:delay=5",
                 "fault spec rule 1, column 19: action delay is valid only for ibv_post_send, "
-                "ibv_post_recv, not for ibv_post_srq_recv"},
+                "ibv_post_recv, ibv_wr_complete, not for ibv_post_srq_recv"},
         BadSpec{"ibv_post_send:reject",
                 "fault spec rule 1, column 15: action reject is valid only for rdma_connect, "
                 "rdma_accept, not for ibv_post_send"},
@@ -178,10 +178,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "rdma_connect, rdma_accept, not for rdma_listen"},
         BadSpec{"rdma_connect:disconnect",
                 "fault spec rule 1, column 14: action disconnect is valid only for "
-                "ibv_post_send, ibv_post_recv, rdma_accept, not for rdma_connect"},
+                "ibv_post_send, ibv_post_recv, ibv_wr_complete, rdma_accept, not for "
+                "rdma_connect"},
         BadSpec{"ibv_poll_cq:lost",
                 "fault spec rule 1, column 13: action lost is valid only for ibv_post_send, "
-                "ibv_post_recv, rdma_connect, rdma_accept, not for ibv_poll_cq"},
+                "ibv_post_recv, ibv_wr_complete, rdma_connect, rdma_accept, not for "
+                "ibv_poll_cq"},
         // Values of actions.
         BadSpec{"rdma_connect:reject=1",
                 "fault spec rule 1, column 14: action reject takes no value; write just reject"},
@@ -235,8 +237,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "fault spec rule 1, column 31: duplicate condition \"prob\""},
         BadSpec{"ibv_poll_cq:fail=EIO:qp=17",
                 "fault spec rule 1, column 22: condition qp is valid only for ibv_post_send, "
-                "ibv_post_recv, rdma_connect, rdma_accept, rdma_disconnect, not for "
-                "ibv_poll_cq"},
+                "ibv_post_recv, ibv_wr_complete, rdma_connect, rdma_accept, rdma_disconnect, "
+                "not for ibv_poll_cq"},
         BadSpec{"ibv_post_send:fail=EIO:qp=0",
                 "fault spec rule 1, column 27: bad number \"0\" for qp (expected a QP number "
                 "from 1 to 4294967295)"},

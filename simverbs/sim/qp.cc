@@ -39,8 +39,23 @@ struct Segments {
 uint8_t* AsPtr(uint64_t addr) { return reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(addr)); }
 
 // Copies `src` into `dst` piece by piece. REQUIRES: dst.total >= src.total. memmove: the two
-// sides may be the same memory (a loopback connection).
+// sides may be the same memory (a loopback connection). Exactly 8 bytes into an 8-byte aligned
+// word are one atomic store, as one PCIe write of a NIC is (librpma's emulated atomic write
+// relies on it): a concurrent reader sees the old or the new word, never a mix.
 void Copy(const Segments& src, const Segments& dst) {
+  if (src.total == sizeof(uint64_t) && dst.count > 0 && dst.pieces[0].length >= sizeof(uint64_t) &&
+      reinterpret_cast<uintptr_t>(dst.pieces[0].ptr) % sizeof(uint64_t) == 0) {
+    uint8_t bytes[sizeof(uint64_t)];
+    uint64_t offset = 0;
+    for (int s = 0; s < src.count; ++s) {
+      std::memcpy(bytes + offset, src.pieces[s].ptr, src.pieces[s].length);
+      offset += src.pieces[s].length;
+    }
+    uint64_t value = 0;
+    std::memcpy(&value, bytes, sizeof(value));
+    __atomic_store_n(reinterpret_cast<uint64_t*>(dst.pieces[0].ptr), value, __ATOMIC_SEQ_CST);
+    return;
+  }
   int d = 0;
   uint64_t d_off = 0;
   for (int s = 0; s < src.count; ++s) {
@@ -661,9 +676,12 @@ void HandleResponseLocked(SimLink* link, SimQp* qp, const wire::Header& response
   if (qp->state == IBV_QPS_RTS) ProgressRemoteLocked(link, qp);  // a failing WR may be next
 }
 
-// Checks one send WR against the QP's limits. Returns 0 or EINVAL; sets *length.
-int ValidateSend(const SimQp* qp, const ibv_send_wr* wr, uint64_t* length) {
+// Checks one send WR against the QP's limits. `extended`: built by the extended post API,
+// the only way an atomic write is posted (mlx5's ibv_post_send rejects the opcode). Returns 0
+// or EINVAL; sets *length.
+int ValidateSend(const SimQp* qp, const ibv_send_wr* wr, bool extended, uint64_t* length) {
   if (!SupportedOpcode(wr->opcode)) return EINVAL;
+  if (wr->opcode == IBV_WR_ATOMIC_WRITE && !extended) return EINVAL;
   if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp->cap.max_send_sge) {
     return EINVAL;
   }
@@ -738,7 +756,7 @@ SimQp::SimQp(SimPd* sim_pd, const ibv_qp_init_attr& attr, std::shared_ptr<SimLin
       sq_sig_all(attr.sq_sig_all != 0),
       link(std::move(qp_link)),
       side(qp_side) {
-  std::memset(&qp, 0, sizeof(qp));
+  std::memset(&qp_ex, 0, sizeof(qp_ex));
   qp.context = sim_pd->pd.context;
   qp.qp_context = attr.qp_context;
   qp.pd = &sim_pd->pd;
@@ -775,8 +793,35 @@ SimQp::~SimQp() {
   pthread_mutex_destroy(&qp.mutex);
 }
 
-int CreateQp(SimPd* pd, ibv_qp_init_attr* attr, const std::shared_ptr<SimLink>& join, SimQp** qp) {
-  if (attr == nullptr || attr->qp_type != IBV_QPT_RC) return EINVAL;
+int CreateQp(ibv_qp_init_attr_ex* attr_ex, const std::shared_ptr<SimLink>& join, SimQp** qp) {
+  if (attr_ex == nullptr || (attr_ex->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 ||
+      attr_ex->pd == nullptr) {
+    return EINVAL;
+  }
+  if ((attr_ex->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) != 0) {
+    return EINVAL;  // XRC, TSO, RSS, create flags...: not an RC QP of this device
+  }
+  uint64_t send_ops_flags = 0;
+  if ((attr_ex->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0) {
+    send_ops_flags = attr_ex->send_ops_flags;
+    // Only the atomic write builder is modelled, and only a device with the capability has it.
+    if (send_ops_flags == 0 || send_ops_flags != IBV_QP_EX_WITH_ATOMIC_WRITE ||
+        !AtomicWriteSupported()) {
+      return EOPNOTSUPP;
+    }
+  }
+  SimPd* pd = to_sim(attr_ex->pd);
+  ibv_qp_init_attr plain;
+  std::memset(&plain, 0, sizeof(plain));
+  plain.qp_context = attr_ex->qp_context;
+  plain.send_cq = attr_ex->send_cq;
+  plain.recv_cq = attr_ex->recv_cq;
+  plain.srq = attr_ex->srq;
+  plain.cap = attr_ex->cap;
+  plain.qp_type = attr_ex->qp_type;
+  plain.sq_sig_all = attr_ex->sq_sig_all;
+  ibv_qp_init_attr* attr = &plain;
+  if (attr->qp_type != IBV_QPT_RC) return EINVAL;
   if (attr->send_cq == nullptr || attr->recv_cq == nullptr) return EINVAL;
   ibv_context* context = pd->pd.context;
   if (attr->send_cq->context != context || attr->recv_cq->context != context) return EINVAL;
@@ -823,6 +868,8 @@ int CreateQp(SimPd* pd, ibv_qp_init_attr* attr, const std::shared_ptr<SimLink>& 
   sim_qp->send_cq->users.fetch_add(1, std::memory_order_acq_rel);
   sim_qp->recv_cq->users.fetch_add(1, std::memory_order_acq_rel);
   if (sim_qp->srq != nullptr) sim_qp->srq->users.fetch_add(1, std::memory_order_acq_rel);
+  sim_qp->send_ops_flags = send_ops_flags;
+  attr_ex->cap = plain.cap;
   *qp = sim_qp;
   return 0;
 }
@@ -935,7 +982,9 @@ int DestroySrq(SimSrq* srq) {
   return 0;
 }
 
-int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault) {
+// ibv_post_send, and ibv_wr_complete's post of its batch (`extended`).
+int PostSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault,
+                bool extended) {
   SimLink* link = qp->link.get();
   softrpma::MutexLock lock(&link->mu);
   CheckOverflowLocked(qp);
@@ -946,7 +995,7 @@ int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fa
       break;
     }
     uint64_t length = 0;
-    err = ValidateSend(qp, wr, &length);
+    err = ValidateSend(qp, wr, extended, &length);
     if (err != 0) break;
     if (qp->sq_in_use.load(std::memory_order_acquire) >= qp->cap.max_send_wr) {
       err = ENOMEM;
@@ -996,6 +1045,72 @@ int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fa
     return err;
   }
   return 0;
+}
+
+int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault) {
+  return PostSendWrs(qp, wr, bad_wr, fault, /*extended=*/false);
+}
+
+void WrStart(SimQp* qp) {
+  qp->ex_mu.Lock();
+  qp->ex_batch.clear();
+  qp->ex_error = 0;
+}
+
+void WrAtomicWrite(SimQp* qp, uint32_t rkey, uint64_t remote_addr, const void* atomic_wr) {
+  if ((qp->send_ops_flags & IBV_QP_EX_WITH_ATOMIC_WRITE) == 0 || atomic_wr == nullptr) {
+    if (qp->ex_error == 0) qp->ex_error = EINVAL;
+    return;
+  }
+  if (qp->ex_batch.size() >= qp->cap.max_send_wr) {
+    if (qp->ex_error == 0) qp->ex_error = ENOMEM;
+    return;
+  }
+  ExtendedWr wr;
+  wr.wr_id = qp->qp_ex.wr_id;
+  wr.wr_flags = qp->qp_ex.wr_flags;
+  wr.rkey = rkey;
+  wr.remote_addr = remote_addr;
+  std::memcpy(&wr.value, atomic_wr, sizeof(wr.value));
+  qp->ex_batch.push_back(wr);
+}
+
+int WrComplete(SimQp* qp, const WrFault& fault) {
+  int err = qp->ex_error;
+  if (err == 0 && !qp->ex_batch.empty()) {
+    // The batch as the WR list ibv_post_send would take (built here, not on the data path of
+    // ordinary posts).
+    std::vector<ibv_sge> sges(qp->ex_batch.size());
+    std::vector<ibv_send_wr> wrs(qp->ex_batch.size());
+    for (size_t i = 0; i < qp->ex_batch.size(); ++i) {
+      ExtendedWr& built = qp->ex_batch[i];
+      sges[i].addr = reinterpret_cast<uint64_t>(&built.value);
+      sges[i].length = sizeof(built.value);
+      sges[i].lkey = 0;
+      ibv_send_wr& wr = wrs[i];
+      std::memset(&wr, 0, sizeof(wr));
+      wr.wr_id = built.wr_id;
+      wr.next = i + 1 < wrs.size() ? &wrs[i + 1] : nullptr;
+      wr.sg_list = &sges[i];
+      wr.num_sge = 1;
+      wr.opcode = IBV_WR_ATOMIC_WRITE;
+      wr.send_flags = static_cast<unsigned int>(built.wr_flags) | IBV_SEND_INLINE;
+      wr.wr.rdma.remote_addr = built.remote_addr;
+      wr.wr.rdma.rkey = built.rkey;
+    }
+    ibv_send_wr* bad_wr = nullptr;
+    err = PostSendWrs(qp, wrs.data(), &bad_wr, fault, /*extended=*/true);
+  }
+  qp->ex_batch.clear();
+  qp->ex_error = 0;
+  qp->ex_mu.Unlock();
+  return err;
+}
+
+void WrAbort(SimQp* qp) {
+  qp->ex_batch.clear();
+  qp->ex_error = 0;
+  qp->ex_mu.Unlock();
 }
 
 int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr, const WrFault& fault) {

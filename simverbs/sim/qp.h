@@ -41,12 +41,20 @@
 //     its completion is there, every earlier RDMA WRITE of that QP is in the responder's
 //     memory. rpma_flush(3) relies on this (IBV_WR_FLUSH is not defined by the installed
 //     verbs.h, so it is not modelled).
-//   * IBV_WR_ATOMIC_WRITE (defined by the installed verbs.h) takes exactly 8 bytes, from an SGE
-//     or inline (IBV_SEND_INLINE: copied at post time, whatever max_inline_data says, as
-//     ibv_wr_atomic_write carries them in the WQE), and stores them at an 8-byte aligned remote
-//     address (REMOTE_WRITE access) with one atomic 8-byte store, so a concurrent reader of
-//     that word sees the old or the new value, never a mix. A misaligned remote address gives
-//     IBV_WC_REM_INV_REQ_ERR. Completion opcode IBV_WC_ATOMIC_WRITE, byte_len 8.
+//   * 8-byte atomic write (IBV_WR_ATOMIC_WRITE) is posted only through the extended post API,
+//     as on mlx5: ibv_wr_atomic_write on a QP created by rdma_create_qp_ex with
+//     IBV_QP_EX_WITH_ATOMIC_WRITE in send_ops_flags, which only a device reporting the
+//     capability accepts (SetAtomicWriteSupported, device.h); ibv_post_send rejects the opcode
+//     (EINVAL). Its 8 bytes are copied when the WR is built; they are stored at an 8-byte
+//     aligned remote address (REMOTE_WRITE access) with one atomic 8-byte store, so a
+//     concurrent reader of that word sees the old or the new value, never a mix. A misaligned
+//     remote address gives IBV_WC_REM_INV_REQ_ERR. Completion opcode IBV_WC_ATOMIC_WRITE,
+//     byte_len 8. The other ibv_wr_* builders are not modelled (send_ops_flags naming them:
+//     EOPNOTSUPP at creation).
+//   * An RDMA WRITE of exactly 8 bytes to an 8-byte aligned address is one atomic store too, as
+//     one PCIe write of a real NIC is: that is the atomic write librpma emulates (IBV_SEND_INLINE
+//     | IBV_SEND_FENCE) where the device has no native one. IBV_SEND_FENCE needs no action:
+//     execution is in order and a READ is complete before anything behind it executes.
 //
 // LOCKING: one mutex per link guards both QPs of a connection (state, queues); the PD tables are
 // read-locked while copying; SRQ, CQ and channel mutexes follow (order in cq.h). Posting and
@@ -133,6 +141,15 @@ struct SendWqe {
   uint64_t seq = 0;  // a remote link's request number, once sent (qp.cc)
 };
 
+// A WR built by an ibv_wr_* call of the extended post API, waiting for ibv_wr_complete.
+struct ExtendedWr {
+  uint64_t wr_id = 0;
+  unsigned int wr_flags = 0;
+  uint32_t rkey = 0;
+  uint64_t remote_addr = 0;
+  uint64_t value = 0;  // the atomic write's 8 bytes, copied when the WR was built
+};
+
 // A posted receive WR.
 struct RecvWqe {
   uint64_t wr_id = 0;
@@ -188,7 +205,11 @@ struct SimSrq final {
 inline SimSrq* to_sim(ibv_srq* srq) { return reinterpret_cast<SimSrq*>(srq); }
 
 struct SimQp final {
-  ibv_qp qp;  // FIRST member. qp.state mirrors `state` (written under link->mu).
+  // FIRST member: the verbs QP is qp_ex.qp_base (as in a provider's verbs_qp), so an ibv_qp*
+  // and the ibv_qp_ex* of IbvQpToQpEx both point here. qp.state mirrors `state` (written under
+  // link->mu).
+  ibv_qp_ex qp_ex;
+  ibv_qp& qp = qp_ex.qp_base;
   SimDevice* device;
   SimPd* pd;
   SimCq* send_cq;
@@ -214,6 +235,14 @@ struct SimQp final {
   uint32_t sq_sent = 0;
   uint64_t next_seq = 1;
 
+  // The extended post API (rdma_create_qp_ex with send_ops_flags; 0: not an extended QP).
+  // A batch holds ex_mu from ibv_wr_start to ibv_wr_complete, as mlx5 holds its send-queue
+  // lock; ex_batch and ex_error are guarded by it.
+  uint64_t send_ops_flags = 0;
+  softrpma::Mutex ex_mu;
+  std::vector<ExtendedWr> ex_batch;
+  int ex_error = 0;  // the first error of the batch's builders, reported by ibv_wr_complete
+
   SimQp(SimPd* pd, const ibv_qp_init_attr& attr, std::shared_ptr<SimLink> link, int side);
   SimQp(const SimQp&) = delete;
   SimQp& operator=(const SimQp&) = delete;
@@ -221,14 +250,18 @@ struct SimQp final {
 };
 
 inline SimQp* to_sim(ibv_qp* qp) { return reinterpret_cast<SimQp*>(qp); }
+inline SimQp* to_sim(ibv_qp_ex* qpx) { return reinterpret_cast<SimQp*>(qpx); }
 
 // ---- Creation and teardown (called by the connection manager) ---------------------------
 
-// Validates `attr` against the device limits and creates an RC QP on `pd` in INIT. `join`: the
-// link of the peer QP (the active side of a connection request) when there is one with a free
-// side, else nullptr for a new link. Writes the granted capabilities back into attr->cap.
-// Errors: EINVAL (not RC, missing CQ, caps above limits, SRQ on another PD), ENOMEM.
-int CreateQp(SimPd* pd, ibv_qp_init_attr* attr, const std::shared_ptr<SimLink>& join, SimQp** qp);
+// Validates `attr` against the device limits and creates an RC QP on attr->pd in INIT (an
+// extended one with send_ops_flags). `join`: the link of the peer QP (the active side of a
+// connection request) when there is one with a free side, else nullptr for a new link. Writes
+// the granted capabilities back into attr->cap.
+// Errors: EINVAL (no PD, not RC, missing CQ, caps above limits, SRQ on another PD, an unknown
+// comp_mask bit), EOPNOTSUPP (send_ops_flags other than an atomic write the device supports),
+// ENOMEM.
+int CreateQp(ibv_qp_init_attr_ex* attr, const std::shared_ptr<SimLink>& join, SimQp** qp);
 // Detaches `qp` from its link (its outstanding WRs vanish without completions, as on
 // ibv_destroy_qp), forgets its unpolled send slots, and frees it.
 void DestroyQp(SimQp* qp);
@@ -279,6 +312,18 @@ struct WrFault {
 int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault = WrFault());
 int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr, const WrFault& fault = WrFault());
 int PostSrqRecv(SimSrq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+
+// The extended post API of an extended QP (contracts in backend.h). The WRs of a batch are
+// posted by WrComplete as ibv_post_send posts a list, with `fault` applied to its first WR;
+// a builder's error (an op not in send_ops_flags, more WRs than the send queue holds) fails
+// the whole batch with EINVAL / ENOMEM.
+// REQUIRES: WrStart before the builders and WrComplete, from the thread that started it.
+void WrStart(SimQp* qp) ABSL_EXCLUSIVE_LOCK_FUNCTION(qp->ex_mu);
+void WrAtomicWrite(SimQp* qp, uint32_t rkey, uint64_t remote_addr, const void* atomic_wr)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->ex_mu);
+int WrComplete(SimQp* qp, const WrFault& fault = WrFault()) ABSL_UNLOCK_FUNCTION(qp->ex_mu);
+// Ends the batch without posting it (ibv_wr_abort).
+void WrAbort(SimQp* qp) ABSL_UNLOCK_FUNCTION(qp->ex_mu);
 
 }  // namespace softrpma::sim
 

@@ -13,6 +13,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "simverbs/backend.h"
+#include "simverbs/sim/device.h"
+#include "simverbs/sim/sim_control.h"
 #include "simverbs/sim/test_util.h"
 
 namespace softrpma::sim::testing {
@@ -442,66 +444,103 @@ TEST_F(QpTest, Inline_AboveMaxInlineData_Einval) {
             EINVAL);
 }
 
-TEST_F(QpTest, AtomicWrite_Writes8Bytes) {
-  Connect();
-  TestBuffer local(backend_, conn_.active.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+// ---- 8-byte atomic write ---------------------------------------------------------------------
+
+// A device with native atomic write and a connection whose QPs are extended QPs with the
+// atomic write builder (IBV_QP_EX_WITH_ATOMIC_WRITE).
+class AtomicWriteTest : public QpTest {
+ protected:
+  void SetUp() override { SetAtomicWriteSupported(true); }
+  void TearDown() override { SetAtomicWriteSupported(false); }
+
+  void ConnectExtended(ConnectionOptions options = ConnectionOptions()) {
+    options.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE;
+    Connect(options);
+    ASSERT_EQ(backend_->IbvQpToQpEx(conn_.active.qp(), &qpx_), 0);
+  }
+
+  // One batch of one signaled atomic write of *value (copied by the builder).
+  int PostAtomicWrite(uint64_t wr_id, const uint64_t* value, uint64_t remote_addr, uint32_t rkey) {
+    backend_->IbvWrStart(qpx_);
+    qpx_->wr_id = wr_id;
+    qpx_->wr_flags = IBV_SEND_SIGNALED;
+    backend_->IbvWrAtomicWrite(qpx_, rkey, remote_addr, value);
+    return backend_->IbvWrComplete(qpx_);
+  }
+
+  ibv_qp_ex* qpx_ = nullptr;
+};
+
+TEST_F(AtomicWriteTest, Writes8Bytes_CompletesAsAtomicWrite) {
+  ConnectExtended();
   TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
   const uint64_t value = 0x1122334455667788ULL;
-  std::memcpy(local.data(), &value, 8);
-  ibv_sge sge = local.Sge(0, 8);
-  ibv_send_wr wr{};
-  wr.wr_id = 1;
-  wr.opcode = IBV_WR_ATOMIC_WRITE;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = remote.addr(8);
-  wr.wr.rdma.rkey = remote.mr()->rkey;
-  ibv_send_wr* bad = nullptr;
 
-  ASSERT_EQ(backend_->IbvPostSend(conn_.active.qp(), &wr, &bad), 0);
+  ASSERT_EQ(PostAtomicWrite(1, &value, remote.addr(8), remote.mr()->rkey), 0);
 
   uint64_t got = 0;
   std::memcpy(&got, remote.data() + 8, 8);
   EXPECT_EQ(got, value);
   EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
-              ElementsAre(Field(&ibv_wc::opcode, IBV_WC_ATOMIC_WRITE)));
-  sge.length = 4;  // not 8 bytes
-  EXPECT_EQ(backend_->IbvPostSend(conn_.active.qp(), &wr, &bad), EINVAL);
+              ElementsAre(AllOf(Field(&ibv_wc::wr_id, 1u), Field(&ibv_wc::byte_len, 8u),
+                                Field(&ibv_wc::status, IBV_WC_SUCCESS),
+                                Field(&ibv_wc::opcode, IBV_WC_ATOMIC_WRITE))));
 }
 
-// An ibv_send_wr for an 8-byte atomic write of *value to remote_addr (inline: the bytes are
-// copied when posted, no lkey needed).
-ibv_send_wr InlineAtomicWrite(uint64_t wr_id, const uint64_t* value, ibv_sge* sge,
-                              uint64_t remote_addr, uint32_t rkey) {
-  *sge = ibv_sge{reinterpret_cast<uintptr_t>(value), sizeof(*value), 0};
+// The verbs.h inline functions reach the simulator through the QP's ops, as with a provider.
+TEST_F(AtomicWriteTest, InlineVerbsOfTheExtendedQp_Post) {
+  ConnectExtended();
+  TestBuffer remote(backend_, conn_.passive.pd, 8, kRemoteAccess);
+  const uint64_t value = 42;
+
+  ibv_wr_start(qpx_);
+  qpx_->wr_id = 9;
+  qpx_->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_atomic_write(qpx_, remote.mr()->rkey, remote.addr(0), &value);
+  ASSERT_EQ(ibv_wr_complete(qpx_), 0);
+
+  EXPECT_EQ(*reinterpret_cast<uint64_t*>(remote.data()), 42u);
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq), ElementsAre(Field(&ibv_wc::wr_id, 9u)));
+}
+
+// As mlx5: the legacy post path does not take the opcode, on any QP.
+TEST_F(AtomicWriteTest, PostSendOfAtomicWriteOpcode_Einval) {
+  ConnectExtended();
+  TestBuffer remote(backend_, conn_.passive.pd, 8, kRemoteAccess);
+  uint64_t value = 1;
+  ibv_sge sge{reinterpret_cast<uintptr_t>(&value), sizeof(value), 0};
   ibv_send_wr wr{};
-  wr.wr_id = wr_id;
   wr.opcode = IBV_WR_ATOMIC_WRITE;
-  wr.sg_list = sge;
+  wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
-  wr.wr.rdma.remote_addr = remote_addr;
-  wr.wr.rdma.rkey = rkey;
-  return wr;
+  wr.wr.rdma.remote_addr = remote.addr(0);
+  wr.wr.rdma.rkey = remote.mr()->rkey;
+  ibv_send_wr* bad = nullptr;
+
+  EXPECT_EQ(backend_->IbvPostSend(conn_.active.qp(), &wr, &bad), EINVAL);
+  EXPECT_EQ(bad, &wr);
+  EXPECT_TRUE(PollAll(backend_, conn_.active.send_cq).empty());
 }
 
-TEST_F(QpTest, AtomicWrite_Inline_CopiedAtPost_WhateverMaxInlineData) {
-  ConnectionOptions options;
-  options.max_inline_data = 0;
-  Connect(options);
+TEST_F(AtomicWriteTest, PlainQp_HasNoExtendedPostApi) {
+  Connect();
+  ibv_qp_ex* qpx = nullptr;
+  EXPECT_EQ(backend_->IbvQpToQpEx(conn_.active.qp(), &qpx), kNoErrno);
+  EXPECT_EQ(qpx, nullptr);
+}
+
+TEST_F(AtomicWriteTest, ValueIsCopiedWhenBuilt) {
+  ConnectExtended();
   TestBuffer msg(backend_, conn_.active.pd, 8, IBV_ACCESS_LOCAL_WRITE);
   TestBuffer inbox(backend_, conn_.passive.pd, 8, IBV_ACCESS_LOCAL_WRITE);
   TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
   // A send with no receive posted waits at the head of the send queue, and the atomic write
-  // behind it: the value must be the one given at post time, not at execution time.
+  // behind it: the value must be the one given when built, not at execution time.
   ibv_sge msg_sge = msg.Sge(0, 8);
   ASSERT_EQ(PostSendMsg(backend_, conn_.active.qp(), 1, &msg_sge, 1), 0);
   uint64_t value = 0x1122334455667788ULL;
-  ibv_sge sge;
-  ibv_send_wr wr = InlineAtomicWrite(2, &value, &sge, remote.addr(8), remote.mr()->rkey);
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(backend_->IbvPostSend(conn_.active.qp(), &wr, &bad), 0);
+  ASSERT_EQ(PostAtomicWrite(2, &value, remote.addr(8), remote.mr()->rkey), 0);
   value = 0;  // the caller may reuse its buffer once the post returned
   EXPECT_TRUE(PollAll(backend_, conn_.active.send_cq).empty());
 
@@ -513,21 +552,17 @@ TEST_F(QpTest, AtomicWrite_Inline_CopiedAtPost_WhateverMaxInlineData) {
   EXPECT_EQ(got, 0x1122334455667788ULL);
   EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
               ElementsAre(Field(&ibv_wc::opcode, IBV_WC_SEND),
-                          AllOf(Field(&ibv_wc::wr_id, 2u), Field(&ibv_wc::byte_len, 8u),
-                                Field(&ibv_wc::status, IBV_WC_SUCCESS),
+                          AllOf(Field(&ibv_wc::wr_id, 2u),
                                 Field(&ibv_wc::opcode, IBV_WC_ATOMIC_WRITE))));
 }
 
-TEST_F(QpTest, AtomicWrite_MisalignedRemoteAddress_RemInvReqErr) {
-  Connect();
+TEST_F(AtomicWriteTest, MisalignedRemoteAddress_RemInvReqErr) {
+  ConnectExtended();
   TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
   std::memset(remote.data(), 0x5A, 16);
   const uint64_t value = ~uint64_t{0};
-  ibv_sge sge;
-  ibv_send_wr wr = InlineAtomicWrite(7, &value, &sge, remote.addr(4), remote.mr()->rkey);
-  ibv_send_wr* bad = nullptr;
 
-  ASSERT_EQ(backend_->IbvPostSend(conn_.active.qp(), &wr, &bad), 0);
+  ASSERT_EQ(PostAtomicWrite(7, &value, remote.addr(4), remote.mr()->rkey), 0);
 
   EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
               ElementsAre(AllOf(Field(&ibv_wc::wr_id, 7u),
@@ -535,41 +570,99 @@ TEST_F(QpTest, AtomicWrite_MisalignedRemoteAddress_RemInvReqErr) {
   for (int i = 0; i < 16; ++i) EXPECT_EQ(remote.data()[i], 0x5A) << "byte " << i;
 }
 
-TEST_F(QpTest, AtomicWrite_ConcurrentReader_NeverSeesATornValue) {
-  Connect();
-  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
-  // Two patterns that differ in every byte: any mix of the two is neither.
-  constexpr uint64_t kPatterns[2] = {0x0123456789ABCDEFULL, 0xFEDCBA9876543210ULL};
-  uint64_t* target = reinterpret_cast<uint64_t*>(remote.data() + 8);
-  __atomic_store_n(target, kPatterns[0], __ATOMIC_SEQ_CST);
-  std::atomic<bool> done{false};
-  std::atomic<uint64_t> torn{0};
-  std::atomic<uint64_t> reads{0};
-  std::thread reader([&] {
-    do {
-      const uint64_t seen = __atomic_load_n(target, __ATOMIC_SEQ_CST);
-      if (seen != kPatterns[0] && seen != kPatterns[1]) torn.store(seen);
-      reads.fetch_add(1, std::memory_order_relaxed);
-    } while (!done.load());
-  });
-
-  constexpr int kWrites = 20000;
-  int failed_posts = 0;
-  for (int i = 0; i < kWrites; ++i) {
-    const uint64_t value = kPatterns[(i + 1) % 2];
-    ibv_sge sge;
-    ibv_send_wr wr = InlineAtomicWrite(i, &value, &sge, remote.addr(8), remote.mr()->rkey);
-    ibv_send_wr* bad = nullptr;
-    if (backend_->IbvPostSend(conn_.active.qp(), &wr, &bad) != 0) ++failed_posts;
-    PollAll(backend_, conn_.active.send_cq);  // retires the slot
+// A batch larger than the send queue fails whole at ibv_wr_complete, as mlx5's builders do.
+TEST_F(AtomicWriteTest, BatchAboveSendQueue_EnomemAndNothingPosted) {
+  ConnectionOptions options;
+  options.max_send_wr = 2;
+  ConnectExtended(options);
+  TestBuffer remote(backend_, conn_.passive.pd, 8, kRemoteAccess);
+  const uint64_t value = 5;
+  backend_->IbvWrStart(qpx_);
+  for (int i = 0; i < 3; ++i) {
+    qpx_->wr_id = i;
+    qpx_->wr_flags = IBV_SEND_SIGNALED;
+    backend_->IbvWrAtomicWrite(qpx_, remote.mr()->rkey, remote.addr(0), &value);
   }
-  done.store(true);
-  reader.join();
+  EXPECT_EQ(backend_->IbvWrComplete(qpx_), ENOMEM);
+  EXPECT_TRUE(PollAll(backend_, conn_.active.send_cq).empty());
+  EXPECT_EQ(*reinterpret_cast<uint64_t*>(remote.data()), 0u);
+  // The batch ended: the next one works.
+  EXPECT_EQ(PostAtomicWrite(3, &value, remote.addr(0), remote.mr()->rkey), 0);
+  EXPECT_EQ(PollAll(backend_, conn_.active.send_cq).size(), 1u);
+}
 
-  EXPECT_EQ(failed_posts, 0);
-  EXPECT_EQ(torn.load(), 0u) << "a reader saw a mix of the two patterns";
-  EXPECT_GT(reads.load(), 0u);
-  EXPECT_EQ(__atomic_load_n(target, __ATOMIC_SEQ_CST), kPatterns[kWrites % 2]);
+TEST_F(AtomicWriteTest, InjectedWrCompleteFailure_EndsTheBatch) {
+  ConnectExtended();
+  TestBuffer remote(backend_, conn_.passive.pd, 8, kRemoteAccess);
+  const uint64_t value = 6;
+  ScopedFaultPlan plan("ibv_wr_complete:fail=EIO:nth=1");
+  ASSERT_TRUE(plan.status().ok()) << plan.status();
+
+  EXPECT_EQ(PostAtomicWrite(1, &value, remote.addr(0), remote.mr()->rkey), EIO);
+  EXPECT_EQ(*reinterpret_cast<uint64_t*>(remote.data()), 0u);
+  EXPECT_EQ(PostAtomicWrite(2, &value, remote.addr(0), remote.mr()->rkey), 0);
+  EXPECT_EQ(*reinterpret_cast<uint64_t*>(remote.data()), 6u);
+}
+
+// A concurrent reader of the target word sees the old or the new value, never a mix: for the
+// native atomic write, and for librpma's emulation (an inline, fenced 8-byte RDMA WRITE, which
+// a NIC delivers as one PCIe write).
+TEST_F(AtomicWriteTest, ConcurrentReader_NeverSeesATornValue) {
+  for (const bool native : {true, false}) {
+    SCOPED_TRACE(native ? "native" : "emulated");
+    TestConnection conn(backend_);
+    ConnectionOptions options;
+    options.max_inline_data = 8;
+    if (native) options.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE;
+    absl::Status status = conn.Connect(options);
+    ASSERT_TRUE(status.ok()) << status;
+    ibv_qp_ex* qpx = nullptr;
+    if (native) {
+      ASSERT_EQ(backend_->IbvQpToQpEx(conn.active.qp(), &qpx), 0);
+    }
+    TestBuffer remote(backend_, conn.passive.pd, 16, kRemoteAccess);
+    // Two patterns that differ in every byte: any mix of the two is neither.
+    constexpr uint64_t kPatterns[2] = {0x0123456789ABCDEFULL, 0xFEDCBA9876543210ULL};
+    uint64_t* target = reinterpret_cast<uint64_t*>(remote.data() + 8);
+    __atomic_store_n(target, kPatterns[0], __ATOMIC_SEQ_CST);
+    std::atomic<bool> done{false};
+    std::atomic<uint64_t> torn{0};
+    std::atomic<uint64_t> reads{0};
+    std::thread reader([&] {
+      do {
+        const uint64_t seen = __atomic_load_n(target, __ATOMIC_SEQ_CST);
+        if (seen != kPatterns[0] && seen != kPatterns[1]) torn.store(seen);
+        reads.fetch_add(1, std::memory_order_relaxed);
+      } while (!done.load());
+    });
+
+    constexpr int kWrites = 20000;
+    int failed_posts = 0;
+    for (int i = 0; i < kWrites; ++i) {
+      const uint64_t value = kPatterns[(i + 1) % 2];
+      int err = 0;
+      if (native) {
+        backend_->IbvWrStart(qpx);
+        qpx->wr_id = i;
+        qpx->wr_flags = IBV_SEND_SIGNALED;
+        backend_->IbvWrAtomicWrite(qpx, remote.mr()->rkey, remote.addr(8), &value);
+        err = backend_->IbvWrComplete(qpx);
+      } else {
+        ibv_sge sge{reinterpret_cast<uintptr_t>(&value), sizeof(value), 0};
+        err = PostWrite(backend_, conn.active.qp(), i, &sge, 1, remote.addr(8), remote.mr()->rkey,
+                        IBV_SEND_SIGNALED | IBV_SEND_INLINE | IBV_SEND_FENCE);
+      }
+      if (err != 0) ++failed_posts;
+      PollAll(backend_, conn.active.send_cq);  // retires the slot
+    }
+    done.store(true);
+    reader.join();
+
+    EXPECT_EQ(failed_posts, 0);
+    EXPECT_EQ(torn.load(), 0u) << "a reader saw a mix of the two patterns";
+    EXPECT_GT(reads.load(), 0u);
+    EXPECT_EQ(__atomic_load_n(target, __ATOMIC_SEQ_CST), kPatterns[kWrites % 2]);
+  }
 }
 
 // What rpma_flush(3) relies on: a READ completes only after every earlier WRITE of its QP is

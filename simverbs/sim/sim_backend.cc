@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,8 @@ namespace softrpma::sim {
 namespace {
 
 // Every method starts at its fault point; `Injected` returns the errno to fail with, or 0.
+void InstallQpExOps(ibv_qp_ex* qpx);
+
 class SimBackend final : public Backend {
  public:
   SimBackend()
@@ -196,6 +199,31 @@ class SimBackend final : public Backend {
     return PostSend(to_sim(qp), wr, bad_wr, ApplyPostFault(decision, to_sim(qp)));
   }
 
+  // ---- Queue pairs: the extended post API --------------------------------------------------
+
+  int IbvQpToQpEx(ibv_qp* qp, ibv_qp_ex** qpx) override {
+    if (qp == nullptr || qpx == nullptr || to_sim(qp)->send_ops_flags == 0) return kNoErrno;
+    *qpx = &to_sim(qp)->qp_ex;
+    return 0;
+  }
+
+  void IbvWrStart(ibv_qp_ex* qpx) override { WrStart(to_sim(qpx)); }
+
+  void IbvWrAtomicWrite(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr,
+                        const void* atomic_wr) override {
+    WrAtomicWrite(to_sim(qpx), rkey, remote_addr, atomic_wr);
+  }
+
+  int IbvWrComplete(ibv_qp_ex* qpx) override {
+    SimQp* qp = to_sim(qpx);
+    const FaultDecision decision = Check(FaultPoint::kIbvWrComplete, qp->qp.qp_num);
+    if (decision.kind == FaultKind::kFail) {
+      WrAbort(qp);
+      return decision.err;
+    }
+    return WrComplete(qp, ApplyPostFault(decision, qp));
+  }
+
   int IbvPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) override {
     const FaultDecision decision = Check(FaultPoint::kIbvPostRecv, QpNum(qp));
     if (decision.kind == FaultKind::kFail) {
@@ -275,10 +303,12 @@ class SimBackend final : public Backend {
     return cm_.Listen(to_sim(id));
   }
 
-  int RdmaCreateQp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* attr) override {
-    if (int err = Injected(FaultPoint::kRdmaCreateQp); err != 0) return err;
+  int RdmaCreateQpEx(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) override {
+    if (int err = Injected(FaultPoint::kRdmaCreateQpEx); err != 0) return err;
     if (id == nullptr) return EINVAL;
-    return cm_.CreateQp(to_sim(id), pd != nullptr ? to_sim(pd) : nullptr, attr);
+    const int err = cm_.CreateQp(to_sim(id), attr);
+    if (err == 0 && to_sim(id->qp)->send_ops_flags != 0) InstallQpExOps(&to_sim(id->qp)->qp_ex);
+    return err;
   }
 
   void RdmaDestroyQp(rdma_cm_id* id) override {
@@ -433,6 +463,24 @@ int OpPostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   return g_backend.load(std::memory_order_acquire)->IbvPostSrqRecv(srq, wr, bad_wr);
 }
 
+// ibv_qp_ex entries of an extended QP (the inline ibv_wr_* verbs), the same way; only the
+// builders the simulator models are set.
+void OpWrStart(ibv_qp_ex* qpx) { g_backend.load(std::memory_order_acquire)->IbvWrStart(qpx); }
+int OpWrComplete(ibv_qp_ex* qpx) {
+  return g_backend.load(std::memory_order_acquire)->IbvWrComplete(qpx);
+}
+void OpWrAbort(ibv_qp_ex* qpx) { WrAbort(to_sim(qpx)); }
+void OpWrAtomicWrite(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr, const void* atomic_wr) {
+  g_backend.load(std::memory_order_acquire)->IbvWrAtomicWrite(qpx, rkey, remote_addr, atomic_wr);
+}
+
+void InstallQpExOps(ibv_qp_ex* qpx) {
+  qpx->wr_start = &OpWrStart;
+  qpx->wr_complete = &OpWrComplete;
+  qpx->wr_abort = &OpWrAbort;
+  qpx->wr_atomic_write = &OpWrAtomicWrite;
+}
+
 void SimBackend::InstallContextOps() {
   ibv_context_ops& ops = device_.context.ops;
   ops.poll_cq = &OpPollCq;
@@ -487,6 +535,16 @@ absl::Status ApplyEnvironment() {
   if (absl::Status fabric = host::ConfigureFabric(); !fabric.ok()) {
     return absl::InvalidArgumentError(fabric.message());  // it names its variable
   }
+  std::optional<bool> native_atomic_write;
+  if (const char* value = std::getenv(kNativeAtomicWriteEnvVar)) {
+    if (std::strcmp(value, "0") != 0 && std::strcmp(value, "1") != 0) {
+      return EnvError(kNativeAtomicWriteEnvVar,
+                      absl::StrCat("bad value \"", value,
+                                   "\": expected 1 (the device has native atomic write) or 0 "
+                                   "(it has not, the default)"));
+    }
+    native_atomic_write = std::strcmp(value, "1") == 0;
+  }
   std::vector<FaultRule> rules;
   bool has_plan = false;
   if (const char* spec = std::getenv(kFaultsEnvVar)) {  // set but blank: an empty plan
@@ -515,6 +573,7 @@ absl::Status ApplyEnvironment() {
     stats_path = path;
   }
   if (seed.has_value()) SetSeed(*seed);
+  if (native_atomic_write.has_value()) SetAtomicWriteSupported(*native_atomic_write);
   if (has_plan) GlobalFaultInjector().Install(std::make_unique<FaultPlan>(std::move(rules)));
   if (stats != nullptr) {
     GlobalFaultInjector().CountAllHits();

@@ -85,6 +85,9 @@ std::string CurrentFaultPlan();
 // Whether the device reports on-demand paging (odp_caps in ibv_query_device_ex, and accepts
 // IBV_ACCESS_ON_DEMAND and ibv_advise_mr). Default: off.
 void SetOdpSupported(bool supported);
+// Whether the device reports native atomic write (ibv_query_device_ex) and accepts extended
+// QPs with IBV_QP_EX_WITH_ATOMIC_WRITE. Default: off (librpma then emulates it).
+void SetAtomicWriteSupported(bool supported);
 
 // Test helper: installs a plan for its lifetime, then clears the plan.
 class ScopedFaultPlan final {

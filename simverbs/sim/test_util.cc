@@ -162,8 +162,14 @@ absl::Status TestConnection::SetUpQp(Endpoint* endpoint, ibv_context* ctx,
     RETURN_IF_ERR("ibv_create_srq",
                   backend_->IbvCreateSrq(endpoint->pd, &srq_attr, &endpoint->srq));
   }
-  ibv_qp_init_attr attr;
+  ibv_qp_init_attr_ex attr;
   std::memset(&attr, 0, sizeof(attr));
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+  attr.pd = endpoint->pd;
+  if (options.send_ops_flags != 0) {
+    attr.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    attr.send_ops_flags = options.send_ops_flags;
+  }
   attr.qp_context = endpoint;
   attr.send_cq = endpoint->send_cq;
   attr.recv_cq = endpoint->recv_cq;
@@ -175,7 +181,7 @@ absl::Status TestConnection::SetUpQp(Endpoint* endpoint, ibv_context* ctx,
   attr.cap.max_inline_data = options.max_inline_data;
   attr.qp_type = IBV_QPT_RC;
   attr.sq_sig_all = options.sq_sig_all;
-  RETURN_IF_ERR("rdma_create_qp", backend_->RdmaCreateQp(endpoint->id, endpoint->pd, &attr));
+  RETURN_IF_ERR("rdma_create_qp_ex", backend_->RdmaCreateQpEx(endpoint->id, &attr));
   return absl::OkStatus();
 }
 

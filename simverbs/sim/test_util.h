@@ -60,6 +60,8 @@ struct ConnectionOptions {
   uint32_t max_sge = 4;
   uint32_t max_inline_data = 64;
   int sq_sig_all = 0;
+  // Non-zero: an extended QP (IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) with these send_ops_flags.
+  uint64_t send_ops_flags = 0;
   bool separate_recv_cq = false;
   bool comp_channel = true;
   bool passive_srq = false;  // the passive QP takes its receives from an SRQ

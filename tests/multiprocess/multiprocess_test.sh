@@ -31,6 +31,15 @@ check "client process: every operation" "$tmp/client1" "^client: ok"
 wait "${pids[-1]}"
 check "server process: every operation, slept while the client wrote and read" "$tmp/server1" "^server: ok (1 client)"
 
+# The same with native atomic write on both sides: the atomic write crosses as its own message
+# and completes as IBV_WC_ATOMIC_WRITE (the client checks the opcode).
+RPMA_SIM_NATIVE_ATOMIC_WRITE=1 start server-native server $addr 7302
+wait_listening "$tmp/server-native"
+RPMA_SIM_NATIVE_ATOMIC_WRITE=1 timeout 20 "$peer" client $addr 7302 native >"$tmp/client-native" 2>&1
+check "client process, native atomic write" "$tmp/client-native" "^client: ok"
+wait "${pids[-1]}"
+check "server process, native atomic write" "$tmp/server-native" "^server: ok (1 client)"
+
 # Large transfers go by cross-memory attach where the kernel allows it (the trace says so), and
 # through the socket with RPMA_SIM_CMA=0: both give the same bytes.
 for cma in 1 0; do

@@ -229,7 +229,11 @@ static int run_client(const char *addr, const char *port, const char *id)
 	char atomic[8];
 	memcpy(atomic, "ATOMIC!!", 8);
 	CHECK(rpma_atomic_write(conn, remote, 64, atomic, RPMA_F_COMPLETION_ALWAYS, &ctx_tag));
-	wait_wc(cq, IBV_WC_ATOMIC_WRITE, NULL);
+	/* The opcode of what librpma posted: ibv_wr_atomic_write on a device with native atomic
+	 * write (RPMA_SIM_NATIVE_ATOMIC_WRITE=1), else an RDMA WRITE. */
+	const char *native = getenv("RPMA_SIM_NATIVE_ATOMIC_WRITE");
+	wait_wc(cq, native != NULL && strcmp(native, "1") == 0 ? IBV_WC_ATOMIC_WRITE :
+			IBV_WC_RDMA_WRITE, NULL);
 	CHECK(rpma_flush(conn, remote, 0, 64, RPMA_FLUSH_TYPE_VISIBILITY, RPMA_F_COMPLETION_ALWAYS,
 			 &ctx_tag));
 	wait_wc(cq, IBV_WC_RDMA_READ, NULL);

@@ -107,6 +107,13 @@ int CmEventInjector::IbvPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_
 int CmEventInjector::IbvPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   return sim_->IbvPostRecv(qp, wr, bad_wr);
 }
+int CmEventInjector::IbvQpToQpEx(ibv_qp* qp, ibv_qp_ex** qpx) { return sim_->IbvQpToQpEx(qp, qpx); }
+void CmEventInjector::IbvWrStart(ibv_qp_ex* qpx) { sim_->IbvWrStart(qpx); }
+void CmEventInjector::IbvWrAtomicWrite(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr,
+                                       const void* atomic_wr) {
+  sim_->IbvWrAtomicWrite(qpx, rkey, remote_addr, atomic_wr);
+}
+int CmEventInjector::IbvWrComplete(ibv_qp_ex* qpx) { return sim_->IbvWrComplete(qpx); }
 int CmEventInjector::RdmaGetaddrinfo(const char* node, const char* service,
                                      const rdma_addrinfo* hints, rdma_addrinfo** res) {
   return sim_->RdmaGetaddrinfo(node, service, hints, res);
@@ -139,8 +146,8 @@ int CmEventInjector::RdmaResolveRoute(rdma_cm_id* id, int timeout_ms) {
 int CmEventInjector::RdmaListen(rdma_cm_id* id, int backlog) {
   return sim_->RdmaListen(id, backlog);
 }
-int CmEventInjector::RdmaCreateQp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* attr) {
-  return sim_->RdmaCreateQp(id, pd, attr);
+int CmEventInjector::RdmaCreateQpEx(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
+  return sim_->RdmaCreateQpEx(id, attr);
 }
 void CmEventInjector::RdmaDestroyQp(rdma_cm_id* id) { sim_->RdmaDestroyQp(id); }
 int CmEventInjector::RdmaConnect(rdma_cm_id* id, rdma_conn_param* param) {

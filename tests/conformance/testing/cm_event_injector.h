@@ -72,6 +72,11 @@ class CmEventInjector final : public Backend {
   int IbvPostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) override;
   int IbvPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) override;
   int IbvPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) override;
+  int IbvQpToQpEx(ibv_qp* qp, ibv_qp_ex** qpx) override;
+  void IbvWrStart(ibv_qp_ex* qpx) override;
+  void IbvWrAtomicWrite(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr,
+                        const void* atomic_wr) override;
+  int IbvWrComplete(ibv_qp_ex* qpx) override;
   int RdmaGetaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
                       rdma_addrinfo** res) override;
   void RdmaFreeaddrinfo(rdma_addrinfo* res) override;
@@ -86,7 +91,7 @@ class CmEventInjector final : public Backend {
                       int timeout_ms) override;
   int RdmaResolveRoute(rdma_cm_id* id, int timeout_ms) override;
   int RdmaListen(rdma_cm_id* id, int backlog) override;
-  int RdmaCreateQp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* attr) override;
+  int RdmaCreateQpEx(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) override;
   void RdmaDestroyQp(rdma_cm_id* id) override;
   int RdmaConnect(rdma_cm_id* id, rdma_conn_param* param) override;
   int RdmaAccept(rdma_cm_id* id, rdma_conn_param* param) override;
