@@ -3,6 +3,7 @@
 //
 // State is three atomics, so every call is thread-safe and none can fail with RPMA_E_AGAIN.
 
+#include <netdb.h>
 #include <syslog.h>
 
 #include <atomic>
@@ -93,6 +94,11 @@ ErrnoText DescribeBackendError(int err) {
   ErrnoText result;
   if (err == kNoErrno) {
     std::snprintf(result.text, sizeof(result.text), "failed without an errno");
+    return result;
+  }
+  if (IsGaiError(err)) {  // as librpma logs rdma_getaddrinfo failures: gai_strerror(3)
+    std::snprintf(result.text, sizeof(result.text), "%s (getaddrinfo error %d)",
+                  gai_strerror(GaiCode(err)), GaiCode(err));
     return result;
   }
   char buffer[64];

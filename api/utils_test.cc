@@ -1,5 +1,7 @@
 // Tests of rpma_utils_get_ibv_context(3) and rpma_utils_ibv_context_is_odp_capable(3).
 
+#include <netdb.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <string>
@@ -126,6 +128,18 @@ TEST_F(GetIbvContextMockTest, GetaddrinfoFails_ReturnsProviderAndLogsErrno) {
   EXPECT_TRUE(capture.Contains(RPMA_LOG_LEVEL_ERROR, "rdma_getaddrinfo() failed"))
       << capture.Dump();
   EXPECT_TRUE(capture.Contains(RPMA_LOG_LEVEL_ERROR, "errno 99")) << capture.Dump();
+}
+
+// As librpma: a failed name resolution is logged with gai_strerror(3)'s text.
+TEST_F(GetIbvContextMockTest, GetaddrinfoResolverFails_ReturnsProviderAndLogsGaiText) {
+  ScopedLogCapture capture;
+  EXPECT_CALL(backend_, RdmaGetaddrinfo(_, _, _, _))
+      .WillOnce(Return(softrpma::GaiError(EAI_NONAME)));
+  ibv_context* ctx = nullptr;
+  EXPECT_EQ(rpma_utils_get_ibv_context("no.such.host", RPMA_UTIL_IBV_CONTEXT_REMOTE, &ctx),
+            RPMA_E_PROVIDER);
+  EXPECT_TRUE(capture.Contains(RPMA_LOG_LEVEL_ERROR, gai_strerror(EAI_NONAME))) << capture.Dump();
+  EXPECT_TRUE(capture.Contains(RPMA_LOG_LEVEL_ERROR, "getaddrinfo error")) << capture.Dump();
 }
 
 TEST_F(GetIbvContextMockTest, CreateIdFails_ReturnsProvider_AndFreesAddrinfo) {

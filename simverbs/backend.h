@@ -12,7 +12,9 @@
 // does (NULL + errno, a returned errno, -1 + errno, or a negative count):
 //   * 0 on success;
 //   * a positive errno value on failure: the errno the call reported;
-//   * kNoErrno on failure when the provider reported failure but gave no errno value.
+//   * kNoErrno on failure when the provider reported failure but gave no errno value;
+//   * for RdmaGetaddrinfo only, GaiError(code) when name resolution failed with getaddrinfo's
+//     EAI_* `code` (librdmacm returns -1 with that code in errno; gai_strerror(3) explains it).
 // Output objects are returned through the last pointer argument(s), which are written only on
 // success. Methods that cannot fail in verbs (ibv_ack_cq_events, rdma_destroy_qp, ...) return
 // void.
@@ -35,6 +37,13 @@ namespace softrpma {
 // Returned instead of an errno value when a provider call failed without saying why (for
 // example ibv_alloc_pd() returning NULL with errno 0).
 inline constexpr int kNoErrno = -1;
+
+// A getaddrinfo(3) failure (EAI_* codes are negative on Linux) as a Backend error: neither a
+// positive errno value nor kNoErrno. GaiCode gives the EAI_* code back.
+inline constexpr int kGaiErrorBase = -1000;
+inline constexpr int GaiError(int eai_code) { return kGaiErrorBase + eai_code; }
+inline constexpr bool IsGaiError(int err) { return err < kGaiErrorBase && err > 2 * kGaiErrorBase; }
+inline constexpr int GaiCode(int err) { return err - kGaiErrorBase; }
 
 // The ibv_device_attr_ex.device_cap_flags_ex bit of a device with native 8-byte atomic write
 // (ibv_wr_atomic_write(3)): the kernel's IB_UVERBS_DEVICE_ATOMIC_WRITE (1 << 40), which the
@@ -139,7 +148,8 @@ class Backend {
   // ---- Connection manager (rdma_cm) ---------------------------------------------------------
 
   // rdma_getaddrinfo(node, service, hints, &res); release with RdmaFreeaddrinfo.
-  // Errors: EINVAL (unparsable), EADDRNOTAVAIL / ENODEV (no device for that address).
+  // Errors: GaiError(EAI_NONAME, ...) (the name does not resolve), EINVAL, ENOMEM,
+  // EADDRNOTAVAIL / ENODEV (no device for that address).
   virtual int RdmaGetaddrinfo(const char* node, const char* service,
                               const rdma_addrinfo* hints, rdma_addrinfo** res) = 0;
   // rdma_freeaddrinfo(res).

@@ -19,6 +19,7 @@
 namespace softrpma::ibverbs {
 namespace {
 
+using internal::ConvertGetaddrinfo;
 using internal::ConvertMinusOneErrno;
 using internal::ConvertNegativeCount;
 using internal::ConvertNullErrno;
@@ -117,8 +118,7 @@ class IbverbsBackend final : public Backend {
   int RdmaGetaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
                       rdma_addrinfo** res) override {
     rdma_addrinfo* result = nullptr;
-    const int err =
-        ConvertMinusOneErrno([&] { return ::rdma_getaddrinfo(node, service, hints, &result); });
+    const int err = ConvertGetaddrinfo([&] { return ::rdma_getaddrinfo(node, service, hints, &result); });
     if (err == 0) *res = result;
     return err;
   }

@@ -9,6 +9,8 @@
 //     errno value itself                                                   -> ConvertReturnedErrno;
 //   * ibv_get_cq_event and every int-returning rdma_* call: 0, or -1 with errno set
 //                                                                          -> ConvertMinusOneErrno;
+//   * rdma_getaddrinfo: 0, or -1 with errno set to an errno value or, when getaddrinfo(3)
+//     failed, to its (negative) EAI_* code                                 -> ConvertGetaddrinfo;
 //   * ibv_poll_cq: a count, or a negative number (no errno)                -> ConvertNegativeCount.
 //
 // The errno-reading helpers take the call itself (a callable), clear errno before it and read
@@ -54,6 +56,18 @@ int ConvertMinusOneErrno(Call&& call) {
   const int ret = call();
   const int err = errno;
   return ret == 0 ? 0 : AsBackendErrno(err);
+}
+
+// Runs `call` (rdma_getaddrinfo) as ConvertMinusOneErrno does, except that a negative errno is
+// getaddrinfo's EAI_* code: GaiError(code) (backend.h), so that its text (gai_strerror) is kept.
+template <typename Call>
+int ConvertGetaddrinfo(Call&& call) {
+  errno = 0;
+  const int ret = call();
+  const int err = errno;
+  if (ret == 0) return 0;
+  if (err < 0 && GaiError(err) > 2 * kGaiErrorBase) return GaiError(err);
+  return AsBackendErrno(err);
 }
 
 // `ret`, the result of ibv_poll_cq (a count of completions, or negative on failure without an

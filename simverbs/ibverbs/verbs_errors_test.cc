@@ -91,6 +91,26 @@ TEST(ConvertMinusOneErrno, MinusOneWithNegativeEaiCode_ReturnsNoErrno) {
             kNoErrno);
 }
 
+TEST(ConvertGetaddrinfo, MinusOneWithNegativeEaiCode_ReturnsGaiError) {
+  const int err = ConvertGetaddrinfo([] {
+    errno = EAI_NONAME;
+    return -1;
+  });
+  EXPECT_TRUE(IsGaiError(err));
+  EXPECT_EQ(GaiCode(err), EAI_NONAME);
+}
+
+TEST(ConvertGetaddrinfo, MinusOneWithErrno_ReturnsIt) {
+  EXPECT_EQ(ConvertGetaddrinfo([] {
+              errno = ENOMEM;
+              return -1;
+            }),
+            ENOMEM);
+  EXPECT_EQ(ConvertGetaddrinfo([] { return 0; }), 0);
+  errno = EAGAIN;  // stale
+  EXPECT_EQ(ConvertGetaddrinfo([] { return -1; }), kNoErrno);
+}
+
 TEST(ConvertNegativeCount, Count_WritesItAndReturnsZero) {
   int count = -7;
   EXPECT_EQ(ConvertNegativeCount(3, &count), 0);

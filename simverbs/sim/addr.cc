@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "simverbs/alloc.h"
+#include "simverbs/backend.h"
 
 namespace softrpma::sim {
 namespace {
@@ -31,32 +32,6 @@ bool AsIpv4(const sockaddr* addr, in_addr* out) {
     return true;
   }
   return false;
-}
-
-int MapGaiError(int gai_error, bool numeric_host) {
-  switch (gai_error) {
-    case EAI_NONAME:
-#ifdef EAI_NODATA
-    case EAI_NODATA:
-#endif
-#ifdef EAI_ADDRFAMILY
-    case EAI_ADDRFAMILY:
-#endif
-      return numeric_host ? EINVAL : EADDRNOTAVAIL;
-    case EAI_SERVICE:
-    case EAI_FAMILY:
-    case EAI_SOCKTYPE:
-    case EAI_BADFLAGS:
-      return EINVAL;
-    case EAI_AGAIN:
-      return EAGAIN;
-    case EAI_MEMORY:
-      return ENOMEM;
-    case EAI_SYSTEM:
-      return errno != 0 ? errno : EADDRNOTAVAIL;
-    default:
-      return EADDRNOTAVAIL;
-  }
 }
 
 }  // namespace
@@ -133,7 +108,8 @@ int GetAddrInfo(const char* node, const char* service, const rdma_addrinfo* hint
   addrinfo* list = nullptr;
   errno = 0;
   const int gai_error = getaddrinfo(node, service, &gai_hints, &list);
-  if (gai_error != 0) return MapGaiError(gai_error, (flags & RAI_NUMERICHOST) != 0);
+  // As librdmacm: the resolver's own code (EAI_*), not an errno.
+  if (gai_error != 0) return GaiError(gai_error);
   const addrinfo* found = nullptr;
   for (const addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
     if (IsIpAddress(ai->ai_addr)) {

@@ -36,9 +36,9 @@ std::string AddressToString(const sockaddr* addr);
 // rdma_getaddrinfo(node, service, hints, res). Resolves with getaddrinfo(3) (RAI_PASSIVE ->
 // AI_PASSIVE, RAI_NUMERICHOST -> AI_NUMERICHOST) and returns one rdma_addrinfo (RC, RDMA_PS_TCP
 // unless hints say otherwise) whose ai_src_addr (RAI_PASSIVE) or ai_dst_addr (otherwise) is the
-// first IPv4/IPv6 result. Errors: EINVAL (node and service both NULL, an unparsable numeric host
-// or service, a bad family), EADDRNOTAVAIL (the name does not resolve), EAGAIN (temporary
-// resolver failure), ENOMEM.
+// first IPv4/IPv6 result. Errors: EINVAL (node and service both NULL, a bad family),
+// GaiError(EAI_*) (getaddrinfo failed: an unparsable numeric host or service, a name that does
+// not resolve...; backend.h), EADDRNOTAVAIL (no IPv4/IPv6 result), ENOMEM.
 int GetAddrInfo(const char* node, const char* service, const rdma_addrinfo* hints,
                 rdma_addrinfo** res);
 // rdma_freeaddrinfo(res) of a list GetAddrInfo made.
