@@ -197,11 +197,14 @@ struct Run {
     // posts it once connected instead.
     CALL("server", rpma_conn_req_connect(&server_req, &server_pdata, &server));
 
+    // The client's event first: as with librdmacm on IB, the server's ESTABLISHED comes only
+    // once the client got (and so processed) its own; waiting for the server's first would
+    // wait forever, on a real NIC and here.
     rpma_conn_event event = RPMA_CONN_UNDEFINED;
-    CALL("server", rpma_conn_next_event(server, &event));
-    Note("server", rpma_utils_conn_event_2str(event));
     CALL("client", rpma_conn_next_event(client, &event));
     Note("client", rpma_utils_conn_event_2str(event));
+    CALL("server", rpma_conn_next_event(server, &event));
+    Note("server", rpma_utils_conn_event_2str(event));
 
     CALL("client", rpma_conn_get_private_data(client, &got_pdata));
     CALL("client", rpma_mr_remote_from_descriptor(got_pdata.ptr, got_pdata.len, &remote_mr));

@@ -604,8 +604,8 @@ void ConnectionManager::OnRemoteCm(const std::shared_ptr<RemoteEnd>& end,
       }
       id->remote_qp_num = accept.qp_num;
       id->remote_pid = accept.pid;
-      EstablishRemote(to_sim(id->id.qp), accept.qp_num, accept.pid);
-      if (accept.can_reach_you != 0) SetPeerReachesUs(to_sim(id->id.qp));
+      id->peer_reaches_us = accept.can_reach_you != 0;
+      id->rtu_cma = host::CanReach(accept.pid, accept.probe_addr);
       id->state = State::kConnected;
       rdma_conn_param conn;
       std::memset(&conn, 0, sizeof(conn));
@@ -613,11 +613,10 @@ void ConnectionManager::OnRemoteCm(const std::shared_ptr<RemoteEnd>& end,
       conn.srq = accept.srq;
       conn.responder_resources = accept.responder_resources;
       conn.initiator_depth = accept.initiator_depth;
+      // The QP goes to RTS, and the RTU is sent, when the user gets this event (see
+      // ProcessConnectResponse).
       QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, &conn, accept.private_data,
-                  accept.private_data_len);
-      wire::Header ready = wire::MakeHeader(wire::Type::kReady);
-      if (host::CanReach(accept.pid, accept.probe_addr)) ready.flags = wire::kFlagCma;
-      SendRemoteLocked(id, ready, nullptr, 0);
+                  accept.private_data_len, /*connect_response=*/true);
       return;
     }
     case wire::Type::kReject: {
@@ -712,8 +711,7 @@ int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFau
   }
   const bool active_ok = fault != ConnFault::kUnreachable && active != nullptr &&
                          active->state == State::kConnecting && active->id.qp != nullptr &&
-                         to_sim(active->id.qp)->link == to_sim(id->id.qp)->link &&
-                         EstablishLink(to_sim(id->id.qp)->link.get());
+                         to_sim(active->id.qp)->link == to_sim(id->id.qp)->link;
   if (!active_ok) {
     // The active side went away: the passive side's REP would time out.
     id->state = State::kUnreachable;
@@ -733,11 +731,22 @@ int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFau
   conn.qp_num = id->id.qp->qp_num;
   active->state = State::kConnected;
   id->state = State::kConnected;
-  QueueLocked(active, RDMA_CM_EVENT_ESTABLISHED, 0, active, nullptr, &conn,
-              param != nullptr ? param->private_data : nullptr,
-              param != nullptr ? param->private_data_len : 0);
-  QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
-  if (fault == ConnFault::kDisconnect) EndConnectionLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+  const void* pdata = param != nullptr ? param->private_data : nullptr;
+  const uint8_t pdata_len = param != nullptr ? param->private_data_len : 0;
+  if (fault == ConnFault::kDisconnect) {  // both see ESTABLISHED, then DISCONNECTED
+    EstablishLink(to_sim(id->id.qp)->link.get());
+    QueueLocked(active, RDMA_CM_EVENT_ESTABLISHED, 0, active, nullptr, &conn, pdata, pdata_len);
+    QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
+    EndConnectionLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+    return 0;
+  }
+  // As librdmacm on IB: the passive QP is ready once it accepted; the active one only when
+  // its user gets the connect response (ProcessConnectResponse), which also sends the RTU on
+  // which the passive side's ESTABLISHED comes.
+  EnterRts(to_sim(id->id.qp));
+  id->established_pending = true;
+  QueueLocked(active, RDMA_CM_EVENT_ESTABLISHED, 0, active, nullptr, &conn, pdata, pdata_len,
+              /*connect_response=*/true);
   return 0;
 }
 
@@ -886,7 +895,7 @@ SimCmId* ConnectionManager::FindListenerLocked(const sockaddr* dst) {
 void ConnectionManager::QueueLocked(SimCmId* owner, rdma_cm_event_type type, int status,
                                     SimCmId* event_id, SimCmId* listen_id,
                                     const rdma_conn_param* conn, const void* private_data,
-                                    uint8_t private_data_len) {
+                                    uint8_t private_data_len, bool connect_response) {
   SimEventChannel* channel = owner->channel;
   if (channel == nullptr) return;  // a synchronous id: nobody to tell
   PendingCmEvent event;
@@ -901,6 +910,7 @@ void ConnectionManager::QueueLocked(SimCmId* owner, rdma_cm_event_type type, int
   event.conn.private_data_len = 0;
   event.private_data_len = private_data_len;
   if (private_data_len > 0) std::memcpy(event.private_data, private_data, private_data_len);
+  event.connect_response = connect_response;
   softrpma::MutexLock channel_lock(&channel->mu);
   if (channel->events.empty()) channel->signal.Raise();
   channel->events.push_back(event);
@@ -930,6 +940,62 @@ std::vector<PendingCmEvent> ConnectionManager::TakeEventsLocked(SimCmId* owner) 
 }
 
 int ConnectionManager::GetEvent(SimEventChannel* channel, rdma_cm_event** event) {
+  SimCmId* connect_response = nullptr;
+  const int err = TakeEvent(channel, event, &connect_response);
+  if (err == 0 && connect_response != nullptr) ProcessConnectResponse(connect_response);
+  return err;
+}
+
+void ConnectionManager::ProcessConnectResponse(SimCmId* id) {
+  // The event is delivered and unacknowledged: `id` cannot be destroyed under us (EBUSY).
+  softrpma::MutexLock lock(&mu_);
+  if (id->state != State::kConnected || id->id.qp == nullptr) return;  // ended meanwhile
+  SimQp* qp = to_sim(id->id.qp);
+  if (TraceOn()) TraceEvent("cm_connect_response id=%u qp=%u", id->serial, qp->qp.qp_num);
+  if (id->remote != nullptr) {
+    EstablishRemote(qp, id->remote_qp_num, id->remote_pid);
+    if (id->peer_reaches_us) SetPeerReachesUs(qp);
+    wire::Header ready = wire::MakeHeader(wire::Type::kReady);
+    if (id->rtu_cma) ready.flags = wire::kFlagCma;
+    SendRemoteLocked(id, ready, nullptr, 0);
+    return;
+  }
+  EnterRts(qp);
+  SimCmId* passive = id->peer;
+  if (passive != nullptr && passive->peer == id && passive->state == State::kConnected &&
+      passive->established_pending) {
+    passive->established_pending = false;  // the RTU
+    QueueLocked(passive, RDMA_CM_EVENT_ESTABLISHED, 0, passive, nullptr, nullptr, nullptr, 0);
+  }
+}
+
+namespace {
+
+// The private data length an event reports, as the kernel's CM does: on IB / RoCE the whole
+// private data field of the CM message (the REQ's 56 bytes after the rdma_cm header, the REP's
+// 196, the REJ's 148), zero-padded past what was sent, also when nothing was; on iWARP exactly
+// what was sent.
+uint8_t ReportedPrivateDataLength(const PendingCmEvent& pending) {
+  const ibv_context* verbs = pending.id->id.verbs;
+  const bool iwarp = verbs != nullptr && verbs->device != nullptr &&
+                     verbs->device->transport_type == IBV_TRANSPORT_IWARP;
+  if (iwarp) return pending.private_data_len;
+  switch (pending.type) {
+    case RDMA_CM_EVENT_CONNECT_REQUEST:
+      return kMaxConnectPrivateData;
+    case RDMA_CM_EVENT_ESTABLISHED:
+      return pending.connect_response ? kMaxAcceptPrivateData : pending.private_data_len;
+    case RDMA_CM_EVENT_REJECTED:
+      return kMaxRejectPrivateData;
+    default:
+      return pending.private_data_len;
+  }
+}
+
+}  // namespace
+
+int ConnectionManager::TakeEvent(SimEventChannel* channel, rdma_cm_event** event,
+                                 SimCmId** connect_response) {
   softrpma::MutexLock lock(&channel->mu);
   while (true) {
     {
@@ -945,12 +1011,14 @@ int ConnectionManager::GetEvent(SimEventChannel* channel, rdma_cm_event** event)
         sim_event->event.event = pending.type;
         sim_event->event.status = pending.status;
         sim_event->event.param.conn = pending.conn;
-        if (pending.private_data_len > 0) {
-          std::memcpy(sim_event->private_data, pending.private_data, pending.private_data_len);
+        const uint8_t reported = ReportedPrivateDataLength(pending);
+        if (reported > 0) {
+          std::memcpy(sim_event->private_data, pending.private_data, reported);  // zero-padded
           sim_event->event.param.conn.private_data = sim_event->private_data;
-          sim_event->event.param.conn.private_data_len = pending.private_data_len;
+          sim_event->event.param.conn.private_data_len = reported;
         }
         sim_event->id_serial = pending.id->serial;
+        if (pending.connect_response) *connect_response = pending.id;
         if (TraceOn()) {
           TraceEvent("cm_event_got id=%u type=%s", pending.id->serial,
                      NameOr(CmEventName(pending.type), pending.type).c_str());

@@ -20,10 +20,20 @@
 //     channel (event->id = the new id, listen_id = the listener, the connect's private data,
 //     at most kMaxConnectPrivateData bytes). With no listener the connecting id gets
 //     RDMA_CM_EVENT_REJECTED with status kRejectNoListener.
-//   * RdmaAccept moves both QPs to RTS and queues RDMA_CM_EVENT_ESTABLISHED on both ids: the
-//     active side's carries the accept's private data (at most kMaxAcceptPrivateData bytes),
-//     the passive side's carries none. If the active side went away (its id or QP destroyed)
+//   * Connection setup in librdmacm's order on IB: RdmaAccept moves the passive QP to RTS and
+//     queues the active side's connect response, carrying the accept's private data (at most
+//     kMaxAcceptPrivateData bytes). The active side processes it inside its own
+//     RdmaGetCmEvent, as librdmacm does: its QP goes to RTS, the RTU goes to the passive side,
+//     and the user gets RDMA_CM_EVENT_ESTABLISHED; the RTU queues the passive side's
+//     ESTABLISHED (no private data). So a server waiting for its ESTABLISHED before the client
+//     got its own waits forever, as on IB / RoCE. Until the active QP is RTS it cannot post
+//     (EINVAL), and the passive side's WRs toward it wait (a requester's retries; the
+//     simulated retries never run out). If the active side went away (its id or QP destroyed)
 //     the passive id gets RDMA_CM_EVENT_UNREACHABLE (status -ETIMEDOUT) instead.
+//   * Private data lengths as the kernel's CM reports them: on IB / RoCE the whole field of the
+//     CM message, zero-padded past what was sent (also when nothing was): CONNECT_REQUEST 56
+//     bytes (the REQ's 92 less the rdma_cm header), the connect response 196 (REP), REJECTED
+//     148 (REJ); on iWARP exactly what was sent.
 //   * RdmaReject queues RDMA_CM_EVENT_REJECTED (status kRejectConsumer) with the reject's
 //     private data (at most kMaxRejectPrivateData bytes) on the active side.
 //   * RdmaDisconnect of a connected id moves both QPs to ERROR (flushing them) and queues
@@ -55,9 +65,9 @@
 // it dials the fabric: nobody listening there gives REJECTED (kRejectNoListener) at once.
 // Over the fabric the exchange is the IB CM's: the REQ (qp_num, private data) becomes a
 // CONNECT_REQUEST on the listener's channel; rdma_accept moves the passive QP to RTS and sends
-// the REP; the active side's fabric thread, on the REP, moves its QP to RTS, queues its
-// ESTABLISHED (with the accept's private data) and answers with the RTU, on which the
-// passive side's ESTABLISHED is queued. rdma_reject (or a listener going away) sends a REJ.
+// the REP; the active side's fabric thread, on the REP, queues its connect response; when the
+// active user gets it, its QP goes to RTS and the RTU is sent, on which the passive side's
+// ESTABLISHED is queued (the passive side's requests wait in the active process until then). rdma_reject (or a listener going away) sends a REJ.
 // rdma_disconnect sends a DREQ: the peer gets DISCONNECTED and its QP goes to ERROR. A peer
 // process that closes or dies ends the connection: a connected id gets DISCONNECTED (its
 // outstanding WRs flush), a connecting one UNREACHABLE; a request whose requester died gives
@@ -113,6 +123,9 @@ struct PendingCmEvent {
   rdma_conn_param conn;  // private_data unset; see private_data below
   uint8_t private_data_len;
   uint8_t private_data[kMaxAcceptPrivateData];
+  // The active side's CONNECT_RESPONSE: librdmacm processes it inside rdma_get_cm_event (QP
+  // to RTR / RTS, the RTU to the passive side) and reports it as ESTABLISHED.
+  bool connect_response;
 };
 
 struct SimEventChannel final {
@@ -177,6 +190,8 @@ struct SimCmId final {
   int32_t remote_pid = 0;             // the peer's process
   bool we_reach_peer = false;         // host::CanReach said yes for the peer's probe word
   bool established_pending = false;   // passive: accepted, ESTABLISHED waits for the RTU
+  bool rtu_cma = false;               // active, remote: the RTU offers cross-memory attach
+  bool peer_reaches_us = false;       // active, remote: the REP said the peer reaches us
   std::unique_ptr<host::Listener> host_listener;  // listeners: on the host fabric too
 
   SimCmId();
@@ -219,8 +234,9 @@ class ConnectionManager final {
   int Reject(SimCmId* id, const void* private_data, uint8_t private_data_len)
       ABSL_LOCKS_EXCLUDED(mu_);
   int Disconnect(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
-  // Take only the channel's mutex.
-  static int GetEvent(SimEventChannel* channel, rdma_cm_event** event);
+  // Takes the channel's mutex, then (for a connect response) mu_.
+  int GetEvent(SimEventChannel* channel, rdma_cm_event** event) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes only the event's channel's mutex.
   static int AckEvent(SimCmEvent* event);
 
   // A connection-management message, or the end of the connection, from the host fabric
@@ -254,7 +270,16 @@ class ConnectionManager final {
   // Queues an event on owner's channel (dropped when owner is synchronous).
   void QueueLocked(SimCmId* owner, rdma_cm_event_type type, int status, SimCmId* event_id,
                    SimCmId* listen_id, const rdma_conn_param* conn, const void* private_data,
-                   uint8_t private_data_len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                   uint8_t private_data_len, bool connect_response = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the oldest event of `channel` (blocking as rdma_get_cm_event does); *connect_response
+  // names its id when it is a connect response to process.
+  static int TakeEvent(SimEventChannel* channel, rdma_cm_event** event,
+                       SimCmId** connect_response);
+  // What librdmacm does with a connect response inside rdma_get_cm_event: the active QP to
+  // RTS, the RTU to the passive side (whose ESTABLISHED it queues). Nothing when the
+  // connection ended meanwhile.
+  void ProcessConnectResponse(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
   // Removes owner's undelivered events from its channel; returns them.
   std::vector<PendingCmEvent> TakeEventsLocked(SimCmId* owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends a request id that will never be accepted: its requester gets REJECTED (`status`, the

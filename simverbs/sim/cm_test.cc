@@ -199,10 +199,14 @@ TEST_F(CmTest, Connect_Accept_EstablishedWithPrivateDataBothWays) {
 
   ASSERT_EQ(backend_->RdmaAccept(conn.passive.id, &param), 0);
 
+  // As librdmacm on IB: the passive QP is ready once it accepted; the active one, and the
+  // passive side's ESTABLISHED (the RTU), only once the active side got the connect response.
   EXPECT_EQ(conn.passive.id->qp->state, IBV_QPS_RTS);
-  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_RTS);
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_INIT);
+  EXPECT_FALSE(FdReadable(conn.listen_channel->fd)) << "passive ESTABLISHED before the RTU";
   absl::StatusOr<rdma_cm_event*> established = GetCmEventNow(backend_, conn.active.channel);
   ASSERT_TRUE(established.ok()) << established.status();
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_RTS);
   EXPECT_EQ((*established)->event, RDMA_CM_EVENT_ESTABLISHED);
   EXPECT_EQ((*established)->id, conn.active.id);
   ASSERT_EQ((*established)->param.conn.private_data_len, kMaxAcceptPrivateData);
@@ -279,7 +283,8 @@ TEST_F(CmTest, Reject_WithPrivateData_ActiveGetsRejectedWithIt) {
   ASSERT_TRUE(rejected.ok());
   EXPECT_EQ((*rejected)->event, RDMA_CM_EVENT_REJECTED);
   EXPECT_EQ((*rejected)->status, kRejectConsumer);
-  ASSERT_EQ((*rejected)->param.conn.private_data_len, sizeof(reason));
+  // IB reports the REJ's whole private data field, zero-padded.
+  ASSERT_EQ((*rejected)->param.conn.private_data_len, kMaxRejectPrivateData);
   EXPECT_STREQ(static_cast<const char*>((*rejected)->param.conn.private_data), reason);
   EXPECT_EQ(backend_->RdmaAckCmEvent(*rejected), 0);
   EXPECT_EQ(backend_->RdmaDestroyId(request_id), 0);
@@ -462,6 +467,74 @@ TEST_F(CmTest, CreateQp_NonRc_Einval_CapsAboveLimits_Einval) {
   EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EOPNOTSUPP);
   EXPECT_EQ(id->qp, nullptr);
   EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+}
+
+// librdmacm's order on IB: the active QP becomes RTS, and the passive side's ESTABLISHED (the
+// RTU) is sent, only when the active side gets its connect response. A server waiting for its
+// ESTABLISHED before the client looked at its own waits, as on IB / RoCE; the passive side's
+// WRs toward the not-yet-ready active QP wait (the requester retries) and then execute.
+TEST_F(CmTest, PassiveEstablished_ComesOnlyAfterTheActiveSideGotItsOwn) {
+  TestConnection conn(backend_);
+  ConnectionOptions options;
+  options.connect_private_data = {'h', 'i'};
+  ASSERT_TRUE(conn.Listen(options.address, NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(options, conn.port).ok());
+  ASSERT_TRUE(conn.AcceptPassive(options).ok());
+  EXPECT_EQ(conn.passive.id->qp->state, IBV_QPS_RTS);
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_INIT);
+  EXPECT_FALSE(FdReadable(conn.passive.channel->fd)) << "no RTU yet";
+  // The active QP is not RTS: it cannot post (EINVAL, as a real provider says).
+  char byte = 0;
+  ibv_sge no_sge{reinterpret_cast<uintptr_t>(&byte), 0, 0};
+  EXPECT_EQ(PostSendMsg(backend_, conn.active.qp(), 1, &no_sge, 0), EINVAL);
+  // The passive side writes at once: the write waits for the active QP.
+  TestBuffer source(backend_, conn.passive.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer target(backend_, conn.active.pd, 8,
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  std::memcpy(source.data(), "written", 8);
+  ibv_sge sge = source.Sge(0, 8);
+  ASSERT_EQ(PostWrite(backend_, conn.passive.qp(), 7, &sge, 1, target.addr(), target.mr()->rkey),
+            0);
+  EXPECT_TRUE(PollAll(backend_, conn.passive.send_cq).empty());
+  EXPECT_EQ(target.data()[0], 0);
+
+  absl::StatusOr<rdma_cm_event*> established = GetCmEventNow(backend_, conn.active.channel);
+  ASSERT_TRUE(established.ok()) << established.status();
+  EXPECT_EQ((*established)->event, RDMA_CM_EVENT_ESTABLISHED);
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_RTS);
+  EXPECT_EQ(backend_->RdmaAckCmEvent(*established), 0);
+
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_ESTABLISHED).ok());
+  EXPECT_EQ(std::memcmp(target.data(), "written", 8), 0);
+  EXPECT_EQ(PollAll(backend_, conn.passive.send_cq).size(), 1u);
+  EXPECT_TRUE(conn.Disconnect().ok());
+}
+
+// IB reports the whole private data field of the CM message, zero-padded: the REQ's 56 bytes
+// to the passive side, the REP's 196 to the active side, also when less (or nothing) was sent.
+TEST_F(CmTest, PrivateData_ReportedAsTheWholeIbField_ZeroPadded) {
+  TestConnection conn(backend_);
+  ConnectionOptions options;
+  options.connect_private_data = {'h', 'i'};
+  options.accept_private_data = {};  // nothing
+  ASSERT_TRUE(conn.Listen(options.address, NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(options, conn.port).ok());
+  absl::StatusOr<rdma_cm_event*> request = GetCmEventNow(backend_, conn.listen_channel);
+  ASSERT_TRUE(request.ok()) << request.status();
+  ASSERT_EQ((*request)->param.conn.private_data_len, kMaxConnectPrivateData);
+  const auto* got = static_cast<const uint8_t*>((*request)->param.conn.private_data);
+  EXPECT_EQ(got[0], 'h');
+  EXPECT_EQ(got[1], 'i');
+  for (int i = 2; i < kMaxConnectPrivateData; ++i) EXPECT_EQ(got[i], 0) << "byte " << i;
+  ASSERT_EQ(backend_->RdmaReject((*request)->id, nullptr, 0), 0);
+  rdma_cm_id* request_id = (*request)->id;
+  ASSERT_EQ(backend_->RdmaAckCmEvent(*request), 0);
+  EXPECT_EQ(backend_->RdmaDestroyId(request_id), 0);
+
+  TestConnection accepted(backend_);
+  std::vector<uint8_t> established;
+  ASSERT_TRUE(accepted.Connect(options, &established).ok());
+  EXPECT_EQ(established, std::vector<uint8_t>(kMaxAcceptPrivateData, 0));
 }
 
 }  // namespace

@@ -342,6 +342,9 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   SimQp* peer = link->side[1 - qp->side];
   if (peer != nullptr) CheckOverflowLocked(peer);
+  // A responder not ready yet (the active side has not processed the connect response) drops
+  // what arrives, and the requester retries: the WR waits until the responder is RTS.
+  if (peer != nullptr && peer->state == IBV_QPS_INIT) return kWait;
   if (peer == nullptr || peer->state != IBV_QPS_RTS) return Done(IBV_WC_RETRY_EXC_ERR);
 
   PdReadLocks pd_locks(qp->pd, peer->pd);
@@ -543,6 +546,8 @@ bool ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
                         const uint8_t* body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   const wire::Type type = static_cast<wire::Type>(request.type);
   if (qp != nullptr) CheckOverflowLocked(qp);
+  // Not ready yet (see ExecuteLocked): the request waits, as the peer's retries would.
+  if (qp != nullptr && qp->state == IBV_QPS_INIT) return false;
   if (qp == nullptr || qp->state != IBV_QPS_RTS) {
     RespondLocked(link, request, IBV_WC_RETRY_EXC_ERR, nullptr);  // a real requester times out
     return true;
@@ -920,11 +925,19 @@ void AttachRemote(SimQp* qp, std::shared_ptr<host::Conn> conn) {
   qp->link->remote = std::move(conn);
 }
 
+void EnterRts(SimQp* qp) {
+  SimLink* link = qp->link.get();
+  softrpma::MutexLock lock(&link->mu);
+  EnterRtsLocked(qp);
+  ProgressLinkLocked(link);  // what the peer sent while this side was not ready
+}
+
 void EstablishRemote(SimQp* qp, uint32_t remote_qp_num, int32_t remote_pid) {
   softrpma::MutexLock lock(&qp->link->mu);
   qp->link->remote_qp_num = remote_qp_num;
   qp->link->remote_pid = remote_pid;
   EnterRtsLocked(qp);
+  ProgressLinkLocked(qp->link.get());
 }
 
 void SetPeerReachesUs(SimQp* qp) {

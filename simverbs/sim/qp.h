@@ -267,6 +267,11 @@ int CreateQp(ibv_qp_init_attr_ex* attr, const std::shared_ptr<SimLink>& join, Si
 void DestroyQp(SimQp* qp);
 // Moves both QPs of `link` to RTS. Returns false when the link does not hold two QPs.
 bool EstablishLink(SimLink* link);
+// Moves `qp` (one side of a connection) to RTS from INIT, and resumes what waited for it: the
+// peer's WRs toward it (in-process) or the peer's requests (remote). While one side is INIT,
+// the other side's WRs toward it wait at the head of its send queue, as a real requester's
+// retries would.
+void EnterRts(SimQp* qp);
 // Moves `qp` to ERROR (flushing), if it is not there already.
 void SetQpError(SimQp* qp);
 

@@ -345,7 +345,7 @@ class SimBackend final : public Backend {
   int RdmaGetCmEvent(rdma_event_channel* channel, rdma_cm_event** event) override {
     if (int err = Injected(FaultPoint::kRdmaGetCmEvent); err != 0) return err;
     if (channel == nullptr || event == nullptr) return EINVAL;
-    return ConnectionManager::GetEvent(to_sim(channel), event);
+    return cm_.GetEvent(to_sim(channel), event);
   }
 
   int RdmaAckCmEvent(rdma_cm_event* event) override {

@@ -241,8 +241,31 @@ absl::Status TestConnection::Connect(const ConnectionOptions& options,
   if (!status.ok()) return status;
   status = StartActive(options, port);
   if (!status.ok()) return status;
+  status = AcceptPassive(options);
+  if (!status.ok()) return status;
 
+  // Both sides: ESTABLISHED, the active side's first (the passive side's follows from it).
+  absl::StatusOr<rdma_cm_event*> established = GetCmEventNow(backend_, active.channel);
+  if (!established.ok()) return established.status();
+  const rdma_cm_event_type type = (*established)->event;
+  if (established_private_data != nullptr) {
+    const auto* data = static_cast<const uint8_t*>((*established)->param.conn.private_data);
+    established_private_data->assign(data, data + (*established)->param.conn.private_data_len);
+  }
+  backend_->RdmaAckCmEvent(*established);
+  if (type != RDMA_CM_EVENT_ESTABLISHED) {
+    return absl::InternalError(
+        absl::StrCat("active side: expected ESTABLISHED, got ", rdma_event_str(type)));
+  }
+  status = ExpectCmEvent(backend_, passive.channel, RDMA_CM_EVENT_ESTABLISHED);
+  if (!status.ok()) return status;
+  connected_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status TestConnection::AcceptPassive(const ConnectionOptions& options) {
   // Passive: the request, its QP, accept, ack, its own channel.
+  absl::Status status;
   absl::StatusOr<rdma_cm_event*> request = GetCmEventNow(backend_, listen_channel);
   if (!request.ok()) return request.status();
   if ((*request)->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
@@ -261,23 +284,6 @@ absl::Status TestConnection::Connect(const ConnectionOptions& options,
   RETURN_IF_ERR("rdma_ack_cm_event", backend_->RdmaAckCmEvent(*request));
   RETURN_IF_ERR("rdma_create_event_channel", backend_->RdmaCreateEventChannel(&passive.channel));
   RETURN_IF_ERR("rdma_migrate_id", backend_->RdmaMigrateId(passive.id, passive.channel));
-
-  // Both sides: ESTABLISHED.
-  absl::StatusOr<rdma_cm_event*> established = GetCmEventNow(backend_, active.channel);
-  if (!established.ok()) return established.status();
-  const rdma_cm_event_type type = (*established)->event;
-  if (established_private_data != nullptr) {
-    const auto* data = static_cast<const uint8_t*>((*established)->param.conn.private_data);
-    established_private_data->assign(data, data + (*established)->param.conn.private_data_len);
-  }
-  backend_->RdmaAckCmEvent(*established);
-  if (type != RDMA_CM_EVENT_ESTABLISHED) {
-    return absl::InternalError(
-        absl::StrCat("active side: expected ESTABLISHED, got ", rdma_event_str(type)));
-  }
-  status = ExpectCmEvent(backend_, passive.channel, RDMA_CM_EVENT_ESTABLISHED);
-  if (!status.ok()) return status;
-  connected_ = true;
   return absl::OkStatus();
 }
 

@@ -86,6 +86,10 @@ class TestConnection final {
   // `established_private_data` receives the private data of the active side's ESTABLISHED.
   absl::Status Connect(const ConnectionOptions& options,
                        std::vector<uint8_t>* established_private_data = nullptr);
+  // The passive half of Connect after Listen and StartActive: takes the request, makes the
+  // passive QP, accepts, acknowledges and migrates the id to its own channel. Neither side's
+  // ESTABLISHED is got.
+  absl::Status AcceptPassive(const ConnectionOptions& options);
 
   // Steps of Connect, for tests that stop half-way.
   absl::Status Listen(const std::string& address, uint16_t port);

@@ -92,10 +92,12 @@ absl::Status ConnectedPair::Connect(const PairOptions& options) {
   }
 
   rpma_conn_event event = RPMA_CONN_UNDEFINED;
-  RETURN_IF_RPMA_ERROR(rpma_conn_next_event(server_, &event));
-  if (event != RPMA_CONN_ESTABLISHED) return absl::InternalError("server not established");
+  // The client first: as with librdmacm on IB, the server's ESTABLISHED comes only after the
+  // client got (and so processed) its own.
   RETURN_IF_RPMA_ERROR(rpma_conn_next_event(client_, &event));
   if (event != RPMA_CONN_ESTABLISHED) return absl::InternalError("client not established");
+  RETURN_IF_RPMA_ERROR(rpma_conn_next_event(server_, &event));
+  if (event != RPMA_CONN_ESTABLISHED) return absl::InternalError("server not established");
 
   rpma_conn_private_data received{};
   RETURN_IF_RPMA_ERROR(rpma_conn_get_private_data(client_, &received));

@@ -82,7 +82,9 @@ absl::StatusOr<rpma_conn_req*> NextConnReq(rpma_ep* ep, rpma_conn_cfg* cfg) {
 
 std::string PrivateDataString(const rpma_conn_private_data& pdata) {
   if (pdata.ptr == nullptr) return "";
-  return std::string(static_cast<const char*>(pdata.ptr), pdata.len);
+  // IB / RoCE report the whole private data field, zero-padded: the text ends at its NUL.
+  const char* text = static_cast<const char*>(pdata.ptr);
+  return std::string(text, strnlen(text, pdata.len));
 }
 
 absl::Status ConnectPair(rpma_peer* peer, const PairOptions& options, Pair* pair) {
@@ -125,7 +127,8 @@ absl::Status ConnectPair(rpma_peer* peer, const PairOptions& options, Pair* pair
     return RpmaStatus(ret, "rpma_conn_req_connect(server)");
   }
 
-  for (rpma_conn* conn : {pair->server, pair->client}) {
+  // The client first: the server's ESTABLISHED comes once the client got its own (IB's RTU).
+  for (rpma_conn* conn : {pair->client, pair->server}) {
     absl::StatusOr<rpma_conn_event> event = NextEvent(conn);
     if (!event.ok()) return event.status();
     if (*event != RPMA_CONN_ESTABLISHED) {

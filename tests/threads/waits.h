@@ -53,7 +53,8 @@ absl::StatusOr<rpma_conn_event> NextEvent(rpma_conn* conn);
 // The next connection request of ep (bounded wait on its fd), built with cfg.
 absl::StatusOr<rpma_conn_req*> NextConnReq(rpma_ep* ep, rpma_conn_cfg* cfg);
 
-// Private data as bytes (empty for {NULL, 0}).
+// Private data as text: its bytes up to the first NUL (empty for {NULL, 0}). IB / RoCE report
+// the whole private data field of the CM message, zero-padded past what was sent.
 std::string PrivateDataString(const rpma_conn_private_data& pdata);
 
 // A client and a server connected over one listening endpoint, with one registered region per

@@ -300,6 +300,9 @@ std::pair<std::string, std::string> Describe(const TraceEvent& e) {
   }
   if (t == "cm_event_got") return {"id " + F(e, "id"), "CM event " + F(e, "type") + " received"};
   if (t == "cm_event_ack") return {"id " + F(e, "id"), "CM event " + F(e, "type") + " acked"};
+  if (t == "cm_connect_response") {
+    return {"id " + F(e, "id"), "connect response processed: QP " + F(e, "qp") + " RTS, RTU sent"};
+  }
   if (t == "fault") {
     std::optional<std::string> qp = e.Get("qp");
     return {qp.has_value() ? "QP " + *qp : "fault",

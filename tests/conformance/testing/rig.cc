@@ -82,9 +82,11 @@ int Rig::Establish() {
   if ((ret = NextServerRequest()) != 0) return ret;
   if ((ret = AcceptServer()) != 0) return ret;
   rpma_conn_event event = RPMA_CONN_UNDEFINED;
-  if ((ret = NextEvent(server_, &event)) != 0) return ret;
-  if (event != RPMA_CONN_ESTABLISHED) return RPMA_E_UNKNOWN;
+  // The client first: as with librdmacm on IB, the server's ESTABLISHED comes only after the
+  // client got (and so processed) its own.
   if ((ret = NextEvent(client_, &event)) != 0) return ret;
+  if (event != RPMA_CONN_ESTABLISHED) return RPMA_E_UNKNOWN;
+  if ((ret = NextEvent(server_, &event)) != 0) return ret;
   if (event != RPMA_CONN_ESTABLISHED) return RPMA_E_UNKNOWN;
   return 0;
 }
