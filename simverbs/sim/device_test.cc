@@ -71,17 +71,163 @@ TEST_F(DeviceTest, Context_IsTheSimDevice) {
   EXPECT_STREQ(backend_->Name(), "sim");
 }
 
-TEST_F(DeviceTest, QueryDeviceEx_SaneLimits_NoOdpByDefault) {
+// Each test below that switches the profile puts mlx5 back and forgets the overrides.
+class ProfileTest : public DeviceTest {
+ protected:
+  void TearDown() override {
+    SetActiveProfile(DeviceProfiles()[0]);
+    ResetDeviceOverrides();
+  }
+  static const DeviceProfile& Use(const char* name) {
+    const DeviceProfile& profile = **FindDeviceProfile(name);
+    SetActiveProfile(profile);
+    ResetDeviceOverrides();
+    return profile;
+  }
+};
+
+TEST_F(ProfileTest, QueryDeviceEx_EachProfile_ReportsItsLimitsAndCapabilities) {
+  for (const DeviceProfile& profile : DeviceProfiles()) {
+    Use(profile.name);
+    ibv_device_attr_ex attr;
+
+    ASSERT_EQ(backend_->IbvQueryDeviceEx(ctx_, &attr), 0);
+
+    SCOPED_TRACE(profile.name);
+    EXPECT_EQ(attr.orig_attr.max_qp_wr, profile.max_qp_wr);
+    EXPECT_EQ(attr.orig_attr.max_sge, profile.max_sge);
+    EXPECT_EQ(attr.orig_attr.max_sge_rd, profile.max_sge_rd);
+    EXPECT_EQ(attr.orig_attr.max_cqe, profile.max_cqe);
+    EXPECT_EQ(attr.orig_attr.max_srq_wr, profile.max_srq_wr);
+    EXPECT_EQ(attr.orig_attr.max_srq_sge, profile.max_srq_sge);
+    EXPECT_EQ(attr.orig_attr.max_qp_rd_atom, profile.max_qp_rd_atom);
+    EXPECT_EQ(attr.orig_attr.max_qp_init_rd_atom, profile.max_qp_init_rd_atom);
+    EXPECT_EQ(attr.orig_attr.atomic_cap, profile.atomic_cap);
+    EXPECT_EQ(attr.orig_attr.phys_port_cnt, 1);
+    EXPECT_EQ((attr.device_cap_flags_ex & kDeviceCapAtomicWrite) != 0,
+              profile.native_atomic_write);
+    EXPECT_EQ((attr.odp_caps.general_caps & IBV_ODP_SUPPORT) != 0, profile.odp);
+  }
+}
+
+TEST_F(ProfileTest, QueryDeviceEx_Mlx5_OdpNoNativeAtomicWrite) {
   ibv_device_attr_ex attr;
 
   ASSERT_EQ(backend_->IbvQueryDeviceEx(ctx_, &attr), 0);
 
-  EXPECT_EQ(attr.orig_attr.max_cqe, kMaxCqe);
-  EXPECT_EQ(attr.orig_attr.max_qp_wr, kMaxQpWr);
-  EXPECT_EQ(attr.orig_attr.max_sge, kMaxSge);
-  EXPECT_EQ(attr.orig_attr.max_srq_wr, kMaxSrqWr);
-  EXPECT_EQ(attr.orig_attr.phys_port_cnt, 1);
+  EXPECT_EQ(attr.orig_attr.max_qp_wr, 1 << 14);
+  EXPECT_EQ(attr.orig_attr.max_sge, 32);
+  EXPECT_NE(attr.odp_caps.general_caps & IBV_ODP_SUPPORT, 0u);
+  EXPECT_EQ(attr.device_cap_flags_ex & kDeviceCapAtomicWrite, 0u);
+}
+
+TEST_F(ProfileTest, Overrides_BeatTheProfile) {
+  Use("rxe");
+  SetAtomicWriteSupported(false);
+  SetOdpSupported(false);
+  ibv_device_attr_ex attr;
+
+  ASSERT_EQ(backend_->IbvQueryDeviceEx(ctx_, &attr), 0);
+
+  EXPECT_EQ(attr.device_cap_flags_ex & kDeviceCapAtomicWrite, 0u);
   EXPECT_EQ(attr.odp_caps.general_caps, 0u);
+}
+
+TEST_F(ProfileTest, CreateCq_EachProfile_RoundsAsItsDriver) {
+  struct Case {
+    const char* device;
+    int asked;
+    int reported;
+  };
+  // mlx5 and rxe: the next power of two above cqe, minus one; siw: the next power of two.
+  const Case cases[] = {{"mlx5", 1, 1},  {"mlx5", 10, 15}, {"mlx5", 16, 31},
+                        {"rxe", 10, 15}, {"rxe", 32767, 32767},
+                        {"siw", 1, 1},   {"siw", 10, 16},  {"siw", 16, 16}};
+  for (const Case& c : cases) {
+    Use(c.device);
+    ibv_cq* cq = nullptr;
+
+    ASSERT_EQ(backend_->IbvCreateCq(ctx_, c.asked, nullptr, nullptr, 0, &cq), 0);
+
+    EXPECT_EQ(cq->cqe, c.reported) << c.device << " " << c.asked;
+    EXPECT_EQ(backend_->IbvDestroyCq(cq), 0);
+  }
+}
+
+TEST_F(ProfileTest, CreateCq_AboveTheProfilesMaxCqe_Einval) {
+  for (const DeviceProfile& profile : DeviceProfiles()) {
+    Use(profile.name);
+    ibv_cq* cq = nullptr;
+
+    EXPECT_EQ(backend_->IbvCreateCq(ctx_, profile.max_cqe + 1, nullptr, nullptr, 0, &cq), EINVAL)
+        << profile.name;
+  }
+}
+
+TEST_F(ProfileTest, CreateQp_EachProfile_ReportsTheCapsAsItsDriverRoundsThem) {
+  struct Case {
+    const char* device;
+    ibv_qp_cap asked;
+    ibv_qp_cap reported;
+  };
+  // {max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data}
+  const Case cases[] = {
+      {"mlx5", {10, 10, 1, 1, 8}, {16, 16, 1, 1, 8}},
+      {"mlx5", {16, 3, 2, 1, 0}, {16, 4, 2, 1, 0}},
+      // rxe: one slot of each ring kept empty; a WQE's SGE space doubles as inline space.
+      {"rxe", {10, 10, 1, 1, 8}, {15, 15, 1, 1, 16}},
+      {"rxe", {16, 1, 2, 1, 100}, {31, 1, 6, 1, 100}},
+      {"siw", {10, 10, 1, 1, 8}, {10, 10, 1, 1, 8}},
+  };
+  for (const Case& c : cases) {
+    Use(c.device);
+    ibv_pd* pd = nullptr;
+    ASSERT_EQ(backend_->IbvAllocPd(ctx_, &pd), 0);
+    ibv_cq* cq = nullptr;
+    ASSERT_EQ(backend_->IbvCreateCq(ctx_, 64, nullptr, nullptr, 0, &cq), 0);
+    ibv_qp_init_attr_ex attr{};
+    attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+    attr.pd = pd;
+    attr.send_cq = attr.recv_cq = cq;
+    attr.qp_type = IBV_QPT_RC;
+    attr.cap = c.asked;
+    SimQp* qp = nullptr;
+
+    ASSERT_EQ(CreateQp(&attr, nullptr, &qp), 0) << c.device;
+
+    SCOPED_TRACE(c.device);
+    EXPECT_EQ(attr.cap.max_send_wr, c.reported.max_send_wr);
+    EXPECT_EQ(attr.cap.max_recv_wr, c.reported.max_recv_wr);
+    EXPECT_EQ(attr.cap.max_send_sge, c.reported.max_send_sge);
+    EXPECT_EQ(attr.cap.max_recv_sge, c.reported.max_recv_sge);
+    EXPECT_EQ(attr.cap.max_inline_data, c.reported.max_inline_data);
+    EXPECT_EQ(qp->cap.max_send_wr, c.reported.max_send_wr);  // and the QP holds that many
+    DestroyQp(qp);
+    EXPECT_EQ(backend_->IbvDestroyCq(cq), 0);
+    EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
+  }
+}
+
+TEST_F(ProfileTest, CreateQp_Siw_MoreThanSixSgesOrEightyInlineBytes_Einval) {
+  Use("siw");
+  ibv_pd* pd = nullptr;
+  ASSERT_EQ(backend_->IbvAllocPd(ctx_, &pd), 0);
+  ibv_cq* cq = nullptr;
+  ASSERT_EQ(backend_->IbvCreateCq(ctx_, 64, nullptr, nullptr, 0, &cq), 0);
+  const ibv_qp_cap too_much[] = {{4, 4, 7, 1, 0}, {4, 4, 1, 7, 0}, {4, 4, 1, 1, 81}};
+  for (const ibv_qp_cap& cap : too_much) {
+    ibv_qp_init_attr_ex attr{};
+    attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+    attr.pd = pd;
+    attr.send_cq = attr.recv_cq = cq;
+    attr.qp_type = IBV_QPT_RC;
+    attr.cap = cap;
+    SimQp* qp = nullptr;
+
+    EXPECT_EQ(CreateQp(&attr, nullptr, &qp), EINVAL);
+  }
+  EXPECT_EQ(backend_->IbvDestroyCq(cq), 0);
+  EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
 }
 
 TEST_F(DeviceTest, QueryDeviceEx_OdpWhenConfigured) {
