@@ -5,6 +5,8 @@
 #include "simverbs/sim/device.h"
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -205,6 +207,44 @@ TEST_F(ProfileTest, CreateQp_EachProfile_ReportsTheCapsAsItsDriverRoundsThem) {
     DestroyQp(qp);
     EXPECT_EQ(backend_->IbvDestroyCq(cq), 0);
     EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
+  }
+}
+
+// The max-length checks of rdma_connect / rdma_accept follow the profile (how the lengths are
+// delivered is the CM's business: cm_test.cc).
+TEST_F(ProfileTest, PrivateData_Siw_UpTo255BytesBothWays_Connects) {
+  Use("siw");
+  TestConnection conn(backend_);
+  ConnectionOptions options;
+  options.connect_private_data = std::vector<uint8_t>(255, 0x11);
+  options.accept_private_data = std::vector<uint8_t>(255, 0x22);
+
+  absl::Status status = conn.Connect(options);
+
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST_F(ProfileTest, PrivateData_Mlx5AndRxe_AboveTheIbCmLimits_Einval) {
+  for (const char* device : {"mlx5", "rxe"}) {
+    Use(device);
+    {
+      TestConnection conn(backend_);
+      ConnectionOptions options;
+      options.connect_private_data = std::vector<uint8_t>(57, 0);
+
+      absl::Status status = conn.Connect(options);
+
+      EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("rdma_connect failed: 22"))
+          << device;
+    }
+    TestConnection conn(backend_);
+    ConnectionOptions options;
+    options.accept_private_data = std::vector<uint8_t>(197, 0);
+
+    absl::Status status = conn.Connect(options);
+
+    EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("rdma_accept failed: 22"))
+        << device;
   }
 }
 
