@@ -86,6 +86,39 @@ class ProfileTest : public DeviceTest {
     ResetDeviceOverrides();
     return profile;
   }
+  // Connects two ids with this private data on rdma_connect and rdma_accept.
+  absl::Status ConnectWith(size_t connect_len, size_t accept_len) {
+    TestConnection conn(backend_);
+    ConnectionOptions options;
+    options.connect_private_data = std::vector<uint8_t>(connect_len, 0x11);
+    options.accept_private_data = std::vector<uint8_t>(accept_len, 0x22);
+    return conn.Connect(options);
+  }
+  // Creates an RC QP asking for `cap` (on a PD and CQ of its own, all destroyed again) and
+  // returns CreateQp's answer; on success *reported is what it reported and *held_send_wr the
+  // send queue the QP holds.
+  int CreateQpWith(const ibv_qp_cap& cap, ibv_qp_cap* reported, uint32_t* held_send_wr) {
+    ibv_pd* pd = nullptr;
+    EXPECT_EQ(backend_->IbvAllocPd(ctx_, &pd), 0);
+    ibv_cq* cq = nullptr;
+    EXPECT_EQ(backend_->IbvCreateCq(ctx_, 64, nullptr, nullptr, 0, &cq), 0);
+    ibv_qp_init_attr_ex attr{};
+    attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+    attr.pd = pd;
+    attr.send_cq = attr.recv_cq = cq;
+    attr.qp_type = IBV_QPT_RC;
+    attr.cap = cap;
+    SimQp* qp = nullptr;
+    const int err = CreateQp(&attr, nullptr, &qp);
+    if (err == 0) {
+      *reported = attr.cap;
+      *held_send_wr = qp->cap.max_send_wr;
+      DestroyQp(qp);
+    }
+    EXPECT_EQ(backend_->IbvDestroyCq(cq), 0);
+    EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
+    return err;
+  }
 };
 
 TEST_F(ProfileTest, QueryDeviceEx_EachProfile_ReportsItsLimitsAndCapabilities) {
@@ -183,30 +216,18 @@ TEST_F(ProfileTest, CreateQp_EachProfile_ReportsTheCapsAsItsDriverRoundsThem) {
   };
   for (const Case& c : cases) {
     Use(c.device);
-    ibv_pd* pd = nullptr;
-    ASSERT_EQ(backend_->IbvAllocPd(ctx_, &pd), 0);
-    ibv_cq* cq = nullptr;
-    ASSERT_EQ(backend_->IbvCreateCq(ctx_, 64, nullptr, nullptr, 0, &cq), 0);
-    ibv_qp_init_attr_ex attr{};
-    attr.comp_mask = IBV_QP_INIT_ATTR_PD;
-    attr.pd = pd;
-    attr.send_cq = attr.recv_cq = cq;
-    attr.qp_type = IBV_QPT_RC;
-    attr.cap = c.asked;
-    SimQp* qp = nullptr;
+    ibv_qp_cap reported{};
+    uint32_t held_send_wr = 0;
 
-    ASSERT_EQ(CreateQp(&attr, nullptr, &qp), 0) << c.device;
+    ASSERT_EQ(CreateQpWith(c.asked, &reported, &held_send_wr), 0) << c.device;
 
     SCOPED_TRACE(c.device);
-    EXPECT_EQ(attr.cap.max_send_wr, c.reported.max_send_wr);
-    EXPECT_EQ(attr.cap.max_recv_wr, c.reported.max_recv_wr);
-    EXPECT_EQ(attr.cap.max_send_sge, c.reported.max_send_sge);
-    EXPECT_EQ(attr.cap.max_recv_sge, c.reported.max_recv_sge);
-    EXPECT_EQ(attr.cap.max_inline_data, c.reported.max_inline_data);
-    EXPECT_EQ(qp->cap.max_send_wr, c.reported.max_send_wr);  // and the QP holds that many
-    DestroyQp(qp);
-    EXPECT_EQ(backend_->IbvDestroyCq(cq), 0);
-    EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
+    EXPECT_EQ(reported.max_send_wr, c.reported.max_send_wr);
+    EXPECT_EQ(reported.max_recv_wr, c.reported.max_recv_wr);
+    EXPECT_EQ(reported.max_send_sge, c.reported.max_send_sge);
+    EXPECT_EQ(reported.max_recv_sge, c.reported.max_recv_sge);
+    EXPECT_EQ(reported.max_inline_data, c.reported.max_inline_data);
+    EXPECT_EQ(held_send_wr, c.reported.max_send_wr);  // and the QP holds that many
   }
 }
 
@@ -214,12 +235,8 @@ TEST_F(ProfileTest, CreateQp_EachProfile_ReportsTheCapsAsItsDriverRoundsThem) {
 // delivered is the CM's business: cm_test.cc).
 TEST_F(ProfileTest, PrivateData_Siw_UpTo255BytesBothWays_Connects) {
   Use("siw");
-  TestConnection conn(backend_);
-  ConnectionOptions options;
-  options.connect_private_data = std::vector<uint8_t>(255, 0x11);
-  options.accept_private_data = std::vector<uint8_t>(255, 0x22);
 
-  absl::Status status = conn.Connect(options);
+  absl::Status status = ConnectWith(255, 255);
 
   EXPECT_TRUE(status.ok()) << status;
 }
@@ -227,47 +244,27 @@ TEST_F(ProfileTest, PrivateData_Siw_UpTo255BytesBothWays_Connects) {
 TEST_F(ProfileTest, PrivateData_Mlx5AndRxe_AboveTheIbCmLimits_Einval) {
   for (const char* device : {"mlx5", "rxe"}) {
     Use(device);
-    {
-      TestConnection conn(backend_);
-      ConnectionOptions options;
-      options.connect_private_data = std::vector<uint8_t>(57, 0);
 
-      absl::Status status = conn.Connect(options);
+    absl::Status long_connect = ConnectWith(57, 0);
+    absl::Status long_accept = ConnectWith(0, 197);
 
-      EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("rdma_connect failed: 22"))
-          << device;
-    }
-    TestConnection conn(backend_);
-    ConnectionOptions options;
-    options.accept_private_data = std::vector<uint8_t>(197, 0);
-
-    absl::Status status = conn.Connect(options);
-
-    EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("rdma_accept failed: 22"))
+    EXPECT_THAT(std::string(long_connect.message()),
+                ::testing::HasSubstr("rdma_connect failed: 22"))
+        << device;
+    EXPECT_THAT(std::string(long_accept.message()), ::testing::HasSubstr("rdma_accept failed: 22"))
         << device;
   }
 }
 
 TEST_F(ProfileTest, CreateQp_Siw_MoreThanSixSgesOrEightyInlineBytes_Einval) {
   Use("siw");
-  ibv_pd* pd = nullptr;
-  ASSERT_EQ(backend_->IbvAllocPd(ctx_, &pd), 0);
-  ibv_cq* cq = nullptr;
-  ASSERT_EQ(backend_->IbvCreateCq(ctx_, 64, nullptr, nullptr, 0, &cq), 0);
   const ibv_qp_cap too_much[] = {{4, 4, 7, 1, 0}, {4, 4, 1, 7, 0}, {4, 4, 1, 1, 81}};
   for (const ibv_qp_cap& cap : too_much) {
-    ibv_qp_init_attr_ex attr{};
-    attr.comp_mask = IBV_QP_INIT_ATTR_PD;
-    attr.pd = pd;
-    attr.send_cq = attr.recv_cq = cq;
-    attr.qp_type = IBV_QPT_RC;
-    attr.cap = cap;
-    SimQp* qp = nullptr;
+    ibv_qp_cap reported{};
+    uint32_t held_send_wr = 0;
 
-    EXPECT_EQ(CreateQp(&attr, nullptr, &qp), EINVAL);
+    EXPECT_EQ(CreateQpWith(cap, &reported, &held_send_wr), EINVAL);
   }
-  EXPECT_EQ(backend_->IbvDestroyCq(cq), 0);
-  EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
 }
 
 TEST_F(DeviceTest, QueryDeviceEx_OdpWhenConfigured) {
