@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -30,9 +31,12 @@ void FillFromParam(const rdma_conn_param* param, Body* body) {
   if (param == nullptr) return;
   body->responder_resources = param->responder_resources;
   body->initiator_depth = param->initiator_depth;
-  body->private_data_len = param->private_data_len;
-  if (param->private_data_len > 0) {
-    std::memcpy(body->private_data, param->private_data, param->private_data_len);
+  // The wire's bodies hold the IB sizes; a longer iWARP (siw) private data is cut to them
+  // between processes (docs/DEVICES.md, "Left as it is").
+  body->private_data_len = static_cast<uint8_t>(
+      std::min<size_t>(param->private_data_len, sizeof(body->private_data)));
+  if (body->private_data_len > 0) {
+    std::memcpy(body->private_data, param->private_data, body->private_data_len);
   }
 }
 
@@ -41,8 +45,11 @@ void SendReject(host::Conn* conn, int status, const void* private_data,
                 uint8_t private_data_len) {
   wire::RejectBody body;
   std::memset(&body, 0, sizeof(body));
-  body.private_data_len = private_data_len;
-  if (private_data_len > 0) std::memcpy(body.private_data, private_data, private_data_len);
+  body.private_data_len =
+      static_cast<uint8_t>(std::min<size_t>(private_data_len, sizeof(body.private_data)));
+  if (body.private_data_len > 0) {
+    std::memcpy(body.private_data, private_data, body.private_data_len);
+  }
   wire::Header header = wire::MakeHeader(wire::Type::kReject);
   header.status = status;
   header.body_len = sizeof(body);
@@ -391,7 +398,8 @@ void ConnectionManager::DestroyQp(SimCmId* id) {
 
 int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFault fault) {
   if (param != nullptr &&
-      !ValidPrivateData(param->private_data, param->private_data_len, kMaxConnectPrivateData)) {
+      !ValidPrivateData(param->private_data, param->private_data_len,
+                        ActiveProfile().max_connect_private_data)) {
     return EINVAL;
   }
   softrpma::MutexLock lock(&mu_);
@@ -675,7 +683,8 @@ void ConnectionManager::OnRemoteClosed(const std::shared_ptr<RemoteEnd>& end) {
 
 int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFault fault) {
   if (param != nullptr &&
-      !ValidPrivateData(param->private_data, param->private_data_len, kMaxAcceptPrivateData)) {
+      !ValidPrivateData(param->private_data, param->private_data_len,
+                        ActiveProfile().max_accept_private_data)) {
     return EINVAL;
   }
   softrpma::MutexLock lock(&mu_);
@@ -782,7 +791,10 @@ void ConnectionManager::EndConnectionLocked(SimCmId* id, rdma_cm_event_type type
 }
 
 int ConnectionManager::Reject(SimCmId* id, const void* private_data, uint8_t private_data_len) {
-  if (!ValidPrivateData(private_data, private_data_len, kMaxRejectPrivateData)) return EINVAL;
+  if (!ValidPrivateData(private_data, private_data_len,
+                        ActiveProfile().max_reject_private_data)) {
+    return EINVAL;
+  }
   softrpma::MutexLock lock(&mu_);
   if (id->state != State::kRequestReceived) return EINVAL;
   DropRequestLocked(id, kRejectConsumer, private_data, private_data_len, /*free_it=*/false);
@@ -976,17 +988,16 @@ namespace {
 // 196, the REJ's 148), zero-padded past what was sent, also when nothing was; on iWARP exactly
 // what was sent.
 uint8_t ReportedPrivateDataLength(const PendingCmEvent& pending) {
-  const ibv_context* verbs = pending.id->id.verbs;
-  const bool iwarp = verbs != nullptr && verbs->device != nullptr &&
-                     verbs->device->transport_type == IBV_TRANSPORT_IWARP;
-  if (iwarp) return pending.private_data_len;
+  const DeviceProfile& device = ActiveProfile();
+  if (device.transport == IBV_TRANSPORT_IWARP) return pending.private_data_len;
   switch (pending.type) {
     case RDMA_CM_EVENT_CONNECT_REQUEST:
-      return kMaxConnectPrivateData;
+      return static_cast<uint8_t>(device.max_connect_private_data);
     case RDMA_CM_EVENT_ESTABLISHED:
-      return pending.connect_response ? kMaxAcceptPrivateData : pending.private_data_len;
+      return pending.connect_response ? static_cast<uint8_t>(device.max_accept_private_data)
+                                      : pending.private_data_len;
     case RDMA_CM_EVENT_REJECTED:
-      return kMaxRejectPrivateData;
+      return static_cast<uint8_t>(device.max_reject_private_data);
     default:
       return pending.private_data_len;
   }

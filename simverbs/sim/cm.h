@@ -99,7 +99,8 @@
 
 namespace softrpma::sim {
 
-// Private data limits of the InfiniBand CM messages (REQ, REP, REJ).
+// Private data limits of the InfiniBand CM messages (REQ, REP, REJ): the mlx5 and rxe
+// profiles' (device_profile.h); the checks use the active profile's.
 inline constexpr int kMaxConnectPrivateData = 56;
 inline constexpr int kMaxAcceptPrivateData = 196;
 inline constexpr int kMaxRejectPrivateData = 148;
@@ -122,7 +123,7 @@ struct PendingCmEvent {
   int status;
   rdma_conn_param conn;  // private_data unset; see private_data below
   uint8_t private_data_len;
-  uint8_t private_data[kMaxAcceptPrivateData];
+  uint8_t private_data[kMaxPrivateDataAnyDevice];
   // The active side's CONNECT_RESPONSE: librdmacm processes it inside rdma_get_cm_event (QP
   // to RTR / RTS, the RTU to the passive side) and reports it as ESTABLISHED.
   bool connect_response;
@@ -149,7 +150,7 @@ struct SimCmEvent final {
   rdma_cm_event event;  // FIRST member
   SimCmId* owner;
   uint32_t id_serial;  // serial of event.id when it was got (for the trace)
-  uint8_t private_data[kMaxAcceptPrivateData];
+  uint8_t private_data[kMaxPrivateDataAnyDevice];
 };
 
 struct SimQp;

@@ -222,7 +222,10 @@ int DestroyCompChannel(SimCompChannel* channel) {
 
 int CreateCq(SimDevice* device, int cqe, void* cq_context, SimCompChannel* channel, int comp_vector,
              ibv_cq** cq) {
-  if (cqe < 1 || cqe > kMaxCqe) return EINVAL;
+  // The CQ holds, and cq->cqe reports, what the driver makes of `cqe` (docs/DEVICES.md).
+  const DeviceProfile& profile = ActiveProfile();
+  if (cqe < 1 || cqe > profile.max_cqe) return EINVAL;
+  cqe = static_cast<int>(RoundQueueSize(profile.cq_rounding, static_cast<uint32_t>(cqe)));
   if (comp_vector < 0 || comp_vector >= device->context.num_comp_vectors) return EINVAL;
   if (channel != nullptr && channel->channel.context != &device->context) return EINVAL;
   SimCq* sim_cq = New<SimCq>(device, cqe, cq_context, channel, /*is_dummy=*/false);

@@ -73,7 +73,7 @@ TEST_F(CqTest, CreateCq_FillsFields) {
   EXPECT_EQ(cq->context, ctx);
   EXPECT_EQ(cq->channel, channel);
   EXPECT_EQ(cq->cq_context, &marker);
-  EXPECT_EQ(cq->cqe, 10);
+  EXPECT_EQ(cq->cqe, 15);  // mlx5 (the default profile) rounds 10 + 1 up to 16, minus one
   EXPECT_EQ(backend_->IbvDestroyCompChannel(channel), EBUSY);  // the CQ uses it
   EXPECT_EQ(backend_->IbvDestroyCq(cq), 0);
   EXPECT_EQ(backend_->IbvDestroyCompChannel(channel), 0);
@@ -106,13 +106,14 @@ TEST_F(CqTest, PollCq_OldestFirst_AtMostNumEntries) {
 
 TEST_F(CqTest, Overflow_PollFailsWithEoverflow_QpGoesToError) {
   ConnectionOptions options;
-  options.cqe = 2;
+  options.cqe = 3;  // as mlx5 (the default profile) rounds it: 2^2 - 1
   Connect(options);
   ASSERT_EQ(Write(1), 0);
   ASSERT_EQ(Write(2), 0);
+  ASSERT_EQ(Write(3), 0);
   EXPECT_EQ(conn_.active.qp()->state, IBV_QPS_RTS);
 
-  ASSERT_EQ(Write(3), 0);  // the third completion does not fit
+  ASSERT_EQ(Write(4), 0);  // the fourth completion does not fit
 
   ibv_wc wc[4];
   int polled = -1;

@@ -11,15 +11,21 @@
 namespace softrpma::sim {
 namespace {
 
-std::atomic<bool> g_odp_supported{false};
-std::atomic<bool> g_atomic_write_supported{false};
+// -1: no override, the active profile decides; else 0 or 1.
+std::atomic<int> g_odp_override{-1};
+std::atomic<int> g_atomic_write_override{-1};
 
-// The static ibv_device every SimDevice context points at.
-ibv_device MakeDevice() {
+bool Decide(const std::atomic<int>& override_value, bool profile_value) {
+  const int value = override_value.load(std::memory_order_relaxed);
+  return value < 0 ? profile_value : value != 0;
+}
+
+// The static ibv_device of one profile (iWARP devices are RNICs, as siw's is).
+ibv_device MakeDevice(const DeviceProfile& profile) {
   ibv_device device;
   std::memset(&device, 0, sizeof(device));
-  device.node_type = IBV_NODE_CA;
-  device.transport_type = IBV_TRANSPORT_IB;
+  device.transport_type = profile.transport;
+  device.node_type = profile.transport == IBV_TRANSPORT_IWARP ? IBV_NODE_RNIC : IBV_NODE_CA;
   std::strncpy(device.name, kDeviceName, sizeof(device.name) - 1);
   std::strncpy(device.dev_name, "uverbs_softrpma0", sizeof(device.dev_name) - 1);
   std::strncpy(device.dev_path, "/sys/class/infiniband_verbs/uverbs_softrpma0",
@@ -29,9 +35,15 @@ ibv_device MakeDevice() {
   return device;
 }
 
+// The ibv_device of the active profile: one per profile, made on first use, never freed.
 ibv_device* StaticDevice() {
-  static ibv_device device = MakeDevice();
-  return &device;
+  static ibv_device* devices = [] {
+    const absl::Span<const DeviceProfile> profiles = DeviceProfiles();
+    ibv_device* made = new ibv_device[profiles.size()];
+    for (size_t i = 0; i < profiles.size(); ++i) made[i] = MakeDevice(profiles[i]);
+    return made;
+  }();
+  return &devices[&ActiveProfile() - DeviceProfiles().data()];
 }
 
 // lkey and rkey of the n-th MR: distinct from each other (so that mixing them up is caught)
@@ -42,16 +54,23 @@ constexpr uint32_t RkeyOf(uint32_t index) { return (index << 8) | 0x0B; }
 }  // namespace
 
 void SetOdpSupported(bool supported) {
-  g_odp_supported.store(supported, std::memory_order_relaxed);
+  g_odp_override.store(supported ? 1 : 0, std::memory_order_relaxed);
 }
 
-bool OdpSupported() { return g_odp_supported.load(std::memory_order_relaxed); }
+bool OdpSupported() { return Decide(g_odp_override, ActiveProfile().odp); }
 
 void SetAtomicWriteSupported(bool supported) {
-  g_atomic_write_supported.store(supported, std::memory_order_relaxed);
+  g_atomic_write_override.store(supported ? 1 : 0, std::memory_order_relaxed);
 }
 
-bool AtomicWriteSupported() { return g_atomic_write_supported.load(std::memory_order_relaxed); }
+bool AtomicWriteSupported() {
+  return Decide(g_atomic_write_override, ActiveProfile().native_atomic_write);
+}
+
+void ResetDeviceOverrides() {
+  g_odp_override.store(-1, std::memory_order_relaxed);
+  g_atomic_write_override.store(-1, std::memory_order_relaxed);
+}
 
 SimDevice::SimDevice() {
   std::memset(&context, 0, sizeof(context));
@@ -65,6 +84,7 @@ SimDevice::SimDevice() {
 SimDevice::~SimDevice() { pthread_mutex_destroy(&context.mutex); }
 
 void SimDevice::Query(ibv_device_attr_ex* attr) const {
+  const DeviceProfile& profile = ActiveProfile();
   std::memset(attr, 0, sizeof(*attr));
   ibv_device_attr& a = attr->orig_attr;
   std::strncpy(a.fw_ver, "softrpma-sim 1.0", sizeof(a.fw_ver) - 1);
@@ -76,21 +96,21 @@ void SimDevice::Query(ibv_device_attr_ex* attr) const {
   a.vendor_part_id = 0;
   a.hw_ver = 1;
   a.max_qp = 1 << 16;
-  a.max_qp_wr = kMaxQpWr;
+  a.max_qp_wr = profile.max_qp_wr;
   a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE;
-  a.max_sge = kMaxSge;
-  a.max_sge_rd = kMaxSge;
+  a.max_sge = profile.max_sge;
+  a.max_sge_rd = profile.max_sge_rd;
   a.max_cq = 1 << 16;
-  a.max_cqe = kMaxCqe;
+  a.max_cqe = profile.max_cqe;
   a.max_mr = 1 << 20;
   a.max_pd = 1 << 16;
-  a.max_qp_rd_atom = kMaxQpRdAtom;
-  a.max_res_rd_atom = kMaxQpRdAtom << 16;
-  a.max_qp_init_rd_atom = kMaxQpRdAtom;
-  a.atomic_cap = IBV_ATOMIC_NONE;
+  a.max_qp_rd_atom = profile.max_qp_rd_atom;
+  a.max_res_rd_atom = profile.max_qp_rd_atom << 16;
+  a.max_qp_init_rd_atom = profile.max_qp_init_rd_atom;
+  a.atomic_cap = profile.atomic_cap;
   a.max_srq = 1 << 16;
-  a.max_srq_wr = kMaxSrqWr;
-  a.max_srq_sge = kMaxSrqSge;
+  a.max_srq_wr = profile.max_srq_wr;
+  a.max_srq_sge = profile.max_srq_sge;
   a.max_pkeys = 1;
   a.local_ca_ack_delay = 15;
   a.phys_port_cnt = 1;

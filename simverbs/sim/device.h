@@ -23,17 +23,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "simverbs/mutex.h"
+#include "simverbs/sim/device_profile.h"
 
 namespace softrpma::sim {
 
-// ---- Device limits, as reported by IbvQueryDeviceEx and enforced at creation ----------------
-inline constexpr int kMaxCqe = 1 << 16;
-inline constexpr int kMaxQpWr = 1 << 14;
-inline constexpr int kMaxSge = 32;
-inline constexpr int kMaxInlineData = 256;
-inline constexpr int kMaxSrqWr = 1 << 14;
-inline constexpr int kMaxSrqSge = 32;
-inline constexpr int kMaxQpRdAtom = 16;
+// ---- Device limits: those that differ between devices come from the active DeviceProfile
+// (device_profile.h), as reported by IbvQueryDeviceEx and enforced at creation ----------------
+// The size of the simulator's fixed per-WR arrays: no profile allows more SGEs.
+inline constexpr int kMaxSge = kMaxSgeAnyDevice;
 inline constexpr uint64_t kMaxMrSize = ~uint64_t{0};
 inline constexpr char kDeviceName[] = "softrpma_sim0";
 
@@ -43,18 +40,23 @@ inline constexpr int kKnownAccessFlags =
     IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND |
     IBV_ACCESS_HUGETLB | IBV_ACCESS_OPTIONAL_RANGE;
 
-// Whether the device reports on-demand paging (default false). Thread-safe.
+// Whether the device reports on-demand paging (default: the active profile's `odp`; a call
+// overrides it for the rest of the process). Thread-safe.
 void SetOdpSupported(bool supported);
 bool OdpSupported();
 // Whether the device reports native atomic write (kDeviceCapAtomicWrite in
-// device_cap_flags_ex) and accepts IBV_QP_EX_WITH_ATOMIC_WRITE (default false: most deployed
-// NICs, and librpma built against rdma-core 44, use the RDMA WRITE emulation). Thread-safe.
+// device_cap_flags_ex) and accepts IBV_QP_EX_WITH_ATOMIC_WRITE (default: the active profile's
+// `native_atomic_write`, false on mlx5: librpma then uses the RDMA WRITE emulation; a call
+// overrides it for the rest of the process). Thread-safe.
 void SetAtomicWriteSupported(bool supported);
 bool AtomicWriteSupported();
+// Forgets both overrides: the active profile decides again (tests).
+void ResetDeviceOverrides();
 // The variable that sets it when the simulated NIC starts: "1" (native) or "0".
 inline constexpr char kNativeAtomicWriteEnvVar[] = "RPMA_SIM_NATIVE_ATOMIC_WRITE";
 
-// The one simulated device. Created once by the backend and never destroyed.
+// The one simulated device. Created once by the backend and never destroyed. Its context points
+// at the ibv_device of the profile active when it was made (the transport librpma reads).
 struct SimDevice final {
   ibv_context context;  // FIRST member (see file comment)
 
@@ -63,7 +65,7 @@ struct SimDevice final {
   SimDevice& operator=(const SimDevice&) = delete;
   ~SimDevice();
 
-  // Fills `attr` with the device's limits and capabilities.
+  // Fills `attr` with the device's limits and capabilities (the active profile's).
   void Query(ibv_device_attr_ex* attr) const;
 
   // Counters that name objects deterministically (same program, same numbers).

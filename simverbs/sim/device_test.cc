@@ -5,6 +5,8 @@
 #include "simverbs/sim/device.h"
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -71,17 +73,198 @@ TEST_F(DeviceTest, Context_IsTheSimDevice) {
   EXPECT_STREQ(backend_->Name(), "sim");
 }
 
-TEST_F(DeviceTest, QueryDeviceEx_SaneLimits_NoOdpByDefault) {
+// Each test below that switches the profile puts mlx5 back and forgets the overrides.
+class ProfileTest : public DeviceTest {
+ protected:
+  void TearDown() override {
+    SetActiveProfile(DeviceProfiles()[0]);
+    ResetDeviceOverrides();
+  }
+  static const DeviceProfile& Use(const char* name) {
+    const DeviceProfile& profile = **FindDeviceProfile(name);
+    SetActiveProfile(profile);
+    ResetDeviceOverrides();
+    return profile;
+  }
+  // Connects two ids with this private data on rdma_connect and rdma_accept.
+  absl::Status ConnectWith(size_t connect_len, size_t accept_len) {
+    TestConnection conn(backend_);
+    ConnectionOptions options;
+    options.connect_private_data = std::vector<uint8_t>(connect_len, 0x11);
+    options.accept_private_data = std::vector<uint8_t>(accept_len, 0x22);
+    return conn.Connect(options);
+  }
+  // Creates an RC QP asking for `cap` (on a PD and CQ of its own, all destroyed again) and
+  // returns CreateQp's answer; on success *reported is what it reported and *held_send_wr the
+  // send queue the QP holds.
+  int CreateQpWith(const ibv_qp_cap& cap, ibv_qp_cap* reported, uint32_t* held_send_wr) {
+    ibv_pd* pd = nullptr;
+    EXPECT_EQ(backend_->IbvAllocPd(ctx_, &pd), 0);
+    ibv_cq* cq = nullptr;
+    EXPECT_EQ(backend_->IbvCreateCq(ctx_, 64, nullptr, nullptr, 0, &cq), 0);
+    ibv_qp_init_attr_ex attr{};
+    attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+    attr.pd = pd;
+    attr.send_cq = attr.recv_cq = cq;
+    attr.qp_type = IBV_QPT_RC;
+    attr.cap = cap;
+    SimQp* qp = nullptr;
+    const int err = CreateQp(&attr, nullptr, &qp);
+    if (err == 0) {
+      *reported = attr.cap;
+      *held_send_wr = qp->cap.max_send_wr;
+      DestroyQp(qp);
+    }
+    EXPECT_EQ(backend_->IbvDestroyCq(cq), 0);
+    EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
+    return err;
+  }
+};
+
+TEST_F(ProfileTest, QueryDeviceEx_EachProfile_ReportsItsLimitsAndCapabilities) {
+  for (const DeviceProfile& profile : DeviceProfiles()) {
+    Use(profile.name);
+    ibv_device_attr_ex attr;
+
+    ASSERT_EQ(backend_->IbvQueryDeviceEx(ctx_, &attr), 0);
+
+    SCOPED_TRACE(profile.name);
+    EXPECT_EQ(attr.orig_attr.max_qp_wr, profile.max_qp_wr);
+    EXPECT_EQ(attr.orig_attr.max_sge, profile.max_sge);
+    EXPECT_EQ(attr.orig_attr.max_sge_rd, profile.max_sge_rd);
+    EXPECT_EQ(attr.orig_attr.max_cqe, profile.max_cqe);
+    EXPECT_EQ(attr.orig_attr.max_srq_wr, profile.max_srq_wr);
+    EXPECT_EQ(attr.orig_attr.max_srq_sge, profile.max_srq_sge);
+    EXPECT_EQ(attr.orig_attr.max_qp_rd_atom, profile.max_qp_rd_atom);
+    EXPECT_EQ(attr.orig_attr.max_qp_init_rd_atom, profile.max_qp_init_rd_atom);
+    EXPECT_EQ(attr.orig_attr.atomic_cap, profile.atomic_cap);
+    EXPECT_EQ(attr.orig_attr.phys_port_cnt, 1);
+    EXPECT_EQ((attr.device_cap_flags_ex & kDeviceCapAtomicWrite) != 0,
+              profile.native_atomic_write);
+    EXPECT_EQ((attr.odp_caps.general_caps & IBV_ODP_SUPPORT) != 0, profile.odp);
+  }
+}
+
+TEST_F(ProfileTest, QueryDeviceEx_Mlx5_OdpNoNativeAtomicWrite) {
   ibv_device_attr_ex attr;
 
   ASSERT_EQ(backend_->IbvQueryDeviceEx(ctx_, &attr), 0);
 
-  EXPECT_EQ(attr.orig_attr.max_cqe, kMaxCqe);
-  EXPECT_EQ(attr.orig_attr.max_qp_wr, kMaxQpWr);
-  EXPECT_EQ(attr.orig_attr.max_sge, kMaxSge);
-  EXPECT_EQ(attr.orig_attr.max_srq_wr, kMaxSrqWr);
-  EXPECT_EQ(attr.orig_attr.phys_port_cnt, 1);
+  EXPECT_EQ(attr.orig_attr.max_qp_wr, 1 << 14);
+  EXPECT_EQ(attr.orig_attr.max_sge, 32);
+  EXPECT_NE(attr.odp_caps.general_caps & IBV_ODP_SUPPORT, 0u);
+  EXPECT_EQ(attr.device_cap_flags_ex & kDeviceCapAtomicWrite, 0u);
+}
+
+TEST_F(ProfileTest, Overrides_BeatTheProfile) {
+  Use("rxe");
+  SetAtomicWriteSupported(false);
+  SetOdpSupported(false);
+  ibv_device_attr_ex attr;
+
+  ASSERT_EQ(backend_->IbvQueryDeviceEx(ctx_, &attr), 0);
+
+  EXPECT_EQ(attr.device_cap_flags_ex & kDeviceCapAtomicWrite, 0u);
   EXPECT_EQ(attr.odp_caps.general_caps, 0u);
+}
+
+TEST_F(ProfileTest, CreateCq_EachProfile_RoundsAsItsDriver) {
+  struct Case {
+    const char* device;
+    int asked;
+    int reported;
+  };
+  // mlx5 and rxe: the next power of two above cqe, minus one; siw: the next power of two.
+  const Case cases[] = {{"mlx5", 1, 1},  {"mlx5", 10, 15}, {"mlx5", 16, 31},
+                        {"rxe", 10, 15}, {"rxe", 32767, 32767},
+                        {"siw", 1, 1},   {"siw", 10, 16},  {"siw", 16, 16}};
+  for (const Case& c : cases) {
+    Use(c.device);
+    ibv_cq* cq = nullptr;
+
+    ASSERT_EQ(backend_->IbvCreateCq(ctx_, c.asked, nullptr, nullptr, 0, &cq), 0);
+
+    EXPECT_EQ(cq->cqe, c.reported) << c.device << " " << c.asked;
+    EXPECT_EQ(backend_->IbvDestroyCq(cq), 0);
+  }
+}
+
+TEST_F(ProfileTest, CreateCq_AboveTheProfilesMaxCqe_Einval) {
+  for (const DeviceProfile& profile : DeviceProfiles()) {
+    Use(profile.name);
+    ibv_cq* cq = nullptr;
+
+    EXPECT_EQ(backend_->IbvCreateCq(ctx_, profile.max_cqe + 1, nullptr, nullptr, 0, &cq), EINVAL)
+        << profile.name;
+  }
+}
+
+TEST_F(ProfileTest, CreateQp_EachProfile_ReportsTheCapsAsItsDriverRoundsThem) {
+  struct Case {
+    const char* device;
+    ibv_qp_cap asked;
+    ibv_qp_cap reported;
+  };
+  // {max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data}
+  const Case cases[] = {
+      {"mlx5", {10, 10, 1, 1, 8}, {16, 16, 1, 1, 8}},
+      {"mlx5", {16, 3, 2, 1, 0}, {16, 4, 2, 1, 0}},
+      // rxe: one slot of each ring kept empty; a WQE's SGE space doubles as inline space.
+      {"rxe", {10, 10, 1, 1, 8}, {15, 15, 1, 1, 16}},
+      {"rxe", {16, 1, 2, 1, 100}, {31, 1, 6, 1, 100}},
+      {"siw", {10, 10, 1, 1, 8}, {10, 10, 1, 1, 8}},
+  };
+  for (const Case& c : cases) {
+    Use(c.device);
+    ibv_qp_cap reported{};
+    uint32_t held_send_wr = 0;
+
+    ASSERT_EQ(CreateQpWith(c.asked, &reported, &held_send_wr), 0) << c.device;
+
+    SCOPED_TRACE(c.device);
+    EXPECT_EQ(reported.max_send_wr, c.reported.max_send_wr);
+    EXPECT_EQ(reported.max_recv_wr, c.reported.max_recv_wr);
+    EXPECT_EQ(reported.max_send_sge, c.reported.max_send_sge);
+    EXPECT_EQ(reported.max_recv_sge, c.reported.max_recv_sge);
+    EXPECT_EQ(reported.max_inline_data, c.reported.max_inline_data);
+    EXPECT_EQ(held_send_wr, c.reported.max_send_wr);  // and the QP holds that many
+  }
+}
+
+// The max-length checks of rdma_connect / rdma_accept follow the profile (how the lengths are
+// delivered is the CM's business: cm_test.cc).
+TEST_F(ProfileTest, PrivateData_Siw_UpTo255BytesBothWays_Connects) {
+  Use("siw");
+
+  absl::Status status = ConnectWith(255, 255);
+
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST_F(ProfileTest, PrivateData_Mlx5AndRxe_AboveTheIbCmLimits_Einval) {
+  for (const char* device : {"mlx5", "rxe"}) {
+    Use(device);
+
+    absl::Status long_connect = ConnectWith(57, 0);
+    absl::Status long_accept = ConnectWith(0, 197);
+
+    EXPECT_THAT(std::string(long_connect.message()),
+                ::testing::HasSubstr("rdma_connect failed: 22"))
+        << device;
+    EXPECT_THAT(std::string(long_accept.message()), ::testing::HasSubstr("rdma_accept failed: 22"))
+        << device;
+  }
+}
+
+TEST_F(ProfileTest, CreateQp_Siw_MoreThanSixSgesOrEightyInlineBytes_Einval) {
+  Use("siw");
+  const ibv_qp_cap too_much[] = {{4, 4, 7, 1, 0}, {4, 4, 1, 7, 0}, {4, 4, 1, 1, 81}};
+  for (const ibv_qp_cap& cap : too_much) {
+    ibv_qp_cap reported{};
+    uint32_t held_send_wr = 0;
+
+    EXPECT_EQ(CreateQpWith(cap, &reported, &held_send_wr), EINVAL);
+  }
 }
 
 TEST_F(DeviceTest, QueryDeviceEx_OdpWhenConfigured) {

@@ -686,6 +686,12 @@ void HandleResponseLocked(SimLink* link, SimQp* qp, const wire::Header& response
 // or EINVAL; sets *length.
 int ValidateSend(const SimQp* qp, const ibv_send_wr* wr, bool extended, uint64_t* length) {
   if (!SupportedOpcode(wr->opcode)) return EINVAL;
+  // siw has no immediate data: its provider maps both opcodes to "unsupported" and fails the
+  // post with EINVAL (docs/DEVICES.md).
+  if ((wr->opcode == IBV_WR_SEND_WITH_IMM || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) &&
+      !ActiveProfile().immediate_data) {
+    return EINVAL;
+  }
   if (wr->opcode == IBV_WR_ATOMIC_WRITE && !extended) return EINVAL;
   if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp->cap.max_send_sge) {
     return EINVAL;
@@ -798,6 +804,27 @@ SimQp::~SimQp() {
   pthread_mutex_destroy(&qp.mutex);
 }
 
+namespace {
+
+// What the driver of `profile` makes of the capabilities asked for: the queues rounded as it
+// rounds them, and (rxe) the SGE and inline space of one WQE shared. The QP then holds what is
+// reported, as a real one does. REQUIRES: `cap` within the profile's limits.
+void RoundQpCap(const DeviceProfile& profile, ibv_qp_cap* cap) {
+  cap->max_send_wr = std::min(RoundQueueSize(profile.send_queue_rounding, cap->max_send_wr),
+                              static_cast<uint32_t>(profile.max_qp_wr));
+  cap->max_recv_wr = std::min(RoundQueueSize(profile.recv_queue_rounding, cap->max_recv_wr),
+                              static_cast<uint32_t>(profile.max_qp_wr));
+  if (profile.inline_shares_sge_space) {
+    const uint32_t wqe_bytes = std::max<uint32_t>(
+        cap->max_send_sge * static_cast<uint32_t>(sizeof(ibv_sge)), cap->max_inline_data);
+    cap->max_inline_data = wqe_bytes;
+    cap->max_send_sge = std::min(wqe_bytes / static_cast<uint32_t>(sizeof(ibv_sge)),
+                                 static_cast<uint32_t>(profile.max_sge));
+  }
+}
+
+}  // namespace
+
 int CreateQp(ibv_qp_init_attr_ex* attr_ex, const std::shared_ptr<SimLink>& join, SimQp** qp) {
   if (attr_ex == nullptr || (attr_ex->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 ||
       attr_ex->pd == nullptr) {
@@ -832,19 +859,21 @@ int CreateQp(ibv_qp_init_attr_ex* attr_ex, const std::shared_ptr<SimLink>& join,
   if (attr->send_cq->context != context || attr->recv_cq->context != context) return EINVAL;
   if (to_sim(attr->send_cq)->is_dummy || to_sim(attr->recv_cq)->is_dummy) return EINVAL;
   ibv_qp_cap& cap = attr->cap;
-  if (cap.max_send_wr > static_cast<uint32_t>(kMaxQpWr) ||
-      cap.max_send_sge > static_cast<uint32_t>(kMaxSge) ||
-      cap.max_inline_data > static_cast<uint32_t>(kMaxInlineData)) {
+  const DeviceProfile& profile = ActiveProfile();
+  const auto max_wr = static_cast<uint32_t>(profile.max_qp_wr);
+  const auto max_sge = static_cast<uint32_t>(profile.max_sge);
+  if (cap.max_send_wr > max_wr || cap.max_send_sge > max_sge ||
+      cap.max_inline_data > static_cast<uint32_t>(profile.max_inline_data)) {
     return EINVAL;
   }
   if (attr->srq != nullptr) {
     if (to_sim(attr->srq)->pd != pd) return EINVAL;
     cap.max_recv_wr = 0;  // receives come from the SRQ
     cap.max_recv_sge = 0;
-  } else if (cap.max_recv_wr > static_cast<uint32_t>(kMaxQpWr) ||
-             cap.max_recv_sge > static_cast<uint32_t>(kMaxSge)) {
+  } else if (cap.max_recv_wr > max_wr || cap.max_recv_sge > max_sge) {
     return EINVAL;
   }
+  RoundQpCap(profile, &cap);
 
   // Join the peer's link when it has a free side, else start a new one.
   std::shared_ptr<SimLink> link;
@@ -977,8 +1006,9 @@ void SetQpError(SimQp* qp) {
 
 int CreateSrq(SimPd* pd, ibv_srq_init_attr* attr, ibv_srq** srq) {
   if (attr == nullptr) return EINVAL;
-  if (attr->attr.max_wr < 1 || attr->attr.max_wr > static_cast<uint32_t>(kMaxSrqWr) ||
-      attr->attr.max_sge < 1 || attr->attr.max_sge > static_cast<uint32_t>(kMaxSrqSge)) {
+  const DeviceProfile& profile = ActiveProfile();
+  if (attr->attr.max_wr < 1 || attr->attr.max_wr > static_cast<uint32_t>(profile.max_srq_wr) ||
+      attr->attr.max_sge < 1 || attr->attr.max_sge > static_cast<uint32_t>(profile.max_srq_sge)) {
     return EINVAL;
   }
   SimSrq* sim_srq = New<SimSrq>(pd, *attr);

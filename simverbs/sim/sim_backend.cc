@@ -21,6 +21,7 @@
 #include "simverbs/sim/cm.h"
 #include "simverbs/sim/cq.h"
 #include "simverbs/sim/device.h"
+#include "simverbs/sim/device_profile.h"
 #include "simverbs/sim/fabric/host.h"
 #include "simverbs/sim/fault.h"
 #include "simverbs/sim/qp.h"
@@ -523,7 +524,8 @@ absl::Status EnvError(const char* variable, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(variable, ": ", message));
 }
 
-// Reads the RPMA_SIM_* variables (docs/TRACE.md) and applies them: seed, plan, stats, trace.
+// Reads the RPMA_SIM_* variables (docs/TRACE.md, docs/DEVICES.md) and applies them: seed,
+// device profile, plan, stats, trace.
 // Everything is parsed before anything is applied.
 absl::Status ApplyEnvironment() {
   std::optional<uint64_t> seed;
@@ -535,13 +537,20 @@ absl::Status ApplyEnvironment() {
   if (absl::Status fabric = host::ConfigureFabric(); !fabric.ok()) {
     return absl::InvalidArgumentError(fabric.message());  // it names its variable
   }
+  const DeviceProfile* profile = &DeviceProfiles()[0];
+  if (const char* name = std::getenv(kDeviceEnvVar)) {  // set but empty: malformed
+    absl::StatusOr<const DeviceProfile*> found = FindDeviceProfile(name);
+    if (!found.ok()) return EnvError(kDeviceEnvVar, found.status().message());
+    profile = *found;
+  }
   std::optional<bool> native_atomic_write;
   if (const char* value = std::getenv(kNativeAtomicWriteEnvVar)) {
     if (std::strcmp(value, "0") != 0 && std::strcmp(value, "1") != 0) {
       return EnvError(kNativeAtomicWriteEnvVar,
                       absl::StrCat("bad value \"", value,
                                    "\": expected 1 (the device has native atomic write) or 0 "
-                                   "(it has not, the default)"));
+                                   "(it has not; the default is the device's, see "
+                                   "RPMA_SIM_DEVICE)"));
     }
     native_atomic_write = std::strcmp(value, "1") == 0;
   }
@@ -573,6 +582,7 @@ absl::Status ApplyEnvironment() {
     stats_path = path;
   }
   if (seed.has_value()) SetSeed(*seed);
+  SetActiveProfile(*profile);
   if (native_atomic_write.has_value()) SetAtomicWriteSupported(*native_atomic_write);
   if (has_plan) GlobalFaultInjector().Install(std::make_unique<FaultPlan>(std::move(rules)));
   if (stats != nullptr) {

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "simverbs/sim/device_profile.h"
 
 namespace softrpma::sim {
 
@@ -83,11 +84,16 @@ void FinishSimTrace();
 std::string CurrentFaultPlan();
 
 // Whether the device reports on-demand paging (odp_caps in ibv_query_device_ex, and accepts
-// IBV_ACCESS_ON_DEMAND and ibv_advise_mr). Default: off.
+// IBV_ACCESS_ON_DEMAND and ibv_advise_mr). Default: the device profile's (on for mlx5 and
+// rxe, off for siw: docs/DEVICES.md); a call overrides it for the rest of the process.
 void SetOdpSupported(bool supported);
 // Whether the device reports native atomic write (ibv_query_device_ex) and accepts extended
-// QPs with IBV_QP_EX_WITH_ATOMIC_WRITE. Default: off (librpma then emulates it).
+// QPs with IBV_QP_EX_WITH_ATOMIC_WRITE. Default: the device profile's (off for mlx5 and siw:
+// librpma then emulates it; on for rxe); a call overrides it for the rest of the process.
 void SetAtomicWriteSupported(bool supported);
+// Forgets the two overrides above: the device profile decides again.
+void ResetDeviceOverrides();
+// (The profiles themselves, FindDeviceProfile() and SetActiveProfile(): device_profile.h.)
 
 // Test helper: installs a plan for its lifetime, then clears the plan.
 class ScopedFaultPlan final {

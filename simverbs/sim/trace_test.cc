@@ -138,7 +138,7 @@ TEST(TraceTest, HeaderEventsEndLine_FingerprintOfTheEventLines) {
   EXPECT_EQ(lines.back(), end);
 
   const std::string all = absl::StrJoin(bodies, "\n");
-  EXPECT_THAT(all, ContainsRegex("create_cq cq=[0-9]+ cqe=64 channel=[1-9][0-9]*"));
+  EXPECT_THAT(all, ContainsRegex("create_cq cq=[0-9]+ cqe=127 channel=[1-9][0-9]*"));
   EXPECT_THAT(all,
               ContainsRegex("create_qp qp=[0-9]+ id=[0-9]+ send_cq=[0-9]+ recv_cq=[0-9]+ srq=0"));
   EXPECT_THAT(all, ContainsRegex("cm_event id=[0-9]+ type=RDMA_CM_EVENT_CONNECT_REQUEST status=0"));

@@ -16,7 +16,8 @@ expect() {
   shift 3
   local status=0
   env -u RPMA_BACKEND -u RPMA_SIM_FAULTS -u RPMA_SIM_SEED -u RPMA_SIM_SCENARIO \
-    -u RPMA_SIM_TRACE -u RPMA_SIM_STATS -u RPMA_SIM_NATIVE_ATOMIC_WRITE "$@" "$program" >"$work/out" 2>"$work/err" || status=$?
+    -u RPMA_SIM_TRACE -u RPMA_SIM_STATS -u RPMA_SIM_NATIVE_ATOMIC_WRITE -u RPMA_SIM_DEVICE \
+    "$@" "$program" >"$work/out" 2>"$work/err" || status=$?
   local err
   err="$(cat "$work/err")"
   if [[ "$status" != "$want_status" ]]; then
@@ -47,9 +48,18 @@ expect "bad RPMA_SIM_SEED" 3 \
   'softrpma-sim: cannot start the simulated NIC: RPMA_SIM_SEED: bad seed "12x": expected a decimal or 0x-hex 64-bit number' \
   RPMA_SIM_SEED=12x
 expect "bad RPMA_SIM_NATIVE_ATOMIC_WRITE" 3 \
-  'softrpma-sim: cannot start the simulated NIC: RPMA_SIM_NATIVE_ATOMIC_WRITE: bad value "yes": expected 1 (the device has native atomic write) or 0 (it has not, the default)' \
+  'softrpma-sim: cannot start the simulated NIC: RPMA_SIM_NATIVE_ATOMIC_WRITE: bad value "yes": expected 1 (the device has native atomic write) or 0 (it has not; the default is the device'"'"'s, see RPMA_SIM_DEVICE)' \
   RPMA_SIM_NATIVE_ATOMIC_WRITE=yes
 expect "RPMA_SIM_NATIVE_ATOMIC_WRITE=1: nothing on stderr" 0 "" RPMA_SIM_NATIVE_ATOMIC_WRITE=1
+expect "RPMA_SIM_DEVICE=mlx4" 3 \
+  'softrpma-sim: cannot start the simulated NIC: RPMA_SIM_DEVICE: unknown device "mlx4": expected one of mlx5, rxe, siw' \
+  RPMA_SIM_DEVICE=mlx4
+expect "RPMA_SIM_DEVICE set but empty" 3 \
+  'softrpma-sim: cannot start the simulated NIC: RPMA_SIM_DEVICE: unknown device "": expected one of mlx5, rxe, siw' \
+  RPMA_SIM_DEVICE=
+for device in mlx5 rxe siw; do
+  expect "RPMA_SIM_DEVICE=$device: nothing on stderr" 0 "" RPMA_SIM_DEVICE=$device
+done
 mkdir -p "$work/dir"
 expect "RPMA_SIM_SCENARIO is a directory" 3 \
   "softrpma-sim: cannot start the simulated NIC: RPMA_SIM_SCENARIO: $work/dir: cannot read scenario file: it is a directory" \

@@ -8,12 +8,13 @@ source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/rpma_sim/testdata/testlib.sh"
 
 run "$rpma_sim" --help
 expect_status "--help exits 0" 0 "$status"
-for needle in "Usage:" "Subcommands:" "  points  " "  run     " "  sweep   " "  trace   " \
+for needle in "Usage:" "Subcommands:" "  points  " "  devices " "  run     " "  sweep   " \
+  "  trace   " \
   "Examples:" "rpma-sim sweep -j 4" "Exit status:"; do
   expect_in "--help: $needle" "$out" "$needle"
 done
 
-for sub in points run sweep trace; do
+for sub in points devices run sweep trace; do
   run "$rpma_sim" help "$sub"
   expect_status "help $sub exits 0" 0 "$status"
   expect_in "help $sub: usage" "$out" "Usage: rpma-sim $sub"
@@ -23,7 +24,7 @@ for sub in points run sweep trace; do
 done
 run "$rpma_sim" help sweep
 for flag in "--seed=S" "-j N" "--timeout=T  (default: 10s)" "--max-runs=M" "--points=P,..." \
-  "--report=FILE" "--leaks" "--lib=DIR"; do
+  "--report=FILE" "--leaks" "--lib=DIR" "--device=D"; do
   expect_in "help sweep lists $flag" "$out" "$flag"
 done
 
@@ -34,7 +35,8 @@ usage_error() {  # NAME MESSAGE ARGS...
   expect_status "$name: exit 2" 2 "$status"
   expect_in "$name: message" "$err" "$message"
 }
-usage_error "no arguments" "no subcommand given; the subcommands are points, run, sweep, trace"
+usage_error "no arguments" \
+  "no subcommand given; the subcommands are points, devices, run, sweep, trace"
 usage_error "unknown subcommand" 'unknown subcommand "swep"' swep -- true
 usage_error "unknown flag" "unknown flag --jobs=2; \`rpma-sim sweep\` takes --seed, -j" \
   sweep --jobs=2 -- true
@@ -48,6 +50,15 @@ usage_error "trace without a file" '`rpma-sim trace` needs 1 argument' trace
 usage_error "-j 0" "-j needs a number >= 1" sweep -j 0 -- true
 usage_error "--points unknown" '--points: no fault point is called "ibv_foo"' \
   sweep --points=ibv_post_send,ibv_foo -- true
+usage_error "--device unknown" \
+  '--device: unknown device "mlx4": expected one of mlx5, rxe, siw' run --device=mlx4 -- true
+usage_error "--device unknown in a list" '--device: unknown device "ib"' \
+  sweep --device=mlx5,ib -- true
+usage_error "--device empty" "--device: names no device" sweep --device=, -- true
+usage_error "run takes one device" "--device: run takes one device (sweep takes a list)" \
+  run --device=mlx5,siw -- true
+usage_error "devices takes no flag" 'flag --device=siw is not a flag of `rpma-sim devices`' \
+  devices --device=siw
 usage_error "--lib without the library" "--lib=$work: there is no librpma.so.0" \
   run --lib="$work" -- true
 
@@ -90,6 +101,19 @@ check "points: first" grep -qE '^ibv_query_device_ex +query the device' <<<"$out
 check "points: last" grep -qE '^malloc ' <<<"$out"
 expect_in "points: actions" "$out" "actions: fail=<errno>"
 expect_in "points: void" "$out" "(returns void: counted, cannot fail)"
+
+run "$rpma_sim" devices
+expect_status "devices exits 0" 0 "$status"
+check "devices: a column per profile, the default first" \
+  grep -qE '^ +mlx5 \(default\) +rxe +siw$' <<<"$out"
+check "devices: transport" grep -qE '^transport +IB +IB +iWARP$' <<<"$out"
+check "devices: immediate data" grep -qE '^immediate data +yes +yes +no$' <<<"$out"
+check "devices: native atomic write" grep -qE '^native atomic write +no +yes +no$' <<<"$out"
+check "devices: max_sge" grep -qE '^max_sge +32 +32 +6$' <<<"$out"
+check "devices: CQ rounding" grep -qE '^cq->cqe of n +2\^k - 1 >= n +2\^k - 1 >= n +2\^k >= n$' \
+  <<<"$out"
+check "devices: private data" grep -qE '^private data: connect +56 +56 +255$' <<<"$out"
+expect_in "devices: where the values come from" "$out" "docs/DEVICES.md"
 
 run "$rpma_sim" trace "$work/no-such.trace"
 expect_status "trace of a missing file: exit 1" 1 "$status"

@@ -38,6 +38,11 @@
 ABSL_FLAG(uint64_t, seed, 0,
           "RPMA_SIM_SEED: the seed that decides everything the simulator is free to choose "
           "(decimal or 0x-hex). Not given: the simulator's default seed");
+ABSL_FLAG(std::string, device, "",
+          "RPMA_SIM_DEVICE: the device the simulated NIC stands for: mlx5 (the default), rxe or "
+          "siw (`rpma-sim devices`, docs/DEVICES.md). sweep: a comma-separated list runs the "
+          "whole sweep once per device, and --report writes one report per device "
+          "(FILE.json -> FILE.<device>.json)");
 ABSL_FLAG(std::string, faults, "",
           "RPMA_SIM_FAULTS: a fault spec, e.g. 'ibv_post_send:fail=EIO:nth=3; "
           "malloc:fail=ENOMEM:nth=5' (docs/FAULTS.md). Checked before the program starts");
@@ -85,10 +90,11 @@ where you choose, sweep every fault point of the program, and read the simulator
 
 Usage:
   rpma-sim points
-  rpma-sim run   [--seed=S] [--faults=SPEC] [--scenario=FILE] [--trace=FILE] [--stats=FILE]
-                 [--lib=DIR] -- PROGRAM [ARGS...]
-  rpma-sim sweep [--seed=S] [-j N] [--timeout=T] [--max-runs=M] [--points=P,...]
-                 [--report=FILE] [--leaks] [--lib=DIR] -- PROGRAM [ARGS...]
+  rpma-sim devices
+  rpma-sim run   [--device=D] [--seed=S] [--faults=SPEC] [--scenario=FILE] [--trace=FILE]
+                 [--stats=FILE] [--lib=DIR] -- PROGRAM [ARGS...]
+  rpma-sim sweep [--device=D,...] [--seed=S] [-j N] [--timeout=T] [--max-runs=M]
+                 [--points=P,...] [--report=FILE] [--leaks] [--lib=DIR] -- PROGRAM [ARGS...]
   rpma-sim trace FILE [--chrome=OUT.json]
   rpma-sim trace FILE FILE... --chrome=OUT.json   (the processes of one run, merged)
   rpma-sim help [SUBCOMMAND]          (or: rpma-sim SUBCOMMAND --help)
@@ -96,6 +102,9 @@ Usage:
 Subcommands:
   points  List every fault point of the simulated NIC: the verbs / rdma_cm call it stands for
           (or malloc, every allocation), and whether it can be made to fail.
+  devices List the devices the simulated NIC can stand for (--device, RPMA_SIM_DEVICE) and
+          what differs between them: transport, immediate data, capabilities, limits, queue
+          rounding, private data.
   run     Run PROGRAM once on the simulated NIC with the given seed, fault spec or scenario and
           trace file. The spec and scenario are checked first: a malformed one is an error
           naming the rule and column, and PROGRAM does not run. Exits with PROGRAM's status.
@@ -114,6 +123,9 @@ replay line reproduces its run, and RPMA_BACKEND is set to sim.
 
 Examples:
   rpma-sim points
+  rpma-sim devices
+  rpma-sim run --device=siw -- ./my_app
+  rpma-sim sweep --device=mlx5,siw -- ./my_app
   rpma-sim run --faults='ibv_post_send:fail=EIO:nth=3' -- ./my_app 192.168.0.1 7204
   rpma-sim run --seed=42 --trace=app.trace -- ./my_app
   rpma-sim trace app.trace
@@ -122,9 +134,10 @@ Examples:
   rpma-sim sweep --max-runs=40 --leaks -- bazel-bin/tools/demo --once
 
 Exit status: run: PROGRAM's (127: it could not be started); sweep: 0 when no run crashed, hung
-or leaked, else 1 (130: interrupted); points, trace: 0, or 1 on an error; every subcommand: 2
-for a usage error or a malformed fault spec or scenario.
-The manual: docs/RPMA_SIM.md. Fault specs: docs/FAULTS.md. Traces: docs/TRACE.md.
+or leaked, else 1 (130: interrupted); points, devices, trace: 0, or 1 on an error; every
+subcommand: 2 for a usage error, an unknown device or a malformed fault spec or scenario.
+The manual: docs/RPMA_SIM.md. Fault specs: docs/FAULTS.md. Traces: docs/TRACE.md. Devices:
+docs/DEVICES.md.
 )";
 
 struct SubcommandHelp {
@@ -136,9 +149,10 @@ struct SubcommandHelp {
 const std::vector<SubcommandSpec>& Subcommands() {
   static const auto* subcommands = new std::vector<SubcommandSpec>{
       {"points", {}, false, 0, 0},
-      {"run", {"seed", "faults", "scenario", "trace", "stats", "lib"}, true, 0, 0},
+      {"devices", {}, false, 0, 0},
+      {"run", {"seed", "faults", "scenario", "trace", "stats", "lib", "device"}, true, 0, 0},
       {"sweep",
-       {"seed", "j", "timeout", "max_runs", "points", "report", "leaks", "lib"},
+       {"seed", "j", "timeout", "max_runs", "points", "report", "leaks", "lib", "device"},
        true,
        0,
        0},
@@ -155,10 +169,19 @@ SubcommandHelp HelpOf(absl::string_view name) {
             "marked \"void\" is a call that cannot fail: it is counted, never failed.",
             "  rpma-sim points\n"};
   }
+  if (name == "devices") {
+    return {"rpma-sim devices",
+            "Lists the devices the simulated NIC can stand for, one column each (the default\n"
+            "first), and the values that differ between them: the transport, immediate data,\n"
+            "native atomic write, on-demand paging, what ibv_query_device_ex reports, how CQ and\n"
+            "QP sizes are rounded, and the private data rdma_connect, rdma_accept and\n"
+            "rdma_reject carry. docs/DEVICES.md names the source of each value.",
+            "  rpma-sim devices\n"};
+  }
   if (name == "run") {
     return {
-        "rpma-sim run [--seed=S] [--faults=SPEC] [--scenario=FILE] [--trace=FILE] "
-        "[--stats=FILE]\n             [--lib=DIR] -- PROGRAM [ARGS...]",
+        "rpma-sim run [--device=D] [--seed=S] [--faults=SPEC] [--scenario=FILE] "
+        "[--trace=FILE]\n             [--stats=FILE] [--lib=DIR] -- PROGRAM [ARGS...]",
         "Runs PROGRAM once, in place of rpma-sim, on the simulated NIC: RPMA_BACKEND=sim, the\n"
         "RPMA_SIM_* variables the flags give (the inherited ones removed), LD_LIBRARY_PATH\n"
         "starting with softrpma's librpma.so.0, address-space randomization off (pointers\n"
@@ -166,13 +189,15 @@ SubcommandHelp HelpOf(absl::string_view name) {
         "scenario are checked first with the simulator's own parser; a malformed one is an\n"
         "error naming the rule and column (exit 2). Exits with PROGRAM's status.",
         "  rpma-sim run -- ./my_app\n"
+        "  rpma-sim run --device=siw -- ./my_app\n"
         "  rpma-sim run --faults='ibv_get_cq_event:fail=EIO:nth=1' -- ./my_app\n"
         "  rpma-sim run --seed=7 --scenario=flaky_link.txt --trace=run.trace -- ./my_app\n"};
   }
   if (name == "sweep") {
     return {
-        "rpma-sim sweep [--seed=S] [-j N] [--timeout=T] [--max-runs=M] [--points=P,...]\n"
-        "               [--report=FILE] [--leaks] [--lib=DIR] -- PROGRAM [ARGS...]",
+        "rpma-sim sweep [--device=D,...] [--seed=S] [-j N] [--timeout=T] [--max-runs=M]\n"
+        "               [--points=P,...] [--report=FILE] [--leaks] [--lib=DIR] -- PROGRAM "
+        "[ARGS...]",
         "Runs PROGRAM once with no fault to count how often each fault point is hit\n"
         "(RPMA_SIM_STATS), then once per hit of every point that can fail, with that hit\n"
         "failed: --faults='<point>:fail=EIO:nth=<n>' (ENOMEM for malloc). With --max-runs,\n"
@@ -182,8 +207,11 @@ SubcommandHelp HelpOf(absl::string_view name) {
         "fault), crashed (a signal or a sanitizer error), hung (timed out) or leaked (with\n"
         "--leaks). Each run that crashed, hung or leaked prints the one-line command that\n"
         "replays it. A progress bar is drawn on a terminal; a table per point ends the sweep.\n"
+        "With --device=mlx5,siw the whole sweep runs once per device, each with its own\n"
+        "summary (and report); the replay lines carry --device.\n"
         "Exits 1 if any run crashed, hung or leaked.",
         "  rpma-sim sweep -- ./my_app\n"
+        "  rpma-sim sweep --device=mlx5,rxe,siw -- ./my_app\n"
         "  rpma-sim sweep -j 4 --timeout=30s --max-runs=200 --report=sweep.json -- ./my_app\n"
         "  rpma-sim sweep --points=ibv_post_send,malloc --leaks -- bazel-bin/tools/demo --once\n"};
   }
@@ -235,6 +263,7 @@ const char* ValuePlaceholder(absl::string_view name) {
   if (name == "timeout") return "T";
   if (name == "max_runs") return "M";
   if (name == "points") return "P,...";
+  if (name == "device") return "D";
   if (name == "chrome") return "OUT.json";
   return "FILE";
 }
@@ -310,8 +339,39 @@ int Points() {
   return 0;
 }
 
+int Devices() {
+  std::fputs(FormatDevices().c_str(), stdout);
+  return 0;
+}
+
+// The devices --device names (empty when not given: the simulator's default), or a usage error
+// printed and nullopt.
+std::optional<std::vector<std::string>> DevicesFlag(const CommandLine& line) {
+  if (!line.given.contains("device")) return std::vector<std::string>{};
+  absl::StatusOr<std::vector<std::string>> devices = ParseDeviceList(absl::GetFlag(FLAGS_device));
+  if (!devices.ok()) {
+    Usage(absl::StrCat("--device: ", devices.status().message()));
+    return std::nullopt;
+  }
+  return *devices;
+}
+
+// --report=FILE for one device of several: FILE.json -> FILE.<device>.json (FILE -> FILE.<device>).
+std::string ReportPathFor(const std::string& path, const std::string& device) {
+  const size_t slash = path.rfind('/');
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) {
+    return absl::StrCat(path, ".", device);
+  }
+  return absl::StrCat(path.substr(0, dot), ".", device, path.substr(dot));
+}
+
 int Run(const CommandLine& line, const char* argv0) {
   SimConfig config;
+  std::optional<std::vector<std::string>> devices = DevicesFlag(line);
+  if (!devices.has_value()) return kExitUsage;
+  if (devices->size() > 1) return Usage("--device: run takes one device (sweep takes a list)");
+  if (!devices->empty()) config.device = devices->front();
   if (line.given.contains("seed")) config.seed = absl::GetFlag(FLAGS_seed);
   if (line.given.contains("faults")) {
     config.faults = absl::GetFlag(FLAGS_faults);
@@ -370,7 +430,27 @@ int Sweep(const CommandLine& line, const char* argv0) {
   options.lib_dir = *lib_dir;
   options.tool = ToolName(argv0);
   options.progress = isatty(STDERR_FILENO) != 0;
-  return RunSweep(options, stdout);
+  std::optional<std::vector<std::string>> devices = DevicesFlag(line);
+  if (!devices.has_value()) return kExitUsage;
+  if (devices->size() <= 1) {
+    if (!devices->empty()) options.device = devices->front();
+    return RunSweep(options, stdout);
+  }
+  // One whole sweep per device, one after the other; the worst status wins.
+  int status = kSweepPassed;
+  const std::string report = options.report_path;
+  for (size_t i = 0; i < devices->size(); ++i) {
+    options.device = (*devices)[i];
+    if (!report.empty()) options.report_path = ReportPathFor(report, options.device);
+    if (i > 0) std::printf("\n");
+    std::printf("== device %s (%zu of %zu) ==\n", options.device.c_str(), i + 1,
+                devices->size());
+    std::fflush(stdout);
+    const int device_status = RunSweep(options, stdout);
+    if (device_status == kSweepInterrupted || device_status == kSweepUsage) return device_status;
+    status = std::max(status, device_status);
+  }
+  return status;
 }
 
 int TraceCommand(const CommandLine& line) {
@@ -447,6 +527,7 @@ int Main(int argc, char** argv) {
 
   const std::string& sub = line->subcommand;
   if (sub == "points") return Points();
+  if (sub == "devices") return Devices();
   if (sub == "run") return Run(*line, argv[0]);
   if (sub == "sweep") return Sweep(*line, argv[0]);
   return TraceCommand(*line);

@@ -18,6 +18,7 @@ expect_in "RPMA_BACKEND" "$out" "RPMA_BACKEND=sim"
 expect_in "RPMA_SIM_SEED" "$out" "RPMA_SIM_SEED=42"
 expect_in "RPMA_SIM_FAULTS" "$out" "RPMA_SIM_FAULTS=ibv_post_send:fail=EIO:nth=3"
 expect_in "RPMA_SIM_TRACE" "$out" "RPMA_SIM_TRACE=$work/t.trace"
+expect_in "no --device: RPMA_SIM_DEVICE removed" "$out" "RPMA_SIM_DEVICE=(unset)"
 expect_in "inherited RPMA_SIM_SCENARIO removed" "$out" "RPMA_SIM_SCENARIO=(unset)"
 expect_in "inherited RPMA_SIM_STATS removed" "$out" "RPMA_SIM_STATS=(unset)"
 expect_in "LD_LIBRARY_PATH leads to our librpma.so.0" "$out" "librpma.so.0 there=yes"
@@ -31,6 +32,9 @@ RPMA_SIM_FAULTS='malloc:fail=ENOMEM' RPMA_SIM_SEED=9 run "$rpma_sim" run -- "$pr
 expect_status "plain run exits 0" 0 "$status"
 expect_in "inherited RPMA_SIM_FAULTS removed" "$out" "RPMA_SIM_FAULTS=(unset)"
 expect_in "inherited RPMA_SIM_SEED removed" "$out" "RPMA_SIM_SEED=(unset)"
+
+RPMA_SIM_DEVICE=rxe run "$rpma_sim" run --device=siw -- "$probe" 0
+expect_in "--device sets RPMA_SIM_DEVICE" "$out" "RPMA_SIM_DEVICE=siw"
 
 run "$rpma_sim" run --faults= --stats="$work/s" -- "$probe" 0
 expect_in "empty --faults is set" "$out" "RPMA_SIM_FAULTS="$'\n'

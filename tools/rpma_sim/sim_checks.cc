@@ -1,8 +1,12 @@
 #include "tools/rpma_sim/sim_checks.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "simverbs/sim/device_profile.h"
 #include "simverbs/sim/sim_control.h"
 
 namespace softrpma::rpma_sim {
@@ -35,6 +39,129 @@ std::vector<PointInfo> ListPoints() {
     points.push_back(std::move(info));
   }
   return points;
+}
+
+absl::StatusOr<std::vector<std::string>> ParseDeviceList(absl::string_view names) {
+  std::vector<std::string> devices;
+  for (absl::string_view name : absl::StrSplit(names, ',', absl::SkipWhitespace())) {
+    name = absl::StripAsciiWhitespace(name);
+    absl::StatusOr<const sim::DeviceProfile*> profile = sim::FindDeviceProfile(name);
+    if (!profile.ok()) return profile.status();
+    if (std::find(devices.begin(), devices.end(), name) == devices.end()) {
+      devices.emplace_back(name);
+    }
+  }
+  if (devices.empty()) {
+    return absl::InvalidArgumentError("names no device (`rpma-sim devices` lists them)");
+  }
+  return devices;
+}
+
+std::string DefaultDevice() { return sim::DeviceProfiles()[0].name; }
+
+namespace {
+
+const char* YesNo(bool value) { return value ? "yes" : "no"; }
+
+const char* RoundingName(sim::QueueRounding rounding) {
+  switch (rounding) {
+    case sim::QueueRounding::kAsAsked:
+      return "as asked";
+    case sim::QueueRounding::kPowerOfTwo:
+      return "2^k >= n";
+    case sim::QueueRounding::kPowerOfTwoMinusOne:
+      return "2^k - 1 >= n";
+  }
+  return "?";
+}
+
+const char* AtomicCapName(ibv_atomic_cap cap) {
+  switch (cap) {
+    case IBV_ATOMIC_NONE:
+      return "none";
+    case IBV_ATOMIC_HCA:
+      return "HCA";
+    case IBV_ATOMIC_GLOB:
+      return "global";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string FormatDevices() {
+  using Row = std::pair<std::string, std::string (*)(const sim::DeviceProfile&)>;
+  const Row rows[] = {
+      {"transport", [](const sim::DeviceProfile& p) -> std::string {
+         return sim::TransportName(p.transport);
+       }},
+      {"immediate data",
+       [](const sim::DeviceProfile& p) -> std::string { return YesNo(p.immediate_data); }},
+      {"native atomic write",
+       [](const sim::DeviceProfile& p) -> std::string { return YesNo(p.native_atomic_write); }},
+      {"on-demand paging",
+       [](const sim::DeviceProfile& p) -> std::string { return YesNo(p.odp); }},
+      {"atomic_cap",
+       [](const sim::DeviceProfile& p) -> std::string { return AtomicCapName(p.atomic_cap); }},
+      {"max_qp_wr",
+       [](const sim::DeviceProfile& p) { return absl::StrCat(p.max_qp_wr); }},
+      {"max_sge", [](const sim::DeviceProfile& p) { return absl::StrCat(p.max_sge); }},
+      {"max_sge_rd", [](const sim::DeviceProfile& p) { return absl::StrCat(p.max_sge_rd); }},
+      {"max_cqe", [](const sim::DeviceProfile& p) { return absl::StrCat(p.max_cqe); }},
+      {"max_inline_data",
+       [](const sim::DeviceProfile& p) { return absl::StrCat(p.max_inline_data); }},
+      {"max_srq_wr", [](const sim::DeviceProfile& p) { return absl::StrCat(p.max_srq_wr); }},
+      {"max_srq_sge", [](const sim::DeviceProfile& p) { return absl::StrCat(p.max_srq_sge); }},
+      {"max_qp_rd_atom",
+       [](const sim::DeviceProfile& p) { return absl::StrCat(p.max_qp_rd_atom); }},
+      {"max_qp_init_rd_atom",
+       [](const sim::DeviceProfile& p) { return absl::StrCat(p.max_qp_init_rd_atom); }},
+      {"cq->cqe of n",
+       [](const sim::DeviceProfile& p) -> std::string { return RoundingName(p.cq_rounding); }},
+      {"max_send_wr of n", [](const sim::DeviceProfile& p) -> std::string {
+         return RoundingName(p.send_queue_rounding);
+       }},
+      {"max_recv_wr of n", [](const sim::DeviceProfile& p) -> std::string {
+         return RoundingName(p.recv_queue_rounding);
+       }},
+      {"private data: connect",
+       [](const sim::DeviceProfile& p) { return absl::StrCat(p.max_connect_private_data); }},
+      {"private data: accept",
+       [](const sim::DeviceProfile& p) { return absl::StrCat(p.max_accept_private_data); }},
+      {"private data: reject",
+       [](const sim::DeviceProfile& p) { return absl::StrCat(p.max_reject_private_data); }},
+  };
+  const absl::Span<const sim::DeviceProfile> profiles = sim::DeviceProfiles();
+  std::vector<std::vector<std::string>> table;
+  std::vector<std::string> header = {""};
+  for (size_t i = 0; i < profiles.size(); ++i) {
+    header.push_back(absl::StrCat(profiles[i].name, i == 0 ? " (default)" : ""));
+  }
+  table.push_back(std::move(header));
+  for (const Row& row : rows) {
+    std::vector<std::string> line = {row.first};
+    for (const sim::DeviceProfile& profile : profiles) line.push_back(row.second(profile));
+    table.push_back(std::move(line));
+  }
+  std::vector<size_t> width(table[0].size(), 0);
+  for (const auto& line : table) {
+    for (size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
+  }
+  std::string out;
+  for (const auto& line : table) {
+    std::string text;
+    for (size_t c = 0; c < line.size(); ++c) {
+      absl::StrAppend(&text, line[c], std::string(width[c] - line[c].size() + 2, ' '));
+    }
+    absl::StrAppend(&out, absl::StripTrailingAsciiWhitespace(text), "\n");
+  }
+  for (const sim::DeviceProfile& profile : profiles) {
+    absl::StrAppend(&out, "\n", profile.name, ": ", profile.description);
+  }
+  absl::StrAppend(&out,
+                  "\n\nRPMA_SIM_DEVICE=NAME (rpma-sim run|sweep --device=NAME) picks one; "
+                  "where each value comes from: docs/DEVICES.md\n");
+  return out;
 }
 
 }  // namespace softrpma::rpma_sim

@@ -1,7 +1,7 @@
 // sim_checks.h: what rpma-sim asks the simulator's own parsers before it starts a program, so
 // that a malformed fault spec or scenario is an error of rpma-sim (naming the rule and column)
 // rather than a run that fails at its first librpma call; and the fault points, as the
-// simulator lists them.
+// simulator lists them; and the device profiles.
 //
 // Thread-safety: these functions install and clear a fault plan in THIS process (the parser is
 // reached through simverbs/sim/sim_control.h); rpma-sim does not use the simulated NIC itself, so
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace softrpma::rpma_sim {
@@ -43,6 +44,18 @@ std::vector<PointInfo> ListPoints();
 
 // Whether the simulator accepts `fail=<err_name>` at `point` (e.g. "ibv_post_send", "EIO").
 bool CanFail(absl::string_view point, absl::string_view err_name);
+
+// The device profiles named by `names` (comma-separated, e.g. "mlx5,siw"), in order, each
+// once. Errors: InvalidArgument naming the unknown one and the known ones, or saying that
+// `names` names none.
+absl::StatusOr<std::vector<std::string>> ParseDeviceList(absl::string_view names);
+
+// The name of the simulator's default device profile (RPMA_SIM_DEVICE unset).
+std::string DefaultDevice();
+
+// `rpma-sim devices`: one column per device profile, one row per value that differs between
+// real devices (docs/DEVICES.md names the source of each).
+std::string FormatDevices();
 
 }  // namespace softrpma::rpma_sim
 

@@ -26,6 +26,7 @@ inline constexpr char kScenarioVar[] = "RPMA_SIM_SCENARIO";
 inline constexpr char kTraceVar[] = "RPMA_SIM_TRACE";
 inline constexpr char kStatsVar[] = "RPMA_SIM_STATS";
 inline constexpr char kFabricVar[] = "RPMA_SIM_FABRIC";
+inline constexpr char kDeviceVar[] = "RPMA_SIM_DEVICE";
 
 // The library file that LD_LIBRARY_PATH must find.
 inline constexpr char kLibraryName[] = "librpma.so.0";
@@ -43,6 +44,8 @@ struct SimConfig {
   // A sweep gives each run its own, so that runs side by side never see each other's
   // listeners.
   std::string fabric;
+  // The device profile (docs/DEVICES.md), "" for the simulator's default (mlx5).
+  std::string device;
 };
 
 // `program` (argv) to be run with `config`: RPMA_BACKEND=sim, the RPMA_SIM_* variables that
@@ -74,7 +77,8 @@ std::string ShellQuote(absl::string_view word);
 std::string ShellJoin(const std::vector<std::string>& words);
 
 // The one-line command that replays one run:
-//   <tool> run [--seed=S] [--faults='SPEC'] [--scenario='FILE'] [--lib=DIR] -- PROGRAM ARGS...
+//   <tool> run [--device=D] [--seed=S] [--faults='SPEC'] [--scenario='FILE'] [--lib=DIR] --
+//   PROGRAM ARGS...
 // `tool` is how rpma-sim was called; `lib_dir_flag` is the --lib value ("" when not given).
 // config.trace, stats and lib_dir are not part of it.
 std::string ReplayCommand(absl::string_view tool, const SimConfig& config,

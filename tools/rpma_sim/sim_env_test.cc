@@ -37,7 +37,16 @@ TEST(SimCommand, SetsWhatIsGivenAndRemovesTheRest) {
                                    Pair("RPMA_SIM_FAULTS", "ibv_post_send:fail=EIO:nth=3"),
                                    Pair("RPMA_SIM_TRACE", "/tmp/t.trace"),
                                    Pair("LD_LIBRARY_PATH", "/opt/softrpma/lib")));
-  EXPECT_THAT(command.env_unset, UnorderedElementsAre("RPMA_SIM_SCENARIO", "RPMA_SIM_STATS"));
+  EXPECT_THAT(command.env_unset,
+              UnorderedElementsAre("RPMA_SIM_SCENARIO", "RPMA_SIM_STATS", "RPMA_SIM_DEVICE"));
+}
+
+TEST(SimCommand, DeviceGiven_RpmaSimDeviceSet) {
+  SimConfig config;
+  config.device = "siw";
+  ChildCommand command = SimCommand(config, {"./app"});
+  EXPECT_THAT(command.env_set, Contains(Pair("RPMA_SIM_DEVICE", "siw")));
+  EXPECT_THAT(command.env_unset, Not(Contains("RPMA_SIM_DEVICE")));
 }
 
 TEST(SimCommand, NothingGiven_EverySimVariableRemoved) {
@@ -45,7 +54,7 @@ TEST(SimCommand, NothingGiven_EverySimVariableRemoved) {
   EXPECT_THAT(command.env_set, ElementsAre(Pair("RPMA_BACKEND", "sim")));
   EXPECT_THAT(command.env_unset,
               UnorderedElementsAre("RPMA_SIM_SEED", "RPMA_SIM_FAULTS", "RPMA_SIM_SCENARIO",
-                                   "RPMA_SIM_TRACE", "RPMA_SIM_STATS"));
+                                   "RPMA_SIM_TRACE", "RPMA_SIM_STATS", "RPMA_SIM_DEVICE"));
 }
 
 TEST(SimCommand, EmptyFaultSpecIsSet) {
@@ -93,6 +102,14 @@ TEST(ReplayCommand, LibOnlyWhenGiven) {
             "bazel-bin/tools/rpma_sim/rpma-sim run --faults='malloc:fail=ENOMEM:nth=1' -- demo");
   EXPECT_EQ(ReplayCommand("rpma-sim", config, "my lib", {"demo"}),
             "rpma-sim run --faults='malloc:fail=ENOMEM:nth=1' --lib='my lib' -- demo");
+}
+
+TEST(ReplayCommand, DeviceFirstWhenGiven) {
+  SimConfig config;
+  config.device = "siw";
+  config.seed = 3;
+  EXPECT_EQ(ReplayCommand("rpma-sim", config, "", {"demo"}),
+            "rpma-sim run --device=siw --seed=3 -- demo");
 }
 
 TEST(ReplayCommand, NoFaults_NoFaultsFlag) {

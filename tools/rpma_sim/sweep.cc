@@ -128,6 +128,10 @@ class Sweeper final {
   int Run();
 
  private:
+  // The device profile every run uses (docs/DEVICES.md).
+  std::string DeviceName() const {
+    return options_.device.empty() ? DefaultDevice() : options_.device;
+  }
   // The command (and its replay line) of one run with `faults` (nullopt: none).
   // `run` numbers the run (0: the clean run) for its fabric.
   ChildCommand Command(const std::optional<std::string>& faults, const std::string& stats,
@@ -158,6 +162,7 @@ ChildCommand Sweeper::Command(const std::optional<std::string>& faults, const st
   }
   SimConfig config;
   config.seed = options_.seed;
+  config.device = options_.device;
   config.faults = faults;
   config.stats = stats;
   config.lib_dir = options_.lib_dir;
@@ -300,6 +305,8 @@ bool Sweeper::WriteReport(const RunRecord& clean, const std::vector<PointHits>& 
   w.BeginArray();
   for (const std::string& arg : options_.program) w.String(arg);
   w.EndArray();
+  w.Key("device");
+  w.String(DeviceName());
   w.Key("seed");
   options_.seed.has_value() ? w.Uint(*options_.seed) : w.Null();
   w.Key("jobs");
@@ -402,7 +409,8 @@ int Sweeper::Run() {
   }
 
   std::fprintf(out_, "rpma-sim sweep: %s\n", ShellJoin(options_.program).c_str());
-  std::fprintf(out_, "seed %s, %d at a time, timeout %s per run, leak check: %s\n",
+  std::fprintf(out_, "device %s, seed %s, %d at a time, timeout %s per run, leak check: %s\n",
+               DeviceName().c_str(),
                options_.seed.has_value() ? absl::StrCat(*options_.seed).c_str()
                                          : "(the simulator's default)",
                options_.jobs, absl::FormatDuration(options_.timeout).c_str(),

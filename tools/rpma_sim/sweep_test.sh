@@ -53,6 +53,24 @@ else
   fail "crash: the replay line crashes again" "exit status $status"
 fi
 
+# --- One sweep per device: --device=mlx5,siw, a summary and a report each ---
+run "$rpma_sim" sweep --device=mlx5,siw --points=ibv_alloc_pd --report="$work/dev.json" -- \
+  "$victim" crash
+echo "$out"
+expect_status "devices: exit 1 (both crash)" 1 "$status"
+expect_in "devices: mlx5's sweep" "$out" "== device mlx5 (1 of 2) =="
+expect_in "devices: siw's sweep" "$out" "== device siw (2 of 2) =="
+expect_in "devices: mlx5 in its summary" "$out" "device mlx5, seed"
+expect_in "devices: siw in its summary" "$out" "device siw, seed"
+expect_in "devices: siw's replay line" "$out" \
+  "  replay: $rpma_sim run --device=siw --faults='ibv_alloc_pd:fail=EIO:nth=1' -- $victim crash"
+for device in mlx5 siw; do
+  got="$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["device"], len(r["runs"]), r["runs"][0]["replay"])' "$work/dev.$device.json")" ||
+    got="(no report)"
+  expect_in "devices: $device's report" "$got" "$device 1 $rpma_sim run --device=$device"
+done
+check "devices: no report under the plain name" test ! -e "$work/dev.json"
+
 # --- A hang in one error path: only that point, short timeout ---
 run "$rpma_sim" sweep --points=ibv_alloc_pd --timeout=5s --report="$work/hang.json" -- \
   "$victim" hang

@@ -28,6 +28,7 @@ int main(int argc, char **argv) {
   show("RPMA_SIM_FAULTS");
   show("RPMA_SIM_SCENARIO");
   show("RPMA_SIM_TRACE");
+  show("RPMA_SIM_DEVICE");
   show("RPMA_SIM_STATS");
 
   const char *path = getenv("LD_LIBRARY_PATH");
