@@ -293,11 +293,14 @@ void* RunFabric(void* arg) {
       deferred.erase(it++);
     }
     for (int i = 0; i < n; ++i) {
+      // A copy: epoll_event is packed on x86-64, so its u64 is misaligned and may not be
+      // bound to the const uint64_t& that find() takes.
+      const uint64_t token = events[i].data.u64;
       Watch watch;
       {
         softrpma::MutexLock lock(&g_mu);
         if (g_fabric != fabric) return nullptr;
-        auto it = fabric->watches.find(events[i].data.u64);
+        auto it = fabric->watches.find(token);
         if (it == fabric->watches.end()) continue;
         watch = it->second;
       }
@@ -308,7 +311,7 @@ void* RunFabric(void* arg) {
       if ((events[i].events & EPOLLOUT) != 0) Conn::Internal::Flush(watch.conn.get());
       if ((events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
         if (Conn::Internal::PollerActive(*watch.conn)) {
-          deferred[events[i].data.u64] = watch.conn;  // stays disarmed while it is polled
+          deferred[token] = watch.conn;  // stays disarmed while it is polled
           continue;
         }
         Conn::Internal::Drive(watch.conn);
