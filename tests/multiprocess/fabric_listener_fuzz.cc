@@ -189,6 +189,10 @@ void EndConnection(rpma_conn** conn, int peer_fd) {
     poll(&p, 1, 10);
     waited_ms += 10;
   }
+  if (!ended) {
+    std::fprintf(stderr, "fabric_listener_fuzz: the connection never learnt its peer left\n");
+    std::abort();
+  }
   rpma_cq* cq = nullptr;
   FUZZ_CHECK(rpma_conn_get_cq(*conn, &cq) == 0);
   ibv_wc wc[8];

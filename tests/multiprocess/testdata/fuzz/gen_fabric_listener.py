@@ -49,6 +49,7 @@ CASES = {
     "req_cma_not_offered": req() + header(RTU) + header(WRITE, 16, flags=CMA, length=8)
     + struct.pack("=QQ", 0x1000, 8),
     "req_unsolicited_responses": req() + header(RTU) + header(ACK, seq=9) + header(READ_RESPONSE, 4, seq=9) + b"resp",
+    "req_twice": req() + req(),
     "rep_rej_from_active_side": header(REP, 224) + bytes(224) + header(REJ, 149, status=28) + bytes(149),
     "random_bytes": bytes(range(256)) * 2,
     "bad_magic": header(REQ, 336, magic=0xDEADBEEF) + bytes(336),
