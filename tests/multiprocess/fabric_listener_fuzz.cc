@@ -14,12 +14,13 @@
 // Checked per input: the listener ends the connection once the input is over (within
 // kPollLimitMs: no hang; an accepted one once the connection is deleted, after its CLOSED
 // event), and it still accepts a good connection afterwards (a canned REQ: CONNECT_REQUEST,
-// accept, the REP comes back).
+// accept, the REP comes back), and the process's peak memory stays under kMaxRssKiB.
 // ASan's leak check runs at exit.
 
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -44,6 +45,9 @@ constexpr char kAddr[] = "127.0.0.1";
 constexpr char kPort[] = "7411";
 constexpr size_t kRegionSize = 4096;
 constexpr int kPollLimitMs = 5000;  // a bound against hangs, not a timing assertion
+// The most this process may ever have used (libFuzzer's own corpus included): a peer must not
+// make the listener allocate what it only announced.
+constexpr long kMaxRssKiB = 1 << 20;
 
 struct Listener {
   rpma_peer* peer = nullptr;
@@ -322,5 +326,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Listener* l = GetListener();
   Play(*l, data, size);
   CheckStillAccepts(*l);
+  rusage usage;
+  FUZZ_CHECK(getrusage(RUSAGE_SELF, &usage) == 0 && usage.ru_maxrss < kMaxRssKiB);
   return 0;
 }

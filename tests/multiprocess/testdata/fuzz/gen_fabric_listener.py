@@ -59,6 +59,8 @@ CASES = {
     "private_data_too_long": req(pdata_len=200),
     "request_before_connection": header(WRITE, 4) + b"evil",
     "read_4_GiB": header(READ, length=1 << 32),
+    # The listener allocated the 2 GiB a header announced before a byte of it came.
+    "write_announcing_2_GiB": header(WRITE, 1 << 31) + b"only this",
     "header_cut_short": header(REQ, 336)[:20],
     "empty": b"",  # UBSan: the fabric thread bound a packed epoll_event field to a reference
 }
