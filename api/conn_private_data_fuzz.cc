@@ -13,16 +13,14 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include "librpma.h"
 #include "tools/fuzz/check.h"
+#include "tools/fuzz/rpma_env.h"
 
 namespace {
 
@@ -32,27 +30,12 @@ constexpr size_t kMaxConnectPrivateData = 56;  // what an IB CM REQ carries
 constexpr size_t kMaxAcceptPrivateData = 196;  // and a REP
 constexpr int kPollLimitMs = 5000;             // a bound against hangs, not a timing assertion
 
-struct Server {
-  rpma_peer* peer = nullptr;
-  rpma_ep* ep = nullptr;
-  int ep_fd = -1;
-};
+using softrpma::fuzz::SimListener;
 
-Server* GetServer() {
-  static Server* server = [] {
-    auto* s = new Server;
-    setenv("RPMA_BACKEND", "sim", 1);
-    // A fabric of its own: the listener is also on the host fabric (docs/FABRIC.md).
-    setenv("RPMA_SIM_FABRIC", ("fuzz-pdata-" + std::to_string(getpid())).c_str(), 1);
-    rpma_log_set_threshold(RPMA_LOG_THRESHOLD, RPMA_LOG_DISABLED);
-    rpma_log_set_threshold(RPMA_LOG_THRESHOLD_AUX, RPMA_LOG_DISABLED);
-    ibv_context* ctx = nullptr;
-    FUZZ_CHECK(rpma_utils_get_ibv_context(kAddr, RPMA_UTIL_IBV_CONTEXT_LOCAL, &ctx) == 0);
-    FUZZ_CHECK(rpma_peer_new(ctx, &s->peer) == 0);
-    FUZZ_CHECK(rpma_ep_listen(s->peer, kAddr, kPort, &s->ep) == 0);
-    FUZZ_CHECK(rpma_ep_get_fd(s->ep, &s->ep_fd) == 0);
-    return s;
-  }();
+SimListener* GetServer() {
+  // The listener is on the host fabric too (docs/FABRIC.md): a fabric of its own.
+  static auto* server =
+      new SimListener(softrpma::fuzz::ListenOnOwnFabric("fuzz-pdata", kAddr, kPort));
   return server;
 }
 
@@ -112,7 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Take(&data, &size, client_len, (flags & 1) != 0, &client_storage);
   const rpma_conn_private_data* server_pdata =
       Take(&data, &size, server_len, (flags & 2) != 0, &server_storage);
-  Server* s = GetServer();
+  SimListener* s = GetServer();
 
   rpma_conn_req* client_req = nullptr;
   FUZZ_CHECK(rpma_conn_req_new(s->peer, kAddr, kPort, nullptr, &client_req) == 0);

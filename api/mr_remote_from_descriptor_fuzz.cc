@@ -8,6 +8,7 @@
 
 #include "librpma.h"
 #include "tools/fuzz/check.h"
+#include "tools/fuzz/rpma_env.h"
 
 namespace {
 
@@ -20,8 +21,7 @@ uint64_t LittleEndian(const uint8_t* in, int bytes) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  rpma_log_set_threshold(RPMA_LOG_THRESHOLD, RPMA_LOG_DISABLED);
-  rpma_log_set_threshold(RPMA_LOG_THRESHOLD_AUX, RPMA_LOG_DISABLED);
+  softrpma::fuzz::SilenceRpmaLog();
   rpma_mr_remote* mr = nullptr;
   const int ret = rpma_mr_remote_from_descriptor(data, size, &mr);
   if (ret != 0) {

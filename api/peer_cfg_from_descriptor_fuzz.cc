@@ -8,10 +8,10 @@
 
 #include "librpma.h"
 #include "tools/fuzz/check.h"
+#include "tools/fuzz/rpma_env.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  rpma_log_set_threshold(RPMA_LOG_THRESHOLD, RPMA_LOG_DISABLED);
-  rpma_log_set_threshold(RPMA_LOG_THRESHOLD_AUX, RPMA_LOG_DISABLED);
+  softrpma::fuzz::SilenceRpmaLog();
   rpma_peer_cfg* pcfg = nullptr;
   const int ret = rpma_peer_cfg_from_descriptor(data, size, &pcfg);
   if (ret != 0) {

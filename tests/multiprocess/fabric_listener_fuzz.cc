@@ -36,6 +36,7 @@
 #include "librpma.h"
 #include "simverbs/sim/fabric/wire.h"
 #include "tools/fuzz/check.h"
+#include "tools/fuzz/rpma_env.h"
 
 namespace {
 
@@ -49,10 +50,7 @@ constexpr int kPollLimitMs = 5000;  // a bound against hangs, not a timing asser
 // make the listener allocate what it only announced.
 constexpr long kMaxRssKiB = 1 << 20;
 
-struct Listener {
-  rpma_peer* peer = nullptr;
-  rpma_ep* ep = nullptr;
-  int ep_fd = -1;
+struct Listener : softrpma::fuzz::SimListener {
   rpma_mr_local* mr = nullptr;
   uint64_t region_addr = 0;
   uint32_t rkey = 0;
@@ -69,16 +67,8 @@ void SetNonBlocking(int fd) {
 Listener* GetListener() {
   static Listener* listener = [] {
     auto* l = new Listener;
-    setenv("RPMA_BACKEND", "sim", 1);
-    const std::string fabric = "fuzz-" + std::to_string(getpid());
-    setenv("RPMA_SIM_FABRIC", fabric.c_str(), 1);
-    rpma_log_set_threshold(RPMA_LOG_THRESHOLD, RPMA_LOG_DISABLED);
-    rpma_log_set_threshold(RPMA_LOG_THRESHOLD_AUX, RPMA_LOG_DISABLED);
-    ibv_context* ctx = nullptr;
-    FUZZ_CHECK(rpma_utils_get_ibv_context(kAddr, RPMA_UTIL_IBV_CONTEXT_LOCAL, &ctx) == 0);
-    FUZZ_CHECK(rpma_peer_new(ctx, &l->peer) == 0);
-    FUZZ_CHECK(rpma_ep_listen(l->peer, kAddr, kPort, &l->ep) == 0);
-    FUZZ_CHECK(rpma_ep_get_fd(l->ep, &l->ep_fd) == 0);
+    static_cast<softrpma::fuzz::SimListener&>(*l) =
+        softrpma::fuzz::ListenOnOwnFabric("fuzz", kAddr, kPort);
     SetNonBlocking(l->ep_fd);
     const int usage = RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_RECV |
                       RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY;
@@ -87,7 +77,7 @@ Listener* GetListener() {
     FUZZ_CHECK(rpma_mr_get_descriptor(l->mr, desc) == 0);
     std::memcpy(&l->region_addr, desc, 8);  // mr.cc's layout, little-endian like this host
     std::memcpy(&l->rkey, desc + 16, 4);
-    l->socket_name = std::string(1, '\0') + "softrpma/" + fabric + "/" + kAddr + ":" + kPort;
+    l->socket_name = std::string(1, '\0') + "softrpma/" + l->fabric + "/" + kAddr + ":" + kPort;
     return l;
   }();
   return listener;
