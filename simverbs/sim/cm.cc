@@ -76,8 +76,8 @@ class RemoteEnd final : public host::Conn::Handler,
       }
       if (link != nullptr) {
         HandleRemoteMessage(link, header, body);
-      } else if (std::shared_ptr<host::Conn> conn = this->conn(); conn != nullptr) {
-        conn->Close();  // data before the connection exists breaks the protocol: it ends
+      } else {
+        cm_->OnRemoteBroken(shared_from_this());  // data before the connection exists
       }
       return;
     }
@@ -567,8 +567,11 @@ void ConnectionManager::OnRemoteCm(const std::shared_ptr<RemoteEnd>& end,
       wire::ConnectBody request_body;
       std::memcpy(&request_body, body, sizeof(request_body));
       if (id != nullptr || !wire::ValidateConnectBody(request_body)) {
+        // A second REQ, or a malformed one: this connection ends, and the id of the first
+        // (a request, or an accepted connection) learns it.
         if (std::shared_ptr<host::Conn> conn = end->conn(); conn != nullptr) conn->Close();
-        return;  // a second REQ, or a malformed one: this connection ends
+        RemoteEndedLocked(end);
+        return;
       }
       auto it = ids_.find(end->listener_serial());
       SimCmId* listener = it != ids_.end() ? it->second : nullptr;
@@ -663,6 +666,16 @@ void ConnectionManager::OnRemoteCm(const std::shared_ptr<RemoteEnd>& end,
 
 void ConnectionManager::OnRemoteClosed(const std::shared_ptr<RemoteEnd>& end) {
   softrpma::MutexLock lock(&mu_);
+  RemoteEndedLocked(end);
+}
+
+void ConnectionManager::OnRemoteBroken(const std::shared_ptr<RemoteEnd>& end) {
+  if (std::shared_ptr<host::Conn> conn = end->conn(); conn != nullptr) conn->Close();
+  softrpma::MutexLock lock(&mu_);
+  RemoteEndedLocked(end);
+}
+
+void ConnectionManager::RemoteEndedLocked(const std::shared_ptr<RemoteEnd>& end) {
   SimCmId* id = end->id;
   if (id == nullptr) return;
   CloseRemoteLocked(id);

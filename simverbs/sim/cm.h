@@ -245,8 +245,14 @@ class ConnectionManager final {
   void OnRemoteCm(const std::shared_ptr<RemoteEnd>& end, const wire::Header& header,
                   const uint8_t* body) ABSL_LOCKS_EXCLUDED(mu_);
   void OnRemoteClosed(const std::shared_ptr<RemoteEnd>& end) ABSL_LOCKS_EXCLUDED(mu_);
+  // The peer broke the protocol (a message its state does not allow): the connection ends
+  // from this side, and its id learns it as if the peer had closed it.
+  void OnRemoteBroken(const std::shared_ptr<RemoteEnd>& end) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // What the end of `end`'s connection does to its id (none: nothing).
+  void RemoteEndedLocked(const std::shared_ptr<RemoteEnd>& end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new request id for a connect request to `listener` from `peer_addr` asking for
   // `local_addr`. nullptr when out of memory.
   SimCmId* NewRequestIdLocked(SimCmId* listener, const sockaddr* local_addr,

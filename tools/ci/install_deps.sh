@@ -19,6 +19,10 @@ if [[ "${SOFTRPMA_WITH_DISTRO_LIBRPMA:-0}" == 1 ]]; then
   # Only for the test that runs a program built against the distro's librpma on ours.
   packages+=(librpma-dev)
 fi
+if [[ "${SOFTRPMA_WITH_FUZZ:-0}" == 1 ]]; then
+  # Only for the libFuzzer binaries (bazel build --config=fuzz); the corpus tests use g++.
+  packages+=(clang-14 libclang-rt-14-dev)
+fi
 
 missing=()
 for package in "${packages[@]}"; do

@@ -14,9 +14,14 @@
 
 namespace softrpma::rpma_sim {
 
-// `text` as a JSON string literal, quotes included: ", \ and control characters escaped (bytes
-// >= 0x80 are copied as they are, so UTF-8 stays UTF-8).
+// `text` as a JSON string literal, quotes included: ", \ and control characters escaped;
+// well-formed UTF-8 is copied as it is, and each byte of anything else is \ufffd (U+FFFD), so
+// the result is valid JSON whatever `text` holds.
 std::string JsonQuote(absl::string_view text);
+
+// The bytes of the well-formed UTF-8 sequence `text` starts with (1 to 4: no overlong form, no
+// surrogate, at most U+10FFFF), or 0 when it starts with none (or is empty).
+size_t Utf8SequenceLength(absl::string_view text);
 
 // Appends JSON text to a string, writing the commas between members and elements itself.
 // Usage: w.BeginObject(); w.Key("a"); w.Int(1); w.EndObject();  ->  {"a":1}

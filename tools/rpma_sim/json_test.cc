@@ -15,6 +15,26 @@ TEST(JsonQuote, EscapesQuotesBackslashesAndControls) {
   EXPECT_EQ(JsonQuote("caf\xc3\xa9"), "\"caf\xc3\xa9\"");
 }
 
+// Found by //tools/rpma_sim:trace_fuzzer (testdata/fuzz/trace/quotes_and_controls): a trace
+// value with a stray byte made the Chrome view invalid JSON.
+TEST(JsonQuote, ReplacesEachByteOfMalformedUtf8) {
+  EXPECT_EQ(JsonQuote("\xff"), "\"\\ufffd\"");
+  EXPECT_EQ(JsonQuote("a\xc3"), "\"a\\ufffd\"");                     // cut sequence
+  EXPECT_EQ(JsonQuote("\xc0\xaf"), "\"\\ufffd\\ufffd\"");            // overlong '/'
+  EXPECT_EQ(JsonQuote("\xed\xa0\x80"), "\"\\ufffd\\ufffd\\ufffd\"");  // a surrogate
+  EXPECT_EQ(JsonQuote("\xf0\x9f\x98\x80!"), "\"\xf0\x9f\x98\x80!\"");   // U+1F600
+}
+
+TEST(Utf8SequenceLength, CountsOneWellFormedSequence) {
+  EXPECT_EQ(Utf8SequenceLength(""), 0u);
+  EXPECT_EQ(Utf8SequenceLength("a"), 1u);
+  EXPECT_EQ(Utf8SequenceLength("\xc3\xa9x"), 2u);
+  EXPECT_EQ(Utf8SequenceLength("\xe2\x82\xac"), 3u);
+  EXPECT_EQ(Utf8SequenceLength("\xf4\x8f\xbf\xbf"), 4u);
+  EXPECT_EQ(Utf8SequenceLength("\xf4\x90\x80\x80"), 0u);  // above U+10FFFF
+  EXPECT_EQ(Utf8SequenceLength("\x80"), 0u);
+}
+
 TEST(JsonWriter, NestsAndPlacesCommas) {
   JsonWriter w;
   w.BeginObject();

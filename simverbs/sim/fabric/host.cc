@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -45,6 +46,8 @@ struct Listener::State {
 namespace {
 
 constexpr size_t kMaxFabricName = 40;
+// A message body is read into memory this much at a time (Conn::Internal::ReadLocked).
+constexpr size_t kBodyChunkBytes = size_t{1} << 20;
 
 std::atomic<bool> g_cma_enabled{true};
 
@@ -293,11 +296,14 @@ void* RunFabric(void* arg) {
       deferred.erase(it++);
     }
     for (int i = 0; i < n; ++i) {
+      // A copy: epoll_event is packed on x86-64, so its u64 is misaligned and may not be
+      // bound to the const uint64_t& that find() takes.
+      const uint64_t token = events[i].data.u64;
       Watch watch;
       {
         softrpma::MutexLock lock(&g_mu);
         if (g_fabric != fabric) return nullptr;
-        auto it = fabric->watches.find(events[i].data.u64);
+        auto it = fabric->watches.find(token);
         if (it == fabric->watches.end()) continue;
         watch = it->second;
       }
@@ -308,7 +314,7 @@ void* RunFabric(void* arg) {
       if ((events[i].events & EPOLLOUT) != 0) Conn::Internal::Flush(watch.conn.get());
       if ((events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
         if (Conn::Internal::PollerActive(*watch.conn)) {
-          deferred[events[i].data.u64] = watch.conn;  // stays disarmed while it is polled
+          deferred[token] = watch.conn;  // stays disarmed while it is polled
           continue;
         }
         Conn::Internal::Drive(watch.conn);
@@ -514,8 +520,18 @@ void Conn::Internal::ReadLocked(const std::shared_ptr<Conn>& conn)
       into = reinterpret_cast<uint8_t*>(&c->in_header_) + c->in_header_got_;
       want = sizeof(wire::Header) - c->in_header_got_;
     } else {
+      // The body grows as it arrives, a chunk at a time: a header alone must not make this
+      // process allocate (and zero) the up to 2 GiB it announces, which its sender may never
+      // send.
+      want = std::min<size_t>(c->in_header_.body_len - c->in_body_got_, kBodyChunkBytes);
+      if (c->in_body_.size() < c->in_body_got_ + want) {
+        try {
+          c->in_body_.resize(c->in_body_got_ + want);
+        } catch (const std::bad_alloc&) {
+          return End(conn);
+        }
+      }
       into = c->in_body_.data() + c->in_body_got_;
-      want = c->in_body_.size() - c->in_body_got_;
     }
     if (want > 0) {
       const ssize_t n = recv(c->fd_, into, want, MSG_DONTWAIT);
@@ -529,16 +545,12 @@ void Conn::Internal::ReadLocked(const std::shared_ptr<Conn>& conn)
         c->in_header_got_ += static_cast<size_t>(n);
         if (c->in_header_got_ < sizeof(wire::Header)) continue;
         if (!wire::ValidateHeader(c->in_header_)) return End(conn);  // untrusted: ends it
-        try {
-          c->in_body_.resize(c->in_header_.body_len);
-        } catch (const std::bad_alloc&) {
-          return End(conn);
-        }
+        c->in_body_.clear();
         c->in_body_got_ = 0;
         if (c->in_header_.body_len > 0) continue;
       } else {
         c->in_body_got_ += static_cast<size_t>(n);
-        if (c->in_body_got_ < c->in_body_.size()) continue;
+        if (c->in_body_got_ < c->in_header_.body_len) continue;
       }
     }
     // A whole message.
