@@ -120,17 +120,55 @@ TEST(Classify, ValgrindExitCodeWithoutValgrind_JustNonzero) {
   EXPECT_EQ(v.run_class, RunClass::kNonzero);
 }
 
+TEST(Classify, KeptObjects_KeptWhateverTheExitStatus) {
+  RunVerdict reported = Classify(Exited(1), "rpma_mr_dereg: RPMA_E_PROVIDER\n",
+                                 LeakChecker::kAsan, kTimeout, /*kept_objects=*/2);
+  EXPECT_EQ(reported.run_class, RunClass::kKept);
+  EXPECT_EQ(reported.detail, "exit 1; 2 objects kept by the NIC after a failed destroy");
+  RunVerdict ignored = Classify(Exited(0), "", LeakChecker::kNone, kTimeout, 1);
+  EXPECT_EQ(ignored.run_class, RunClass::kKept);
+  EXPECT_EQ(ignored.detail, "exit 0; 1 object kept by the NIC after a failed destroy");
+}
+
+TEST(Classify, KeptObjectsAndALeakReport_Leaked) {
+  RunVerdict asan = Classify(Exited(1),
+                             "==9==ERROR: LeakSanitizer: detected memory leaks\n"
+                             "Direct leak of 64 byte(s) in 1 object(s) allocated from:\n",
+                             LeakChecker::kAsan, kTimeout, 1);
+  EXPECT_EQ(asan.run_class, RunClass::kLeaked);
+  EXPECT_EQ(asan.detail, "LeakSanitizer: detected memory leaks");
+  RunVerdict valgrind =
+      Classify(Exited(kValgrindErrorExitCode),
+               "==5== 64 bytes in 1 blocks are definitely lost in loss record 1 of 1\n",
+               LeakChecker::kValgrind, kTimeout, 1);
+  EXPECT_EQ(valgrind.run_class, RunClass::kLeaked);
+}
+
+TEST(Classify, KeptObjectsAndACrashOrHang_CrashedOrHung) {
+  EXPECT_EQ(Classify(Signaled(SIGSEGV), "", LeakChecker::kNone, kTimeout, 1).run_class,
+            RunClass::kCrashed);
+  ChildExit timed_out = Signaled(SIGKILL);
+  timed_out.timed_out = true;
+  EXPECT_EQ(Classify(timed_out, "", LeakChecker::kNone, kTimeout, 1).run_class, RunClass::kHung);
+  EXPECT_EQ(Classify(Exited(kValgrindErrorExitCode), "==5== Invalid read of size 4\n",
+                     LeakChecker::kValgrind, kTimeout, 1)
+                .run_class,
+            RunClass::kCrashed);
+}
+
 TEST(RunClass, NamesAndFailures) {
   EXPECT_STREQ(RunClassName(RunClass::kClean), "clean");
   EXPECT_STREQ(RunClassName(RunClass::kNonzero), "nonzero");
   EXPECT_STREQ(RunClassName(RunClass::kCrashed), "crashed");
   EXPECT_STREQ(RunClassName(RunClass::kHung), "hung");
   EXPECT_STREQ(RunClassName(RunClass::kLeaked), "leaked");
+  EXPECT_STREQ(RunClassName(RunClass::kKept), "kept");
   EXPECT_FALSE(IsFailure(RunClass::kClean));
   EXPECT_FALSE(IsFailure(RunClass::kNonzero));
   EXPECT_TRUE(IsFailure(RunClass::kCrashed));
   EXPECT_TRUE(IsFailure(RunClass::kHung));
   EXPECT_TRUE(IsFailure(RunClass::kLeaked));
+  EXPECT_FALSE(IsFailure(RunClass::kKept));
 }
 
 TEST(DetectLeakChecker, UnreadableProgram_NotFound) {
