@@ -23,6 +23,7 @@
 #include "tests/conformance/testing/connected_test.h"
 #include "tests/conformance/testing/munmap_counter.h"
 #include "tests/conformance/testing/rig.h"
+#include "tests/conformance/testing/rig_test.h"
 
 namespace softrpma::conformance {
 namespace {
@@ -50,13 +51,10 @@ class ConnSharedChannelTest : public ConnTest {
 
 // A connection whose ESTABLISHED event the client has not taken yet; the server accepted with
 // private data.
-class ConnEstablishingTest : public ConformanceTest {
+class ConnEstablishingTest : public RigTest {
  protected:
   void SetUp() override {
-    ConformanceTest::SetUp();
-    auto rig = Rig::Create();
-    ASSERT_TRUE(rig.ok()) << rig.status();
-    rig_ = std::move(*rig);
+    ASSERT_NO_FATAL_FAILURE(RigTest::SetUp());
     ASSERT_RPMA(rig_->Listen(), 0);
     ASSERT_RPMA(rig_->ConnectClient(), 0);
     ASSERT_RPMA(rig_->NextServerRequest(), 0);
@@ -68,7 +66,6 @@ class ConnEstablishingTest : public ConformanceTest {
   }
 
   char server_pdata_[8] = "server";
-  std::unique_ptr<Rig> rig_;
 };
 
 // Tests that build their own rig (e.g. on another backend).

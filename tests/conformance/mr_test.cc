@@ -16,26 +16,23 @@
 #include "tests/conformance/coverage.h"
 #include "tests/conformance/testing/conformance_test.h"
 #include "tests/conformance/testing/rig.h"
+#include "tests/conformance/testing/rig_test.h"
 
 namespace softrpma::conformance {
 namespace {
 
 constexpr size_t kMrSize = 4096;
 
-class MrTest : public ConformanceTest {
+class MrTest : public RigTest {
  protected:
   void SetUp() override {
-    ConformanceTest::SetUp();
-    auto rig = Rig::Create();
-    ASSERT_TRUE(rig.ok()) << rig.status();
-    rig_ = std::move(*rig);
+    ASSERT_NO_FATAL_FAILURE(RigTest::SetUp());
     mr_ = rig_->RegisterMr(kMrSize, kAllMrUsages);
     ASSERT_NE(mr_, nullptr);
     remote_ = rig_->RemoteOf(mr_);
     ASSERT_NE(remote_, nullptr);
   }
 
-  std::unique_ptr<Rig> rig_;
   rpma_mr_local* mr_ = nullptr;  // every usage, kMrSize bytes
   rpma_mr_remote* remote_ = nullptr;
   char buf_[kMrSize] = {};
