@@ -10,6 +10,15 @@ namespace {
 
 const absl::Duration kTimeout = absl::Seconds(10);
 
+// What the leak checkers print.
+constexpr char kLeakSanitizerReport[] =
+    "\n=================================================================\n"
+    "==99==ERROR: LeakSanitizer: detected memory leaks\n\nDirect leak of 64 byte(s)\n";
+constexpr char kValgrindDefinitelyLost[] =
+    "==5== 64 bytes in 1 blocks are definitely lost in loss record 1 of 1\n";
+constexpr char kValgrindInvalidRead[] =
+    "==5== Invalid read of size 4\n==5==    at 0x1: main (x.c:3)\n";
+
 ChildExit Exited(int code) {
   ChildExit exit;
   exit.exit_code = code;
@@ -90,26 +99,22 @@ TEST(Classify, UbsanRuntimeError_Crashed) {
 }
 
 TEST(Classify, LeakSanitizerReport_LeakedEvenWhenItAborted) {
-  const char kReport[] =
-      "\n=================================================================\n"
-      "==99==ERROR: LeakSanitizer: detected memory leaks\n\nDirect leak of 64 byte(s)\n";
-  RunVerdict exited = Classify(Exited(23), kReport, LeakChecker::kAsan, kTimeout);
+  RunVerdict exited = Classify(Exited(23), kLeakSanitizerReport, LeakChecker::kAsan, kTimeout);
   EXPECT_EQ(exited.run_class, RunClass::kLeaked);
   EXPECT_EQ(exited.detail, "LeakSanitizer: detected memory leaks");
-  RunVerdict aborted = Classify(Signaled(SIGABRT), kReport, LeakChecker::kAsan, kTimeout);
+  RunVerdict aborted =
+      Classify(Signaled(SIGABRT), kLeakSanitizerReport, LeakChecker::kAsan, kTimeout);
   EXPECT_EQ(aborted.run_class, RunClass::kLeaked);
 }
 
 TEST(Classify, ValgrindDefinitelyLost_Leaked) {
-  RunVerdict v = Classify(Exited(kValgrindErrorExitCode),
-                          "==5== 64 bytes in 1 blocks are definitely lost in loss record 1 of 1\n",
+  RunVerdict v = Classify(Exited(kValgrindErrorExitCode), kValgrindDefinitelyLost,
                           LeakChecker::kValgrind, kTimeout);
   EXPECT_EQ(v.run_class, RunClass::kLeaked);
 }
 
 TEST(Classify, ValgrindErrorExit_CrashedWithTheFirstError) {
-  RunVerdict v = Classify(Exited(kValgrindErrorExitCode),
-                          "==5== Invalid read of size 4\n==5==    at 0x1: main (x.c:3)\n",
+  RunVerdict v = Classify(Exited(kValgrindErrorExitCode), kValgrindInvalidRead,
                           LeakChecker::kValgrind, kTimeout);
   EXPECT_EQ(v.run_class, RunClass::kCrashed);
   EXPECT_EQ(v.detail, "valgrind: Invalid read of size 4");
@@ -131,17 +136,12 @@ TEST(Classify, KeptObjects_KeptWhateverTheExitStatus) {
 }
 
 TEST(Classify, KeptObjectsAndALeakReport_Leaked) {
-  RunVerdict asan = Classify(Exited(1),
-                             "==9==ERROR: LeakSanitizer: detected memory leaks\n"
-                             "Direct leak of 64 byte(s) in 1 object(s) allocated from:\n",
-                             LeakChecker::kAsan, kTimeout, 1);
-  EXPECT_EQ(asan.run_class, RunClass::kLeaked);
-  EXPECT_EQ(asan.detail, "LeakSanitizer: detected memory leaks");
-  RunVerdict valgrind =
-      Classify(Exited(kValgrindErrorExitCode),
-               "==5== 64 bytes in 1 blocks are definitely lost in loss record 1 of 1\n",
-               LeakChecker::kValgrind, kTimeout, 1);
-  EXPECT_EQ(valgrind.run_class, RunClass::kLeaked);
+  EXPECT_EQ(Classify(Exited(1), kLeakSanitizerReport, LeakChecker::kAsan, kTimeout, 1).run_class,
+            RunClass::kLeaked);
+  EXPECT_EQ(Classify(Exited(kValgrindErrorExitCode), kValgrindDefinitelyLost,
+                     LeakChecker::kValgrind, kTimeout, 1)
+                .run_class,
+            RunClass::kLeaked);
 }
 
 TEST(Classify, KeptObjectsAndACrashOrHang_CrashedOrHung) {
@@ -150,7 +150,7 @@ TEST(Classify, KeptObjectsAndACrashOrHang_CrashedOrHung) {
   ChildExit timed_out = Signaled(SIGKILL);
   timed_out.timed_out = true;
   EXPECT_EQ(Classify(timed_out, "", LeakChecker::kNone, kTimeout, 1).run_class, RunClass::kHung);
-  EXPECT_EQ(Classify(Exited(kValgrindErrorExitCode), "==5== Invalid read of size 4\n",
+  EXPECT_EQ(Classify(Exited(kValgrindErrorExitCode), kValgrindInvalidRead,
                      LeakChecker::kValgrind, kTimeout, 1)
                 .run_class,
             RunClass::kCrashed);

@@ -101,9 +101,9 @@ Subcommands:
           naming the rule and column, and PROGRAM does not run. Exits with PROGRAM's status.
   sweep   Run PROGRAM once cleanly to count how often each fault point is hit, then once per
           hit with that hit failed (fail=EIO; ENOMEM for malloc), N at a time, each with a
-          timeout. Classifies every run (clean, nonzero, crashed, hung, leaked), prints the
-          one-line command that replays each run that crashed, hung or leaked, and a table per
-          point. Exits 1 if any run crashed, hung or leaked.
+          timeout. Classifies every run (clean, nonzero, crashed, hung, leaked, kept), prints
+          the one-line command that replays each run that crashed, hung or leaked, and a table
+          per point. Exits 1 if any run crashed, hung or leaked.
   trace   Print a trace that `run --trace` wrote as readable lines, or convert it to Chrome
           Trace Event JSON (one track per QP and per CQ, a slice per work request).
 
@@ -179,9 +179,11 @@ SubcommandHelp HelpOf(absl::string_view name) {
         "the runs are shared fairly between the points and spread over each point's hits.\n"
         "N runs at a time; a run still going after --timeout is killed with its process\n"
         "group. Each run is clean (exit 0), nonzero (exit > 0: the program reported the\n"
-        "fault), crashed (a signal or a sanitizer error), hung (timed out) or leaked (with\n"
-        "--leaks). Each run that crashed, hung or leaked prints the one-line command that\n"
-        "replays it. A progress bar is drawn on a terminal; a table per point ends the sweep.\n"
+        "fault), crashed (a signal or a sanitizer error), hung (timed out), leaked (with\n"
+        "--leaks) or kept (a destroy call failed and the NIC kept its object, as a real\n"
+        "provider does: no leak of the program's). Each run that crashed, hung or leaked\n"
+        "prints the one-line command that replays it. A progress bar is drawn on a terminal;\n"
+        "a table per point ends the sweep.\n"
         "Exits 1 if any run crashed, hung or leaked.",
         "  rpma-sim sweep -- ./my_app\n"
         "  rpma-sim sweep -j 4 --timeout=30s --max-runs=200 --report=sweep.json -- ./my_app\n"
