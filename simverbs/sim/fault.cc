@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -861,11 +862,37 @@ uint64_t FaultInjector::total_hits(FaultPoint point) const {
   return totals_[static_cast<int>(point)].load(std::memory_order_relaxed);
 }
 
+void FaultInjector::KeepObject(FaultPoint point, const void* object) {
+  softrpma::MutexLock lock(&mu_);
+  kept_.emplace_back(point, object);
+  kept_size_.store(kept_.size(), std::memory_order_relaxed);
+}
+
+void FaultInjector::ForgetKept(const void* object) {
+  if (kept_size_.load(std::memory_order_relaxed) == 0) return;
+  softrpma::MutexLock lock(&mu_);
+  kept_.erase(std::remove_if(kept_.begin(), kept_.end(),
+                             [object](const auto& kept) { return kept.second == object; }),
+              kept_.end());
+  kept_size_.store(kept_.size(), std::memory_order_relaxed);
+}
+
+uint64_t FaultInjector::kept_objects(FaultPoint point) const {
+  softrpma::MutexLock lock(&mu_);
+  return std::count_if(kept_.begin(), kept_.end(),
+                       [point](const auto& kept) { return kept.first == point; });
+}
+
 void FaultInjector::WriteStats(std::FILE* file) const {
   std::fprintf(file, "# process %s pid %d\n", ProcessName().c_str(), static_cast<int>(getpid()));
   for (const FaultPointInfo& info : kFaultPointTable) {
     std::fprintf(file, "%s %llu\n", info.name,
                  static_cast<unsigned long long>(total_hits(info.point)));
+  }
+  for (const FaultPointInfo& info : kFaultPointTable) {
+    if (const uint64_t kept = kept_objects(info.point); kept != 0) {
+      std::fprintf(file, "# kept %s %llu\n", info.name, static_cast<unsigned long long>(kept));
+    }
   }
 }
 

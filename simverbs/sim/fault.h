@@ -16,8 +16,10 @@
 // Conditions: nth / after / every on the hit number, prob (seeded, see sched.h), qp (only
 // that QP's hits, numbered on their own) and prog (the rule applies only in the process of that
 // name, ProcessName(): so one spec serves a server and its client). Every action is off unless a rule asks for it. Every
-// injection is logged to stderr, counted and traced (trace.h). With no plan installed a fault
-// point costs one relaxed atomic load. The full grammar and every point are in docs/FAULTS.md.
+// injection is logged to stderr, counted and traced (trace.h). A destroy call that a fault
+// fails leaves its object alive, as a real provider does; the injector keeps a reference to it
+// (a leak checker sees it reachable) and counts it for the stats file (`# kept` lines). With no
+// plan installed a fault point costs one relaxed atomic load. The full grammar and every point are in docs/FAULTS.md.
 //
 // Adding a point: add an enumerator to FaultPoint and a row to kFaultPointTable (fault.cc) in the
 // same position. Adding an action: a FaultKind, its parse rule in ParseAction (fault.cc), the
@@ -35,6 +37,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -271,7 +274,20 @@ class FaultInjector final {
   // Hits of `point` over the whole run, across plans (counted while a plan, possibly empty, is
   // installed: always, after CountAllHits).
   uint64_t total_hits(FaultPoint point) const;
-  // Writes "<point> <total hits>\n" for every point, in enum order.
+  // Records that the destroy call of `point` (ibv_dereg_mr, ibv_destroy_cq, rdma_destroy_id,
+  // rdma_ack_cm_event, ...) failed by an injected fault and so left `object`, the start of the
+  // simulator's allocation, alive: a real provider keeps what a failed destroy did not free.
+  // The object stays referenced from here until exit, so that LeakSanitizer and valgrind see it
+  // as still reachable (the provider holds it; it is not lost), and is counted per point.
+  // REQUIRES: object != nullptr.
+  void KeepObject(FaultPoint point, const void* object);
+  // A destroy call freed `object` after all (the program tried again): no longer kept. Cheap
+  // when nothing is kept.
+  void ForgetKept(const void* object);
+  // How many objects destroy calls of `point` left alive in this process (kept, not forgotten).
+  uint64_t kept_objects(FaultPoint point) const;
+  // Writes the `# process NAME pid N` line, "<point> <total hits>\n" for every point, in enum
+  // order, then "# kept <point> <objects>\n" for every point that kept objects.
   void WriteStats(std::FILE* file) const;
 
  private:
@@ -279,9 +295,12 @@ class FaultInjector final {
 
   std::atomic<FaultPlan*> plan_{nullptr};
   std::array<std::atomic<uint64_t>, kNumFaultPoints> totals_{};
-  softrpma::Mutex mu_;
+  mutable softrpma::Mutex mu_;
   bool count_all_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::unique_ptr<FaultPlan>> plans_ ABSL_GUARDED_BY(mu_);  // current + retired
+  // What KeepObject recorded: the injector is never destroyed, so these stay referenced.
+  std::vector<std::pair<FaultPoint, const void*>> kept_ ABSL_GUARDED_BY(mu_);
+  std::atomic<size_t> kept_size_{0};  // kept_.size(), for ForgetKept's fast path
 };
 
 // The injector of this process.

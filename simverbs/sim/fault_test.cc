@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -463,6 +465,61 @@ TEST_F(FaultTest, Malloc_FailsTheNextNew) {
   ASSERT_NE(value, nullptr);
   Delete(value);
   EXPECT_EQ(SetAllocFailHook(nullptr), nullptr);  // the plan's hook went with the plan
+}
+
+TEST_F(FaultTest, DestroyFailed_ObjectKept_UntilADestroyFreesIt) {
+  ibv_pd* pd = nullptr;
+  ASSERT_EQ(backend_->IbvAllocPd(ctx_, &pd), 0);
+  const uint64_t before = *KeptObjectCount("ibv_dealloc_pd");
+  ASSERT_TRUE(SetFaultPlan("ibv_dealloc_pd:fail=EIO:nth=1").ok());
+
+  EXPECT_EQ(backend_->IbvDeallocPd(pd), EIO);
+  EXPECT_EQ(*KeptObjectCount("ibv_dealloc_pd"), before + 1);
+  EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);  // the PD was kept: it is still there to free
+  EXPECT_EQ(*KeptObjectCount("ibv_dealloc_pd"), before);
+  EXPECT_EQ(KeptObjectCount("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(FaultTest, DestroyFailedByItsOwnChecks_NothingKept) {
+  ibv_pd* pd = nullptr;
+  ASSERT_EQ(backend_->IbvAllocPd(ctx_, &pd), 0);
+  ibv_mr* mr = nullptr;
+  char buffer[64];
+  ASSERT_EQ(backend_->IbvRegMr(pd, buffer, sizeof(buffer), IBV_ACCESS_LOCAL_WRITE, &mr), 0);
+  const uint64_t before = *KeptObjectCount("ibv_dealloc_pd");
+  ASSERT_TRUE(SetFaultPlan("").ok());
+
+  EXPECT_EQ(backend_->IbvDeallocPd(pd), EBUSY);  // an MR is registered: not an injected fault
+  EXPECT_EQ(*KeptObjectCount("ibv_dealloc_pd"), before);
+  EXPECT_EQ(backend_->IbvDeregMr(mr), 0);
+  EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
+}
+
+TEST(FaultInjectorTest, WriteStats_KeptObjectsPerPoint) {
+  FaultInjector injector;
+  int a = 0;
+  int b = 0;
+  int c = 0;
+  injector.KeepObject(FaultPoint::kIbvDeregMr, &a);
+  injector.KeepObject(FaultPoint::kIbvDeregMr, &b);
+  injector.KeepObject(FaultPoint::kRdmaAckCmEvent, &c);
+  injector.ForgetKept(&b);
+  char* text = nullptr;
+  size_t size = 0;
+  std::FILE* file = open_memstream(&text, &size);
+  ASSERT_NE(file, nullptr);
+
+  injector.WriteStats(file);
+  ASSERT_EQ(std::fclose(file), 0);
+  const std::string stats(text, size);
+  std::free(text);
+
+  EXPECT_THAT(stats, StartsWith("# process "));
+  EXPECT_THAT(stats, HasSubstr("\nibv_dereg_mr 0\n"));
+  EXPECT_THAT(stats, ::testing::EndsWith("\nmalloc 0\n# kept ibv_dereg_mr 1\n"
+                                         "# kept rdma_ack_cm_event 1\n"));
+  EXPECT_EQ(injector.kept_objects(FaultPoint::kIbvDeregMr), 1u);
+  EXPECT_EQ(injector.kept_objects(FaultPoint::kIbvDestroyCq), 0u);
 }
 
 TEST_F(FaultTest, Malloc_GetCmEventFailsWithEnomem_EventStaysQueued) {

@@ -64,9 +64,9 @@ class SimBackend final : public Backend {
   }
 
   int IbvDeallocPd(ibv_pd* pd) override {
-    if (int err = Injected(FaultPoint::kIbvDeallocPd); err != 0) return err;
+    if (int err = InjectedDestroy(FaultPoint::kIbvDeallocPd, pd); err != 0) return err;
     if (pd == nullptr) return EINVAL;
-    return DeallocPd(to_sim(pd));
+    return Destroyed(pd, DeallocPd(to_sim(pd)));
   }
 
   int IbvRegMr(ibv_pd* pd, void* addr, size_t length, int access, ibv_mr** mr) override {
@@ -76,9 +76,9 @@ class SimBackend final : public Backend {
   }
 
   int IbvDeregMr(ibv_mr* mr) override {
-    if (int err = Injected(FaultPoint::kIbvDeregMr); err != 0) return err;
+    if (int err = InjectedDestroy(FaultPoint::kIbvDeregMr, mr); err != 0) return err;
     if (mr == nullptr) return EINVAL;
-    return DeregMr(to_sim(mr));
+    return Destroyed(mr, DeregMr(to_sim(mr)));
   }
 
   int IbvAdviseMr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list,
@@ -97,9 +97,11 @@ class SimBackend final : public Backend {
   }
 
   int IbvDestroyCompChannel(ibv_comp_channel* channel) override {
-    if (int err = Injected(FaultPoint::kIbvDestroyCompChannel); err != 0) return err;
+    if (int err = InjectedDestroy(FaultPoint::kIbvDestroyCompChannel, channel); err != 0) {
+      return err;
+    }
     if (channel == nullptr) return EINVAL;
-    return DestroyCompChannel(to_sim(channel));
+    return Destroyed(channel, DestroyCompChannel(to_sim(channel)));
   }
 
   int IbvCreateCq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* channel,
@@ -111,9 +113,9 @@ class SimBackend final : public Backend {
   }
 
   int IbvDestroyCq(ibv_cq* cq) override {
-    if (int err = Injected(FaultPoint::kIbvDestroyCq); err != 0) return err;
+    if (int err = InjectedDestroy(FaultPoint::kIbvDestroyCq, cq); err != 0) return err;
     if (cq == nullptr) return EINVAL;
-    return DestroyCq(to_sim(cq));
+    return Destroyed(cq, DestroyCq(to_sim(cq)));
   }
 
   int IbvReqNotifyCq(ibv_cq* cq, int solicited_only) override {
@@ -174,9 +176,9 @@ class SimBackend final : public Backend {
   }
 
   int IbvDestroySrq(ibv_srq* srq) override {
-    if (int err = Injected(FaultPoint::kIbvDestroySrq); err != 0) return err;
+    if (int err = InjectedDestroy(FaultPoint::kIbvDestroySrq, srq); err != 0) return err;
     if (srq == nullptr) return EINVAL;
-    return DestroySrq(to_sim(srq));
+    return Destroyed(srq, DestroySrq(to_sim(srq)));
   }
 
   int IbvPostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) override {
@@ -268,9 +270,9 @@ class SimBackend final : public Backend {
   }
 
   int RdmaDestroyId(rdma_cm_id* id) override {
-    if (int err = Injected(FaultPoint::kRdmaDestroyId); err != 0) return err;
+    if (int err = InjectedDestroy(FaultPoint::kRdmaDestroyId, id); err != 0) return err;
     if (id == nullptr) return EINVAL;
-    return cm_.DestroyId(to_sim(id));
+    return Destroyed(id, cm_.DestroyId(to_sim(id)));
   }
 
   int RdmaMigrateId(rdma_cm_id* id, rdma_event_channel* channel) override {
@@ -350,15 +352,35 @@ class SimBackend final : public Backend {
   }
 
   int RdmaAckCmEvent(rdma_cm_event* event) override {
-    if (int err = Injected(FaultPoint::kRdmaAckCmEvent); err != 0) return err;
+    if (int err = InjectedDestroy(FaultPoint::kRdmaAckCmEvent, event); err != 0) return err;
     if (event == nullptr) return EINVAL;
-    return ConnectionManager::AckEvent(reinterpret_cast<SimCmEvent*>(event));
+    return Destroyed(event, ConnectionManager::AckEvent(reinterpret_cast<SimCmEvent*>(event)));
   }
 
  private:
   int Injected(FaultPoint point, uint32_t qp_num = 0) {
     const FaultDecision decision = Check(point, qp_num);
     return decision.kind == FaultKind::kFail ? decision.err : 0;
+  }
+
+  // The start of a destroy call (the object's last call): Injected, and when the plan fails it,
+  // the object stays alive, as on a real provider, and is recorded as kept
+  // (FaultInjector::KeepObject; the verbs struct is the first member of the simulator's object,
+  // so `object` is where its allocation starts). A child's EIO on its parent's objects is no
+  // injection: nothing is recorded then.
+  int InjectedDestroy(FaultPoint point, const void* object) {
+    const int err = Injected(point);
+    if (err != 0 && object != nullptr && !forked_.load(std::memory_order_acquire)) {
+      faults_.KeepObject(point, object);
+    }
+    return err;
+  }
+
+  // The end of a destroy call: `err` is its result; when it freed `object`, an earlier failed
+  // call's record of it goes (the program tried again, and it worked).
+  int Destroyed(const void* object, int err) {
+    if (err == 0) faults_.ForgetKept(object);
+    return err;
   }
 
   // Every method starts here: the fault plan's decision for this hit of `point`, or, in a

@@ -70,6 +70,12 @@ absl::StatusOr<uint64_t> FaultTotalHitCount(absl::string_view point) {
   return GlobalFaultInjector().total_hits(*p);
 }
 
+absl::StatusOr<uint64_t> KeptObjectCount(absl::string_view point) {
+  absl::StatusOr<FaultPoint> p = PointByName(point);
+  if (!p.ok()) return p.status();
+  return GlobalFaultInjector().kept_objects(*p);
+}
+
 std::string CurrentFaultPlan() {
   const FaultPlan* plan = GlobalFaultInjector().current();
   if (plan == nullptr) return "";

@@ -57,6 +57,11 @@ std::vector<FaultPointDescription> DescribeFaultPoints();
 // empty, is installed; always when RPMA_SIM_STATS is set). Errors: NotFound (unknown point).
 absl::StatusOr<uint64_t> FaultTotalHitCount(absl::string_view point);
 
+// Objects that destroy calls of a point (ibv_dereg_mr, rdma_destroy_id, rdma_ack_cm_event...)
+// left alive in this process because a fault failed the call (the `# kept` lines of the stats
+// file). Errors: NotFound (unknown point).
+absl::StatusOr<uint64_t> KeptObjectCount(absl::string_view point);
+
 // Installs the rules of a scenario file's text (docs/FAULTS.md) as the fault plan, and its seed
 // when it has a `seed` line. `name` names it in errors ("<name>:<line>:<column>: ...").
 // Errors: InvalidArgument; nothing is changed then.

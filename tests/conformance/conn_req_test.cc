@@ -11,17 +11,15 @@
 #include "tests/conformance/coverage.h"
 #include "tests/conformance/testing/conformance_test.h"
 #include "tests/conformance/testing/rig.h"
+#include "tests/conformance/testing/rig_test.h"
 
 namespace softrpma::conformance {
 namespace {
 
-class ConnReqTest : public ConformanceTest {
+class ConnReqTest : public RigTest {
  protected:
   void SetUp() override {
-    ConformanceTest::SetUp();
-    auto rig = Rig::Create();
-    ASSERT_TRUE(rig.ok()) << rig.status();
-    rig_ = std::move(*rig);
+    ASSERT_NO_FATAL_FAILURE(RigTest::SetUp());
     ASSERT_RPMA(rig_->Listen(), 0);
   }
 
@@ -60,8 +58,6 @@ class ConnReqTest : public ConformanceTest {
     }
     return event;
   }
-
-  std::unique_ptr<Rig> rig_;
 };
 
 // ---- rpma_conn_req_new / rpma_conn_req_delete -----------------------------------------------

@@ -12,19 +12,13 @@
 #include "simverbs/sim/sim_control.h"
 #include "tests/conformance/testing/conformance_test.h"
 #include "tests/conformance/testing/rig.h"
+#include "tests/conformance/testing/rig_test.h"
 
 namespace softrpma::conformance {
 namespace {
 
-class ParityTest : public ConformanceTest {
+class ParityTest : public RigTest {
  protected:
-  void SetUp() override {
-    ConformanceTest::SetUp();
-    auto rig = Rig::Create();
-    ASSERT_TRUE(rig.ok()) << rig.status();
-    rig_ = std::move(*rig);
-  }
-
   // Waits (bounded) for one completion on `cq` (its own channel) and takes it into *wc.
   void TakeCompletion(rpma_cq* cq, ibv_wc* wc) {
     int fd = -1;
@@ -33,8 +27,6 @@ class ParityTest : public ConformanceTest {
     ASSERT_RPMA(rpma_cq_wait(cq), 0);
     ASSERT_RPMA(rpma_cq_get_wc(cq, 1, wc, nullptr), 0);
   }
-
-  std::unique_ptr<Rig> rig_;
 };
 
 // Programs pass the private data's length as desc_size; on IB/RoCE the provider pads private

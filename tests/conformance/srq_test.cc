@@ -11,6 +11,7 @@
 #include "tests/conformance/coverage.h"
 #include "tests/conformance/testing/conformance_test.h"
 #include "tests/conformance/testing/rig.h"
+#include "tests/conformance/testing/rig_test.h"
 
 namespace softrpma::conformance {
 namespace {
@@ -80,15 +81,8 @@ RPMA_TEST_F(SrqCfgTest, SrqCfgGetRcqSize_CfgOrRcqSizeNull_ReturnsInval,
 
 // ---- rpma_srq_new / rpma_srq_delete -----------------------------------------------------------
 
-class SrqTest : public ConformanceTest {
+class SrqTest : public RigTest {
  protected:
-  void SetUp() override {
-    ConformanceTest::SetUp();
-    auto rig = Rig::Create();
-    ASSERT_TRUE(rig.ok()) << rig.status();
-    rig_ = std::move(*rig);
-  }
-
   // rpma_srq_new (default configuration: a receive CQ on a channel of its own) under
   // `fault_spec` returns `expected`, writes no SRQ and releases whatever it made: then the
   // peer deletes (no SRQ is left on its protection domain).
@@ -107,8 +101,6 @@ class SrqTest : public ConformanceTest {
     EXPECT_EQ(srq, nullptr);
     EXPECT_RPMA(rpma_peer_delete(rig_->peer_ptr()), 0);
   }
-
-  std::unique_ptr<Rig> rig_;
 };
 
 RPMA_TEST_F(SrqTest, SrqNew_PeerOrSrqPtrNull_ReturnsInval,
@@ -159,16 +151,12 @@ RPMA_TEST_F(SrqTest, SrqDelete_SrqPtrNull_ReturnsInval,
 }
 
 // rpma_srq_delete frees the SRQ whatever the provider says (as librpma does), so the provider
-// object whose destruction failed can never be freed: these tests make their peer and SRQ with
-// the leak check off.
-class SrqDeleteTest : public ConformanceTest {
+// object whose destruction failed can never be freed (the simulated NIC holds on to it: no
+// leak).
+class SrqDeleteTest : public RigTest {
  protected:
   void SetUp() override {
-    ConformanceTest::SetUp();
-    LeakCheckDisabledScope leaks_expected;
-    auto rig = Rig::Create();
-    ASSERT_TRUE(rig.ok()) << rig.status();
-    rig_ = std::move(*rig);
+    ASSERT_NO_FATAL_FAILURE(RigTest::SetUp());
     ASSERT_RPMA(rpma_srq_new(rig_->peer(), nullptr, &srq_), 0);
   }
 
@@ -182,7 +170,6 @@ class SrqDeleteTest : public ConformanceTest {
     EXPECT_EQ(srq_, nullptr);
   }
 
-  std::unique_ptr<Rig> rig_;
   rpma_srq* srq_ = nullptr;
 };
 

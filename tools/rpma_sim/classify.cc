@@ -73,6 +73,7 @@ const char* RunClassName(RunClass run_class) {
     case RunClass::kCrashed: return "crashed";
     case RunClass::kHung: return "hung";
     case RunClass::kLeaked: return "leaked";
+    case RunClass::kKept: return "kept";
   }
   return "?";
 }
@@ -121,7 +122,7 @@ absl::StatusOr<LeakChecker> DetectLeakChecker(const std::string& program_path,
 }
 
 RunVerdict Classify(const ChildExit& exit, absl::string_view output, LeakChecker checker,
-                    absl::Duration timeout) {
+                    absl::Duration timeout, uint64_t kept_objects) {
   if (exit.timed_out) {
     return {RunClass::kHung, absl::StrCat("timed out after ", absl::FormatDuration(timeout))};
   }
@@ -147,6 +148,12 @@ RunVerdict Classify(const ChildExit& exit, absl::string_view output, LeakChecker
     if (exit.exit_code == kValgrindErrorExitCode) {
       return {RunClass::kCrashed, ValgrindHeadline(output)};
     }
+  }
+  if (kept_objects > 0) {
+    return {RunClass::kKept,
+            absl::StrCat("exit ", exit.exit_code, "; ", kept_objects,
+                         kept_objects == 1 ? " object" : " objects",
+                         " kept by the NIC after a failed destroy")};
   }
   if (exit.exit_code != 0) return {RunClass::kNonzero, absl::StrCat("exit ", exit.exit_code)};
   return {RunClass::kClean, "exit 0"};

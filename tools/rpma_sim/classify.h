@@ -6,6 +6,7 @@
 #ifndef SOFTRPMA_TOOLS_RPMA_SIM_CLASSIFY_H_
 #define SOFTRPMA_TOOLS_RPMA_SIM_CLASSIFY_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,14 +20,19 @@ namespace softrpma::rpma_sim {
 // is hung whatever it printed; a sanitizer's error report (AddressSanitizer, ThreadSanitizer
 // (data races too), MemorySanitizer, UBSan's "runtime error:", a memory error valgrind reported)
 // or a fatal signal makes it crashed; a leak report (LeakSanitizer, or valgrind's "definitely
-// lost") leaked; then a non-zero exit status; else clean.
-enum class RunClass { kClean, kNonzero, kCrashed, kHung, kLeaked };
+// lost") leaked; then kept: the simulated NIC still held objects at exit because an injected
+// fault failed the destroy call that would have freed them (what a real provider keeps too;
+// the simulator keeps them reachable, so that they are no leak report); then a non-zero exit
+// status; else clean.
+enum class RunClass { kClean, kNonzero, kCrashed, kHung, kLeaked, kKept };
+inline constexpr int kNumRunClasses = static_cast<int>(RunClass::kKept) + 1;
 
-// "clean", "nonzero", "crashed", "hung", "leaked".
+// "clean", "nonzero", "crashed", "hung", "leaked", "kept".
 const char* RunClassName(RunClass run_class);
 
 // Whether a run of this class is a failure of the program (crashed, hung, leaked). A non-zero
-// exit is not: a program is expected to report an injected fault.
+// exit is not: a program is expected to report an injected fault; nor is kept: the program
+// could not have freed what the provider refused to destroy.
 bool IsFailure(RunClass run_class);
 
 // How leaks are detected.
@@ -63,8 +69,10 @@ struct RunVerdict {
 
 // Classifies a run from how it ended and its combined stdout + stderr, `output`. `checker`
 // says whether valgrind's exit status (kValgrindErrorExitCode) means an error report.
+// `kept_objects`: how many objects the simulated NIC kept after injected failures of destroy
+// calls, over all the run's processes (the `# kept` lines of their stats files).
 RunVerdict Classify(const ChildExit& exit, absl::string_view output, LeakChecker checker,
-                    absl::Duration timeout);
+                    absl::Duration timeout, uint64_t kept_objects = 0);
 
 }  // namespace softrpma::rpma_sim
 

@@ -10,6 +10,15 @@ namespace {
 
 const absl::Duration kTimeout = absl::Seconds(10);
 
+// What the leak checkers print.
+constexpr char kLeakSanitizerReport[] =
+    "\n=================================================================\n"
+    "==99==ERROR: LeakSanitizer: detected memory leaks\n\nDirect leak of 64 byte(s)\n";
+constexpr char kValgrindDefinitelyLost[] =
+    "==5== 64 bytes in 1 blocks are definitely lost in loss record 1 of 1\n";
+constexpr char kValgrindInvalidRead[] =
+    "==5== Invalid read of size 4\n==5==    at 0x1: main (x.c:3)\n";
+
 ChildExit Exited(int code) {
   ChildExit exit;
   exit.exit_code = code;
@@ -90,26 +99,22 @@ TEST(Classify, UbsanRuntimeError_Crashed) {
 }
 
 TEST(Classify, LeakSanitizerReport_LeakedEvenWhenItAborted) {
-  const char kReport[] =
-      "\n=================================================================\n"
-      "==99==ERROR: LeakSanitizer: detected memory leaks\n\nDirect leak of 64 byte(s)\n";
-  RunVerdict exited = Classify(Exited(23), kReport, LeakChecker::kAsan, kTimeout);
+  RunVerdict exited = Classify(Exited(23), kLeakSanitizerReport, LeakChecker::kAsan, kTimeout);
   EXPECT_EQ(exited.run_class, RunClass::kLeaked);
   EXPECT_EQ(exited.detail, "LeakSanitizer: detected memory leaks");
-  RunVerdict aborted = Classify(Signaled(SIGABRT), kReport, LeakChecker::kAsan, kTimeout);
+  RunVerdict aborted =
+      Classify(Signaled(SIGABRT), kLeakSanitizerReport, LeakChecker::kAsan, kTimeout);
   EXPECT_EQ(aborted.run_class, RunClass::kLeaked);
 }
 
 TEST(Classify, ValgrindDefinitelyLost_Leaked) {
-  RunVerdict v = Classify(Exited(kValgrindErrorExitCode),
-                          "==5== 64 bytes in 1 blocks are definitely lost in loss record 1 of 1\n",
+  RunVerdict v = Classify(Exited(kValgrindErrorExitCode), kValgrindDefinitelyLost,
                           LeakChecker::kValgrind, kTimeout);
   EXPECT_EQ(v.run_class, RunClass::kLeaked);
 }
 
 TEST(Classify, ValgrindErrorExit_CrashedWithTheFirstError) {
-  RunVerdict v = Classify(Exited(kValgrindErrorExitCode),
-                          "==5== Invalid read of size 4\n==5==    at 0x1: main (x.c:3)\n",
+  RunVerdict v = Classify(Exited(kValgrindErrorExitCode), kValgrindInvalidRead,
                           LeakChecker::kValgrind, kTimeout);
   EXPECT_EQ(v.run_class, RunClass::kCrashed);
   EXPECT_EQ(v.detail, "valgrind: Invalid read of size 4");
@@ -120,17 +125,50 @@ TEST(Classify, ValgrindExitCodeWithoutValgrind_JustNonzero) {
   EXPECT_EQ(v.run_class, RunClass::kNonzero);
 }
 
+TEST(Classify, KeptObjects_KeptWhateverTheExitStatus) {
+  RunVerdict reported = Classify(Exited(1), "rpma_mr_dereg: RPMA_E_PROVIDER\n",
+                                 LeakChecker::kAsan, kTimeout, /*kept_objects=*/2);
+  EXPECT_EQ(reported.run_class, RunClass::kKept);
+  EXPECT_EQ(reported.detail, "exit 1; 2 objects kept by the NIC after a failed destroy");
+  RunVerdict ignored = Classify(Exited(0), "", LeakChecker::kNone, kTimeout, 1);
+  EXPECT_EQ(ignored.run_class, RunClass::kKept);
+  EXPECT_EQ(ignored.detail, "exit 0; 1 object kept by the NIC after a failed destroy");
+}
+
+TEST(Classify, KeptObjectsAndALeakReport_Leaked) {
+  EXPECT_EQ(Classify(Exited(1), kLeakSanitizerReport, LeakChecker::kAsan, kTimeout, 1).run_class,
+            RunClass::kLeaked);
+  EXPECT_EQ(Classify(Exited(kValgrindErrorExitCode), kValgrindDefinitelyLost,
+                     LeakChecker::kValgrind, kTimeout, 1)
+                .run_class,
+            RunClass::kLeaked);
+}
+
+TEST(Classify, KeptObjectsAndACrashOrHang_CrashedOrHung) {
+  EXPECT_EQ(Classify(Signaled(SIGSEGV), "", LeakChecker::kNone, kTimeout, 1).run_class,
+            RunClass::kCrashed);
+  ChildExit timed_out = Signaled(SIGKILL);
+  timed_out.timed_out = true;
+  EXPECT_EQ(Classify(timed_out, "", LeakChecker::kNone, kTimeout, 1).run_class, RunClass::kHung);
+  EXPECT_EQ(Classify(Exited(kValgrindErrorExitCode), kValgrindInvalidRead,
+                     LeakChecker::kValgrind, kTimeout, 1)
+                .run_class,
+            RunClass::kCrashed);
+}
+
 TEST(RunClass, NamesAndFailures) {
   EXPECT_STREQ(RunClassName(RunClass::kClean), "clean");
   EXPECT_STREQ(RunClassName(RunClass::kNonzero), "nonzero");
   EXPECT_STREQ(RunClassName(RunClass::kCrashed), "crashed");
   EXPECT_STREQ(RunClassName(RunClass::kHung), "hung");
   EXPECT_STREQ(RunClassName(RunClass::kLeaked), "leaked");
+  EXPECT_STREQ(RunClassName(RunClass::kKept), "kept");
   EXPECT_FALSE(IsFailure(RunClass::kClean));
   EXPECT_FALSE(IsFailure(RunClass::kNonzero));
   EXPECT_TRUE(IsFailure(RunClass::kCrashed));
   EXPECT_TRUE(IsFailure(RunClass::kHung));
   EXPECT_TRUE(IsFailure(RunClass::kLeaked));
+  EXPECT_FALSE(IsFailure(RunClass::kKept));
 }
 
 TEST(DetectLeakChecker, UnreadableProgram_NotFound) {

@@ -110,9 +110,9 @@ Subcommands:
           naming the rule and column, and PROGRAM does not run. Exits with PROGRAM's status.
   sweep   Run PROGRAM once cleanly to count how often each fault point is hit, then once per
           hit with that hit failed (fail=EIO; ENOMEM for malloc), N at a time, each with a
-          timeout. Classifies every run (clean, nonzero, crashed, hung, leaked), prints the
-          one-line command that replays each run that crashed, hung or leaked, and a table per
-          point. Exits 1 if any run crashed, hung or leaked.
+          timeout. Classifies every run (clean, nonzero, crashed, hung, leaked, kept), prints
+          the one-line command that replays each run that crashed, hung or leaked, and a table
+          per point. Exits 1 if any run crashed, hung or leaked.
   trace   Print a trace that `run --trace` wrote as readable lines, or convert it to Chrome
           Trace Event JSON (one track per QP and per CQ, a slice per work request).
 
@@ -204,9 +204,11 @@ SubcommandHelp HelpOf(absl::string_view name) {
         "the runs are shared fairly between the points and spread over each point's hits.\n"
         "N runs at a time; a run still going after --timeout is killed with its process\n"
         "group. Each run is clean (exit 0), nonzero (exit > 0: the program reported the\n"
-        "fault), crashed (a signal or a sanitizer error), hung (timed out) or leaked (with\n"
-        "--leaks). Each run that crashed, hung or leaked prints the one-line command that\n"
-        "replays it. A progress bar is drawn on a terminal; a table per point ends the sweep.\n"
+        "fault), crashed (a signal or a sanitizer error), hung (timed out), leaked (with\n"
+        "--leaks) or kept (a destroy call failed and the NIC kept its object, as a real\n"
+        "provider does: no leak of the program's). Each run that crashed, hung or leaked\n"
+        "prints the one-line command that replays it. A progress bar is drawn on a terminal;\n"
+        "a table per point ends the sweep.\n"
         "With --device=mlx5,siw the whole sweep runs once per device, each with its own\n"
         "summary (and report); the replay lines carry --device.\n"
         "Exits 1 if any run crashed, hung or leaked.",

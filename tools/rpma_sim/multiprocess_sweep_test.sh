@@ -25,6 +25,9 @@ print(" ".join(progs))
 print(sum(p["hits"] for p in r["points"]), len(specs), len(set(specs)))
 print("ok" if all(s.endswith(":prog=client") or s.endswith(":prog=server") for s in specs) else "bad")
 print([run["replay"] for run in r["runs"] if "rdma_accept" in run["spec"]][0])
+kept = [run for run in r["runs"] if run["class"] == "kept"]
+print(len([k for k in kept if k["prog"] == "client"]), len([k for k in kept if k["prog"] == "server"]),
+      all(k["kept_objects"] >= 1 for k in kept), r["totals"]["kept"] == len(kept))
 ' "$work/report.json")"
 echo "$summary"
 check "points of both programs" test "$(sed -n 1p <<<"$summary")" = "client server"
@@ -34,6 +37,13 @@ check "at least 100 runs" test "${runs:-0}" -ge 100
 check "every run fails a point of one program (prog=)" test "$(sed -n 3p <<<"$summary")" = ok
 replay="$(sed -n 4p <<<"$summary")"
 expect_in "the replay line names the program" "$replay" "--faults='rdma_accept:fail=EIO:nth=1:prog=server'"
+# A failed destroy call in either process leaves its object with that process's NIC: the
+# run's stats files (one per process) say so, and the run is kept.
+read -r kept_client kept_server kept_counted kept_totals <<<"$(sed -n 5p <<<"$summary")"
+check "kept runs in the client" test "${kept_client:-0}" -ge 1
+check "kept runs in the server" test "${kept_server:-0}" -ge 1
+check "every kept run counted its objects, and the totals agree" \
+  test "${kept_counted:-x} ${kept_totals:-x}" = "True True"
 
 # The replay line reproduces that run: the server's accept fails, and the pair says so.
 run "$rpma_sim" run --faults='rdma_accept:fail=EIO:nth=1:prog=server' -- "$pair" "$peer" 7602

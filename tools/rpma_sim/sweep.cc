@@ -28,12 +28,11 @@
 namespace softrpma::rpma_sim {
 namespace {
 
-constexpr int kNumClasses = 5;
 constexpr size_t kOutputTailBytes = 2000;  // of a failing run's output, in the JSON report
 constexpr int kProgressWidth = 30;
 
 // Counts per class, indexed by RunClass.
-using ClassCounts = std::array<uint64_t, kNumClasses>;
+using ClassCounts = std::array<uint64_t, kNumRunClasses>;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
@@ -60,6 +59,26 @@ std::string ReadOutput(const std::string& path) {
   file.seekg(static_cast<std::streamoff>(size - tail_bytes));
   file.read(tail.data(), tail.size());
   return absl::StrCat(head, "\n[... ", size - kMaxOutputBytes, " bytes not read ...]\n", tail);
+}
+
+// The stats files of one run (one per process; `<dir>/<prefix><pid>.txt`), read in name order
+// and removed.
+std::vector<std::string> TakeStatsFiles(const std::string& dir, absl::string_view prefix) {
+  std::error_code error;
+  std::vector<std::string> paths;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (absl::StartsWith(name, prefix) && absl::EndsWith(name, ".txt")) {
+      paths.push_back(entry.path().string());
+    }
+  }
+  std::sort(paths.begin(), paths.end());
+  std::vector<std::string> texts;
+  for (const std::string& path : paths) {
+    texts.push_back(ReadFile(path));
+    std::filesystem::remove(path, error);
+  }
+  return texts;
 }
 
 std::string Seconds(absl::Duration d) { return absl::StrFormat("%.2fs", absl::ToDoubleSeconds(d)); }
@@ -93,6 +112,7 @@ struct RunRecord {
   uint64_t nth = 0;
   std::string spec;  // "" for the clean run (no RPMA_SIM_FAULTS)
   ChildExit exit;
+  uint64_t kept_objects = 0;  // kept by the NIC after injected destroy failures (all processes)
   RunVerdict verdict;
   std::string replay;
   std::string output_tail;  // failing runs only
@@ -136,8 +156,10 @@ class Sweeper final {
   // `run` numbers the run (0: the clean run) for its fabric.
   ChildCommand Command(const std::optional<std::string>& faults, const std::string& stats,
                        const std::string& output, size_t run, std::string* replay) const;
-  // Classifies a finished run; keeps the tail of a failing run's output.
-  void Finish(const ChildExit& exit, const std::string& output_path, RunRecord* record) const;
+  // Classifies a finished run from its exit, output and the stats files of its processes;
+  // keeps the tail of a failing run's output.
+  void Finish(const ChildExit& exit, const std::string& output_path,
+              const std::vector<std::string>& stats_texts, RunRecord* record) const;
   void DrawProgress(size_t done, size_t total, const ClassCounts& counts) const;
   void ClearProgress() const;
   void PrintFailure(const RunRecord& record) const;
@@ -182,10 +204,20 @@ ChildCommand Sweeper::Command(const std::optional<std::string>& faults, const st
 }
 
 void Sweeper::Finish(const ChildExit& exit, const std::string& output_path,
-                     RunRecord* record) const {
+                     const std::vector<std::string>& stats_texts, RunRecord* record) const {
   std::string output = ReadOutput(output_path);
   record->exit = exit;
-  record->verdict = Classify(exit, output, checker_, options_.timeout);
+  for (const std::string& text : stats_texts) {
+    absl::StatusOr<uint64_t> kept = StatsKeptObjects(text);
+    if (kept.ok()) {
+      record->kept_objects += *kept;
+    } else {
+      std::fprintf(stderr, "rpma-sim: the simulator's stats (%s) of %s: %s\n", kStatsVar,
+                   record->spec.empty() ? "the clean run" : record->spec.c_str(),
+                   std::string(kept.status().message()).c_str());
+    }
+  }
+  record->verdict = Classify(exit, output, checker_, options_.timeout, record->kept_objects);
   // (The clean run's output is kept when it failed in any way: a sweep stops then.)
   const bool clean_run_failed =
       record->spec.empty() && record->verdict.run_class != RunClass::kClean;
@@ -208,6 +240,7 @@ void Sweeper::DrawProgress(size_t done, size_t total, const ClassCounts& counts)
   if (options_.leaks) {
     std::fprintf(stderr, "  leaked %llu", static_cast<unsigned long long>(counts[4]));
   }
+  std::fprintf(stderr, "  kept %llu", static_cast<unsigned long long>(counts[5]));
   std::fflush(stderr);
 }
 
@@ -243,14 +276,15 @@ void Sweeper::PrintTable(const std::vector<PointHits>& swept,
   for (const PointHits& p : swept) width = std::max(width, PointLabel(p).size());
   auto row = [&](absl::string_view name, const std::string& hits, uint64_t count,
                  const ClassCounts& c) {
-    std::fprintf(out_, "%-*s %7s %6llu %6llu %8llu %8llu %5llu %7llu\n", static_cast<int>(width),
-                 std::string(name).c_str(), hits.c_str(), static_cast<unsigned long long>(count),
-                 static_cast<unsigned long long>(c[0]), static_cast<unsigned long long>(c[1]),
-                 static_cast<unsigned long long>(c[2]), static_cast<unsigned long long>(c[3]),
-                 static_cast<unsigned long long>(c[4]));
+    std::fprintf(out_, "%-*s %7s %6llu %6llu %8llu %8llu %5llu %7llu %5llu\n",
+                 static_cast<int>(width), std::string(name).c_str(), hits.c_str(),
+                 static_cast<unsigned long long>(count), static_cast<unsigned long long>(c[0]),
+                 static_cast<unsigned long long>(c[1]), static_cast<unsigned long long>(c[2]),
+                 static_cast<unsigned long long>(c[3]), static_cast<unsigned long long>(c[4]),
+                 static_cast<unsigned long long>(c[5]));
   };
-  std::fprintf(out_, "\n%-*s %7s %6s %6s %8s %8s %5s %7s\n", static_cast<int>(width), "point",
-               "hits", "runs", "clean", "nonzero", "crashed", "hung", "leaked");
+  std::fprintf(out_, "\n%-*s %7s %6s %6s %8s %8s %5s %7s %5s\n", static_cast<int>(width),
+               "point", "hits", "runs", "clean", "nonzero", "crashed", "hung", "leaked", "kept");
   uint64_t total_hits = 0;
   for (const PointHits& p : swept) {
     const ClassCounts& c = counts.by_point[PointLabel(p)];
@@ -284,6 +318,8 @@ void WriteRun(JsonWriter& w, const RunRecord& r) {
   w.String(RunClassName(r.verdict.run_class));
   w.Key("detail");
   w.String(r.verdict.detail);
+  w.Key("kept_objects");
+  w.Uint(r.kept_objects);
   w.Key("duration_ms");
   w.Double(absl::ToDoubleMilliseconds(r.exit.duration));
   w.Key("replay");
@@ -326,7 +362,7 @@ bool Sweeper::WriteReport(const RunRecord& clean, const std::vector<PointHits>& 
   auto counts = [&w](const ClassCounts& c) {
     w.Key("runs");
     w.Uint(Sum(c));
-    for (int i = 0; i < kNumClasses; ++i) {
+    for (int i = 0; i < kNumRunClasses; ++i) {
       w.Key(RunClassName(static_cast<RunClass>(i)));
       w.Uint(c[i]);
     }
@@ -431,7 +467,8 @@ int Sweeper::Run() {
     std::fprintf(stderr, "rpma-sim: %s\n", std::string(clean_exit.status().message()).c_str());
     return absl::IsCancelled(clean_exit.status()) ? kSweepInterrupted : kSweepFailed;
   }
-  Finish((*clean_exit)[0], clean_output, &clean);
+  std::vector<std::string> stats_texts = TakeStatsFiles(scratch.path(), "stats.");
+  Finish((*clean_exit)[0], clean_output, stats_texts, &clean);
   std::fprintf(out_, "clean run: %s (%s) in %s\n", RunClassName(clean.verdict.run_class),
                clean.verdict.detail.c_str(), Seconds(clean.exit.duration).c_str());
   if (clean.verdict.run_class == RunClass::kCrashed || clean.verdict.run_class == RunClass::kHung ||
@@ -457,23 +494,7 @@ int Sweeper::Run() {
   if (clean.verdict.run_class == RunClass::kLeaked) {
     std::fprintf(out_, "(the program leaks even without a fault; the sweep goes on)\n");
   }
-  std::vector<std::string> stats_texts;
-  std::string stats_text;
-  {
-    std::error_code error;
-    std::vector<std::string> paths;
-    for (const auto& entry : std::filesystem::directory_iterator(scratch.path(), error)) {
-      const std::string name = entry.path().filename().string();
-      if (absl::StartsWith(name, "stats.") && absl::EndsWith(name, ".txt")) {
-        paths.push_back(entry.path().string());
-      }
-    }
-    std::sort(paths.begin(), paths.end());
-    for (const std::string& path : paths) {
-      stats_texts.push_back(ReadFile(path));
-      stats_text += stats_texts.back();
-    }
-  }
+  std::string stats_text = absl::StrJoin(stats_texts, "");
   if (stats_texts.size() > 1) {
     std::fprintf(out_, "the clean run's %zu processes hit fault points\n", stats_texts.size());
   }
@@ -538,7 +559,9 @@ int Sweeper::Run() {
     runs[i].nth = plan[i].nth;
     runs[i].spec = plan[i].spec;
     outputs.push_back(absl::StrCat(scratch.path(), "/run-", i, ".log"));
-    commands.push_back(Command(plan[i].spec, "", outputs.back(), i + 1, &runs[i].replay));
+    // Its stats files say what the NIC kept (the hit counts were the clean run's business).
+    const std::string stats = absl::StrCat(scratch.path(), "/run-", i, ".stats.%p.txt");
+    commands.push_back(Command(plan[i].spec, stats, outputs.back(), i + 1, &runs[i].replay));
   }
   ClassCounts counts{};
   size_t done = 0;
@@ -546,7 +569,9 @@ int Sweeper::Run() {
   DrawProgress(0, plan.size(), counts);
   absl::StatusOr<std::vector<ChildExit>> exits = RunChildren(
       commands, options_.jobs, options_.timeout, [&](size_t index, const ChildExit& exit) {
-        Finish(exit, outputs[index], &runs[index]);
+        Finish(exit, outputs[index],
+               TakeStatsFiles(scratch.path(), absl::StrCat("run-", index, ".stats.")),
+               &runs[index]);
         finished[index] = true;
         ++counts[static_cast<int>(runs[index].verdict.run_class)];
         ++done;
@@ -593,6 +618,10 @@ int Sweeper::Run() {
     verdict = absl::StrCat("none crashed or hung (", leaked,
                            " leaked, as the program's own LeakSanitizer reported; --leaks makes "
                            "that a failure)");
+  }
+  if (uint64_t kept = counts[static_cast<int>(RunClass::kKept)]; kept > 0) {
+    absl::StrAppend(&verdict, "; in ", kept, " the NIC kept what a failed destroy call left, "
+                    "as a real provider does");
   }
   std::fprintf(out_, "sweep passed: %zu runs, %s\n", runs.size(), verdict.c_str());
   return report_ok ? kSweepPassed : kSweepFailed;

@@ -45,6 +45,26 @@ std::string StatsProcessName(absl::string_view text) {
   return "";
 }
 
+absl::StatusOr<uint64_t> StatsKeptObjects(absl::string_view text) {
+  uint64_t kept = 0;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    line = absl::StripAsciiWhitespace(line);
+    absl::string_view fields_text = line;
+    if (!absl::ConsumePrefix(&fields_text, "# kept ")) continue;
+    std::vector<absl::string_view> fields =
+        absl::StrSplit(fields_text, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    uint64_t objects = 0;
+    if (fields.size() != 2 || !absl::SimpleAtoi(fields[1], &objects)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stats line ", line_number, ": expected `# kept <point> <objects>`, got \"", line, "\""));
+    }
+    kept += objects;
+  }
+  return kept;
+}
+
 absl::StatusOr<std::vector<PointHits>> MergeProcessStats(const std::vector<std::string>& texts) {
   std::map<std::string, std::vector<PointHits>> by_name;  // sorted names
   for (size_t i = 0; i < texts.size(); ++i) {

@@ -30,12 +30,18 @@ struct PointHits {
 std::string PointLabel(const PointHits& p);
 
 // Parses the simulator's stats file: one `<point> <hits>` per line (blanks around the two
-// fields, blank lines and lines starting with '#' ignored), in the file's order.
+// fields, blank lines and lines starting with '#' ignored: `# process`, `# kept`), in the
+// file's order.
 // Errors: InvalidArgument naming the line number and what is wrong with it.
 absl::StatusOr<std::vector<PointHits>> ParseStats(absl::string_view text);
 
 // The process name of a stats file: its `# process NAME pid N` line, or "" when it has none.
 std::string StatsProcessName(absl::string_view text);
+
+// How many objects the simulated NIC kept in one process after injected failures of destroy
+// calls: the sum of the stats file's `# kept <point> <objects>` lines (none: 0).
+// Errors: InvalidArgument naming the line number of a malformed `# kept` line.
+absl::StatusOr<uint64_t> StatsKeptObjects(absl::string_view text);
 
 // The hit counts of one run from the stats files of all its processes (one per process).
 // When the processes go by one name (one process, or a program that forks copies of itself),

@@ -45,6 +45,32 @@ TEST(ParseStats, BadLine_InvalidArgumentNamingTheLine) {
   }
 }
 
+TEST(ParseStats, KeptLinesAreNoPoints) {
+  absl::StatusOr<std::vector<PointHits>> stats =
+      ParseStats("# process demo pid 7\nibv_dereg_mr 5\n# kept ibv_dereg_mr 1\n");
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_EQ(stats->size(), 1u);
+  EXPECT_EQ((*stats)[0].point, "ibv_dereg_mr");
+}
+
+TEST(StatsKeptObjects, SumsTheKeptLines_NoneIsZero) {
+  EXPECT_EQ(*StatsKeptObjects("# process demo pid 7\nibv_dereg_mr 5\nmalloc 40\n"), 0u);
+  EXPECT_EQ(*StatsKeptObjects("# process demo pid 7\nibv_dereg_mr 5\n# kept ibv_dereg_mr 2\n"
+                              "  # kept rdma_ack_cm_event\t1 \n"),
+            3u);
+  EXPECT_EQ(*StatsKeptObjects(""), 0u);
+}
+
+TEST(StatsKeptObjects, BadKeptLine_InvalidArgumentNamingTheLine) {
+  for (const char* text : {"malloc 1\n# kept ibv_dereg_mr\n", "malloc 1\n# kept ibv_dereg_mr x\n",
+                           "malloc 1\n# kept ibv_dereg_mr 1 2\n"}) {
+    absl::StatusOr<uint64_t> kept = StatsKeptObjects(text);
+    ASSERT_FALSE(kept.ok()) << text;
+    EXPECT_EQ(kept.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(kept.status().message(), HasSubstr("stats line 2")) << text;
+  }
+}
+
 TEST(SweepFaultSpec, EioForCallsEnomemForMalloc) {
   EXPECT_EQ(SweepFaultSpec("ibv_post_send", 3), "ibv_post_send:fail=EIO:nth=3");
   EXPECT_EQ(SweepFaultSpec("malloc", 1), "malloc:fail=ENOMEM:nth=1");

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `rpma-sim sweep`: a program that crashes when one call fails is caught (crashed, a replay line
 # that reproduces the crash, exit 1); one that hangs is killed at the timeout (hung); one that
-# leaks is found with --leaks (LeakSanitizer or valgrind); a bounded sweep of the demo passes
+# leaks is found with --leaks (LeakSanitizer or valgrind); what the NIC kept after a failed
+# destroy call is "kept", not leaked, and a leak of the program's in the same run is still
+# leaked; a bounded sweep of the demo passes
 # and its JSON report lists every run; a program that never reaches the simulator is an error.
 set -uo pipefail
 # shellcheck source=tools/rpma_sim/testdata/testlib.sh
@@ -14,14 +16,16 @@ report_runs() {
   python3 - "$1" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
-keys = ("point", "nth", "spec", "exit", "signal", "class", "detail", "duration_ms", "replay")
+keys = ("point", "nth", "spec", "exit", "signal", "class", "detail", "kept_objects",
+        "duration_ms", "replay")
 for run in report["runs"]:
     missing = [k for k in keys if k not in run]
     if missing:
         sys.exit(f"a run without {missing}: {run}")
-    print(run["point"], run["nth"], run["class"], run["exit"], run["signal"])
+    print(run["point"], run["nth"], run["class"], run["exit"], run["signal"], run["kept_objects"])
 t = report["totals"]
-print("totals", t["runs"], t["clean"], t["nonzero"], t["crashed"], t["hung"], t["leaked"])
+print("totals", t["runs"], t["clean"], t["nonzero"], t["crashed"], t["hung"], t["leaked"],
+      t["kept"])
 PY
 }
 
@@ -34,7 +38,7 @@ expect_in "crash: replay line" "$out" \
   "  replay: $rpma_sim run --faults='ibv_alloc_pd:fail=EIO:nth=1' -- $victim crash"
 expect_in "crash: verdict" "$out" "sweep FAILED:"
 check "crash: table header" \
-  grep -qE "^point +hits +runs +clean +nonzero +crashed +hung +leaked$" <<<"$out"
+  grep -qE "^point +hits +runs +clean +nonzero +crashed +hung +leaked +kept$" <<<"$out"
 if contains "$err" $'\r'; then
   fail "no progress bar when stderr is not a terminal" "a carriage return in stderr"
 else
@@ -81,7 +85,7 @@ expect_in "hang: replay line" "$out" \
   "  replay: $rpma_sim run --faults='ibv_alloc_pd:fail=EIO:nth=1' -- $victim hang"
 runs="$(report_runs "$work/hang.json")" || fail "hang: report" "$runs"
 expect_in "hang: report" "$runs" "ibv_alloc_pd 1 hung None SIGKILL"
-expect_in "hang: one run" "$runs" "totals 1 0 0 0 1 0"
+expect_in "hang: one run" "$runs" "totals 1 0 0 0 1 0 0"
 
 # --- A leak in one error path (not under --config=tsan: no leak checker for that build) ---
 victim_libs="$(ldd "$victim")"
@@ -106,9 +110,46 @@ elif [[ "$victim_libs" == *libasan* ]] || command -v valgrind >/dev/null; then
   run "$rpma_sim" sweep --leaks --points=ibv_alloc_pd --timeout=120s -- "$victim" report
   expect_status "no leak: exit 0" 0 "$status"
   expect_in "no leak: verdict" "$out" "sweep passed: 1 runs, none crashed, hung or leaked"
+
+  # A failed release: the NIC keeps the object (as a real provider does), reachable, so the
+  # leak checker reports nothing: kept, not a failure. Each of the 3 runs fails one release
+  # (two rpma_mr_dereg, one rpma_peer_delete).
+  run "$rpma_sim" sweep --leaks --points=ibv_dereg_mr,ibv_dealloc_pd --timeout=120s \
+    --report="$work/kept.json" -- "$victim" teardown
+  echo "$out"
+  expect_status "kept: exit 0" 0 "$status"
+  expect_in "kept: verdict" "$out" \
+    "sweep passed: 3 runs, none crashed, hung or leaked; in 3 the NIC kept what a failed"
+  runs="$(report_runs "$work/kept.json")" || fail "kept: report" "$runs"
+  expect_in "kept: report, a failed dereg" "$runs" "ibv_dereg_mr 1 kept 1 None 1"
+  expect_in "kept: report, a failed dealloc" "$runs" "ibv_dealloc_pd 1 kept 1 None 1"
+  expect_in "kept: totals" "$runs" "totals 3 0 0 0 0 0 3"
+  check "kept: no replay line (not a failure)" test "$(grep -c "replay:" <<<"$out")" -eq 0
+  # The program's own leak in a run where a release failed too is still a leak: on a failed
+  # rpma_mr_dereg, teardown-leak forgets the peer (and the other MR).
+  run "$rpma_sim" sweep --leaks --points=ibv_dereg_mr,ibv_dealloc_pd --timeout=120s \
+    --report="$work/kept-leak.json" -- "$victim" teardown-leak
+  echo "$out"
+  expect_status "kept and leaked: exit 1" 1 "$status"
+  expect_in "kept and leaked: replay line" "$out" \
+    "  replay: $rpma_sim run --faults='ibv_dereg_mr:fail=EIO:nth=1' -- "
+  runs="$(report_runs "$work/kept-leak.json")" || fail "kept and leaked: report" "$runs"
+  # (Exit 1, valgrind's 97 or LeakSanitizer's abort; the NIC kept the MR whose dereg failed.)
+  for nth in 1 2; do
+    check "kept and leaked: dereg $nth" grep -qE "^ibv_dereg_mr $nth leaked [^ ]+ [^ ]+ 1$" <<<"$runs"
+  done
+  expect_in "kept and leaked: nothing forgotten after the dealloc" "$runs" \
+    "ibv_dealloc_pd 1 kept 1 None 1"
 else
   echo "SKIPPED: the leak checks (no ASan in this build and valgrind is not installed)"
 fi
+
+# --- Kept without a leak checker: the NIC's count says so, whatever the build ---
+run "$rpma_sim" sweep --points=ibv_dereg_mr --report="$work/kept-no-check.json" -- \
+  "$victim" teardown
+expect_status "kept, no leak check: exit 0" 0 "$status"
+runs="$(report_runs "$work/kept-no-check.json")" || fail "kept, no leak check: report" "$runs"
+expect_in "kept, no leak check: totals" "$runs" "totals 2 0 0 0 0 0 2"
 
 # --- A bounded sweep of the demo ---
 run "$rpma_sim" sweep --max-runs=12 -j 2 --report="$work/demo.json" -- "$demo" --once

@@ -7,10 +7,6 @@
 
 #include "tests/testing/test_env.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/lsan_interface.h>
-#endif
-
 namespace softrpma::conformance {
 
 void ConformanceTest::SetUp() {
@@ -84,13 +80,5 @@ uint64_t CountAllocations(const std::function<void()>& call) {
          << made << " made by " << create << ", " << released << " released by " << destroy << " ("
          << FaultInjections(destroy) << " of them failed)";
 }
-
-#if defined(__SANITIZE_ADDRESS__)
-LeakCheckDisabledScope::LeakCheckDisabledScope() { __lsan_disable(); }
-LeakCheckDisabledScope::~LeakCheckDisabledScope() { __lsan_enable(); }
-#else
-LeakCheckDisabledScope::LeakCheckDisabledScope() = default;
-LeakCheckDisabledScope::~LeakCheckDisabledScope() = default;
-#endif
 
 }  // namespace softrpma::conformance

@@ -69,18 +69,6 @@ uint64_t CountAllocations(const std::function<void()>& call);
 // `destroy` point: hits(destroy) == hits(create) - injections(create), and no destroy failed.
 ::testing::AssertionResult AllReleased(const char* create, const char* destroy);
 
-// While alive, allocations are not reported by LeakSanitizer (a no-op without ASan). For the
-// rows where losing a provider object is the documented outcome: a destroy that the provider
-// fails (rpma_conn_delete, rpma_srq_delete ...) frees the librpma object all the same, so the
-// provider's object can never be freed. Create only the objects of that test inside it.
-class LeakCheckDisabledScope final {
- public:
-  LeakCheckDisabledScope();
-  LeakCheckDisabledScope(const LeakCheckDisabledScope&) = delete;
-  LeakCheckDisabledScope& operator=(const LeakCheckDisabledScope&) = delete;
-  ~LeakCheckDisabledScope();
-};
-
 }  // namespace softrpma::conformance
 
 // EXPECT / ASSERT that `expr` returns the RPMA_E_* `code` (0 for success).

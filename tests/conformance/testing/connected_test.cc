@@ -5,10 +5,7 @@
 namespace softrpma::conformance {
 
 void ConnectedTest::SetUp() {
-  ConformanceTest::SetUp();
-  auto rig = Rig::Create();
-  ASSERT_TRUE(rig.ok()) << rig.status();
-  rig_ = std::move(*rig);
+  ASSERT_NO_FATAL_FAILURE(RigTest::SetUp());
   Configure(rig_->cfg());
   ASSERT_RPMA(rig_->Establish(), 0);
   client_mr_ = rig_->RegisterMr(kMrSize, kAllMrUsages);

@@ -1,6 +1,6 @@
 // connected_test.h: ConnectedTest, the fixture of the conformance tests that need a connection:
-// a client and a server connected through a Rig (with the configuration Configure() sets), a
-// region on each side (every usage) and the server's region as the client sees it.
+// a client and a server connected through the RigTest's rig (with the configuration Configure()
+// sets), a region on each side (every usage) and the server's region as the client sees it.
 
 #ifndef SOFTRPMA_TESTS_CONFORMANCE_TESTING_CONNECTED_TEST_H_
 #define SOFTRPMA_TESTS_CONFORMANCE_TESTING_CONNECTED_TEST_H_
@@ -8,15 +8,14 @@
 #include <infiniband/verbs.h>
 
 #include <cstddef>
-#include <memory>
 
 #include "librpma.h"
-#include "tests/conformance/testing/conformance_test.h"
 #include "tests/conformance/testing/rig.h"
+#include "tests/conformance/testing/rig_test.h"
 
 namespace softrpma::conformance {
 
-class ConnectedTest : public ConformanceTest {
+class ConnectedTest : public RigTest {
  protected:
   static constexpr size_t kMrSize = 4096;
 
@@ -39,7 +38,6 @@ class ConnectedTest : public ConformanceTest {
 
   rpma_cq* client_cq() const;
 
-  std::unique_ptr<Rig> rig_;
   rpma_mr_local* client_mr_ = nullptr;
   rpma_mr_local* server_mr_ = nullptr;
   rpma_mr_remote* server_remote_ = nullptr;

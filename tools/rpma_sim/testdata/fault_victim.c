@@ -9,6 +9,15 @@
  *   fault_victim hang     wait forever (hung)
  *   fault_victim leak     lose a heap block, then exit 1 (leaked, with --leaks)
  *   fault_victim fail     like report, but exit 3 even without a fault (a broken program)
+ *
+ * Two more make a peer, register two MRs and release all three (rpma_mr_dereg twice, then
+ * rpma_peer_delete), for how a sweep tells what the NIC kept from what the program leaked:
+ *
+ *   fault_victim teardown       a release that fails is reported and the rest is still
+ *                               released, exit 1 (a correct program: all it leaves is what the
+ *                               NIC refused to destroy, "kept")
+ *   fault_victim teardown-leak  a release that fails makes it return at once, forgetting the
+ *                               rest (leaked, with --leaks, whatever the NIC kept)
  */
 #include <librpma.h>
 
@@ -26,9 +35,40 @@ static void lose_a_block(void) {
   g_sink = NULL;
 }
 
+/* The teardown modes; `forget` says whether a failed release ends it at once. */
+static int teardown(struct rpma_peer *peer, int forget) {
+  static char buffers[2][64];
+  struct rpma_mr_local *mrs[2] = {NULL, NULL};
+  for (int i = 0; i < 2; ++i) {
+    int ret = rpma_mr_reg(peer, buffers[i], sizeof(buffers[i]), RPMA_MR_USAGE_READ_SRC, &mrs[i]);
+    if (ret != 0) {
+      fprintf(stderr, "rpma_mr_reg: %s\n", rpma_err_2str(ret));
+      if (i == 1) (void)rpma_mr_dereg(&mrs[0]);
+      (void)rpma_peer_delete(&peer);
+      return 1;
+    }
+  }
+  int status = 0;
+  for (int i = 0; i < 2; ++i) {
+    int ret = rpma_mr_dereg(&mrs[i]);
+    if (ret != 0) {
+      fprintf(stderr, "rpma_mr_dereg: %s\n", rpma_err_2str(ret));
+      if (forget) return 1;
+      status = 1;
+    }
+  }
+  int ret = rpma_peer_delete(&peer);
+  if (ret != 0) {
+    fprintf(stderr, "rpma_peer_delete: %s\n", rpma_err_2str(ret));
+    return 1;
+  }
+  if (status == 0) printf("fault_victim: no fault\n");
+  return status;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: fault_victim report|crash|hang|leak|fail\n");
+    fprintf(stderr, "usage: fault_victim report|crash|hang|leak|fail|teardown|teardown-leak\n");
     return 2;
   }
   const char *mode = argv[1];
@@ -52,6 +92,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "rpma_peer_new: %s\n", rpma_err_2str(ret));
     return 1;
   }
+  if (strcmp(mode, "teardown") == 0) return teardown(peer, 0);
+  if (strcmp(mode, "teardown-leak") == 0) return teardown(peer, 1);
   ret = rpma_peer_delete(&peer);
   if (ret != 0) {
     fprintf(stderr, "rpma_peer_delete: %s\n", rpma_err_2str(ret));
