@@ -366,6 +366,7 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
   if (local.total > 0) {
     const int need = is_read ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
     if (peer->pd->FindRemote(wqe.rkey, wqe.remote_addr, local.total, need) == nullptr) {
+      EnterErrorLocked(peer);  // IB class C: the responder's QP goes to ERROR as well
       return Done(IBV_WC_REM_ACCESS_ERR);
     }
     remote.Add(AsPtr(wqe.remote_addr), local.total);
@@ -377,7 +378,10 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
     case IBV_WR_RDMA_WRITE_WITH_IMM:
       return DeliverToReceive(peer, delivery, LocalSource(local), &remote);
     case IBV_WR_ATOMIC_WRITE: {
-      if (wqe.remote_addr % sizeof(uint64_t) != 0) return Done(IBV_WC_REM_INV_REQ_ERR);
+      if (wqe.remote_addr % sizeof(uint64_t) != 0) {
+        EnterErrorLocked(peer);  // an invalid request NAK: the responder goes to ERROR too
+        return Done(IBV_WC_REM_INV_REQ_ERR);
+      }
       uint64_t value = 0;
       Segments value_segment;
       value_segment.Add(reinterpret_cast<uint8_t*>(&value), sizeof(value));
@@ -579,12 +583,14 @@ bool ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
   if (type != wire::Type::kSend && length > 0) {
     if (type == wire::Type::kAtomicWrite && request.remote_addr % sizeof(uint64_t) != 0) {
       RespondLocked(link, request, IBV_WC_REM_INV_REQ_ERR, nullptr);
+      EnterErrorLocked(qp);  // the responder goes to ERROR as well (see ExecuteLocked)
       return true;
     }
     const int need =
         type == wire::Type::kRead ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
     if (qp->pd->FindRemote(request.rkey, request.remote_addr, length, need) == nullptr) {
       RespondLocked(link, request, IBV_WC_REM_ACCESS_ERR, nullptr);
+      EnterErrorLocked(qp);  // IB class C (see ExecuteLocked)
       return true;
     }
     remote.Add(AsPtr(request.remote_addr), length);

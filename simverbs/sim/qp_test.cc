@@ -243,6 +243,28 @@ TEST_F(QpTest, Unsignaled_NoSuccessCompletion_ButErrorCompletion) {
       ElementsAre(AllOf(Field(&ibv_wc::wr_id, 2u), Field(&ibv_wc::status, IBV_WC_REM_ACCESS_ERR))));
 }
 
+// IB class C: a remote access error moves the responder's QP to ERROR too; its posted
+// receives flush, and it takes no more.
+TEST_F(QpTest, RemoteAccessError_ResponderQpGoesToErrorAndFlushesItsReceives) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE);  // no remote write
+  TestBuffer inbox(backend_, conn_.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge inbox_sge = inbox.Sge(0, 16);
+  ASSERT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 5, &inbox_sge, 1), 0);
+  ibv_sge sge = local.Sge(0, 8);
+
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey),
+            0);
+
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(Field(&ibv_wc::status, IBV_WC_REM_ACCESS_ERR)));
+  EXPECT_EQ(conn_.passive.qp()->state, IBV_QPS_ERR);
+  EXPECT_THAT(PollAll(backend_, conn_.passive.recv_cq),
+              ElementsAre(AllOf(Field(&ibv_wc::wr_id, 5u),
+                                Field(&ibv_wc::status, IBV_WC_WR_FLUSH_ERR))));
+}
+
 TEST_F(QpTest, SqSigAll_EveryWrCompletes) {
   ConnectionOptions options;
   options.sq_sig_all = 1;
