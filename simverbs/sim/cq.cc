@@ -120,6 +120,19 @@ bool SimCq::Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* sq_slo
   return true;
 }
 
+void PoisonUndefinedFields(ibv_wc* wc) {
+  if (wc->status != IBV_WC_SUCCESS) {
+    const ibv_wc valid = *wc;
+    std::memset(wc, 0xA5, sizeof(*wc));
+    wc->wr_id = valid.wr_id;
+    wc->status = valid.status;
+    wc->qp_num = valid.qp_num;
+    wc->vendor_err = valid.vendor_err;
+    return;
+  }
+  if (wc->opcode == IBV_WC_RDMA_WRITE || wc->opcode == IBV_WC_SEND) wc->byte_len = kWcPoison;
+}
+
 int SimCq::Poll(int num_entries, ibv_wc* wc, int* num_polled) {
   // An empty CQ is seen without the lock that a poster pushing a completion needs: a
   // busy-polling thread must never make the poster wait for it (for its time slice, when
@@ -145,7 +158,8 @@ int SimCq::Poll(int num_entries, ibv_wc* wc, int* num_polled) {
     head_ = (head_ + 1) % ring_.size();
     --count_;
     queued_.store(count_, std::memory_order_release);
-    if (TraceOn()) TraceWc("wc", cq.handle, wc[i], nullptr);
+    if (TraceOn()) TraceWc("wc", cq.handle, wc[i], nullptr);  // what the NIC knows
+    PoisonUndefinedFields(&wc[i]);                            // what the program may read
   }
   *num_polled = n;
   return 0;

@@ -45,6 +45,15 @@
 
 namespace softrpma::sim {
 
+// What verbs leaves undefined in a completion, a real provider leaves as its memory happened to
+// be; the simulator hands those fields out as poison (every byte 0xA5), so that a program
+// reading them reads nonsense here too: on an error completion everything but wr_id, status,
+// qp_num and vendor_err; byte_len of a successful send-side RDMA WRITE or SEND (verbs defines
+// it only for receives, RDMA READ and atomics). Applied to each completion IbvPollCq returns
+// (the trace shows what the simulator knows).
+inline constexpr uint32_t kWcPoison = 0xA5A5A5A5;
+void PoisonUndefinedFields(ibv_wc* wc);
+
 struct SimCq;
 
 // One pending completion event: the CQ it names and when it is due.

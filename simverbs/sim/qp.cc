@@ -170,8 +170,12 @@ void CompleteSend(SimQp* qp, uint64_t wr_id, ibv_wr_opcode opcode, bool signaled
     ++qp->unretired;
     return;
   }
-  const ibv_wc wc = MakeWc(wr_id, status, SendWcOpcode(opcode),
-                           status == IBV_WC_SUCCESS ? byte_len : 0, qp->qp.qp_num);
+  ibv_wc wc = MakeWc(wr_id, status, SendWcOpcode(opcode),
+                     status == IBV_WC_SUCCESS ? byte_len : 0, qp->qp.qp_num);
+  // As mlx5: the sender of a write or send with immediate data is told so.
+  if (opcode == IBV_WR_RDMA_WRITE_WITH_IMM || opcode == IBV_WR_SEND_WITH_IMM) {
+    wc.wc_flags |= IBV_WC_WITH_IMM;
+  }
   const uint32_t retire = qp->unretired + 1;
   qp->unretired = 0;
   if (!qp->send_cq->Push(wc, /*solicited=*/false, &qp->sq_in_use, retire,

@@ -35,9 +35,11 @@
 //     the user POLLS the completion that retires it; a completion retires its own WR and every
 //     unsignaled WR before it. So a QP posting only unsignaled WRs fills up (ENOMEM), exactly
 //     as on a real NIC. A receive WR holds its slot only until it is consumed (simpler; noted).
-//   * Completions: wr_id, status, opcode, byte_len (the message length: bytes written, read,
-//     sent or received), qp_num, src_qp (the sender, on receives), imm_data + IBV_WC_WITH_IMM,
-//     vendor_err 0. Flushed completions carry the WR's opcode and byte_len 0.
+//   * Completions: wr_id, status, opcode, byte_len (bytes read, or received), qp_num, src_qp
+//     (the sender, on receives), imm_data + IBV_WC_WITH_IMM (also on the sender's completion
+//     of a *_WITH_IMM WR, as mlx5 sets it), vendor_err 0. What verbs leaves undefined the
+//     program reads as poison (cq.h, PoisonUndefinedFields): every field but wr_id, status,
+//     qp_num and vendor_err of an error completion, byte_len of a sent WRITE / SEND.
 //   * An RDMA READ executes only after every earlier WR of its QP (in-order execution): when
 //     its completion is there, every earlier RDMA WRITE of that QP is in the responder's
 //     memory. rpma_flush(3) relies on this (IBV_WR_FLUSH is not defined by the installed

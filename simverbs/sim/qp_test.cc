@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "simverbs/backend.h"
+#include "simverbs/sim/cq.h"
 #include "simverbs/sim/device.h"
 #include "simverbs/sim/sim_control.h"
 #include "simverbs/sim/test_util.h"
@@ -54,7 +55,8 @@ TEST_F(QpTest, Write_CopiesLocalToRemote_CompletesWithWcFields) {
   EXPECT_EQ(wcs[0].wr_id, 42u);
   EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
   EXPECT_EQ(wcs[0].opcode, IBV_WC_RDMA_WRITE);
-  EXPECT_EQ(wcs[0].byte_len, 13u);
+  // verbs defines byte_len for receives, RDMA READ and atomics only: poison here (cq.h).
+  EXPECT_EQ(wcs[0].byte_len, kWcPoison);
   EXPECT_EQ(wcs[0].qp_num, conn_.active.qp()->qp_num);
   EXPECT_EQ(wcs[0].vendor_err, 0u);
   EXPECT_TRUE(PollAll(backend_, conn_.passive.recv_cq).empty());  // one-sided: nothing there
@@ -73,7 +75,7 @@ TEST_F(QpTest, Write_GathersSeveralSges) {
   EXPECT_EQ(std::memcmp(remote.data(), "ghabcdef", 8), 0);
   std::vector<ibv_wc> wcs = PollAll(backend_, conn_.active.send_cq);
   ASSERT_EQ(wcs.size(), 1u);
-  EXPECT_EQ(wcs[0].byte_len, 8u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
 }
 
 TEST_F(QpTest, Read_CopiesRemoteToLocal_ByteLenIsBytesRead) {
@@ -220,8 +222,30 @@ TEST_F(QpTest, WriteWithImm_WritesRemoteAndConsumesRecv) {
   EXPECT_EQ(recvs[0].byte_len, 4u);
   EXPECT_NE(recvs[0].wc_flags & IBV_WC_WITH_IMM, 0u);
   EXPECT_EQ(ntohl(recvs[0].imm_data), 77u);
+  // The sender is told the write carried immediate data, as mlx5 does.
   EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
-              ElementsAre(Field(&ibv_wc::opcode, IBV_WC_RDMA_WRITE)));
+              ElementsAre(AllOf(Field(&ibv_wc::opcode, IBV_WC_RDMA_WRITE),
+                                Field(&ibv_wc::wc_flags, static_cast<unsigned>(IBV_WC_WITH_IMM)))));
+}
+
+// Of an error completion, verbs defines only wr_id, status, qp_num and vendor_err: the rest is
+// poison, so a program that reads them (the opcode, typically) reads nonsense here as on a NIC.
+TEST_F(QpTest, ErrorCompletion_OnlyWrIdStatusQpNumVendorErrAreDefined) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge sge = local.Sge(0, 8);
+  ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 9, &sge, 1, 0x1000, /*rkey=*/0xBAD), 0);
+
+  std::vector<ibv_wc> wcs = PollAll(backend_, conn_.active.send_cq);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 9u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(wcs[0].qp_num, conn_.active.qp()->qp_num);
+  EXPECT_EQ(wcs[0].vendor_err, 0u);
+  EXPECT_EQ(static_cast<uint32_t>(wcs[0].opcode), kWcPoison);
+  EXPECT_EQ(wcs[0].byte_len, kWcPoison);
+  EXPECT_EQ(wcs[0].src_qp, kWcPoison);
+  EXPECT_EQ(static_cast<uint32_t>(wcs[0].wc_flags), kWcPoison);
 }
 
 TEST_F(QpTest, Unsignaled_NoSuccessCompletion_ButErrorCompletion) {
@@ -398,7 +422,7 @@ TEST_F(QpTest, Disconnect_FlushesOutstandingWrs_LaterPostsFlushToo) {
   ASSERT_EQ(wcs.size(), 3u);
   EXPECT_EQ(wcs[0].wr_id, 13u);
   EXPECT_EQ(wcs[1].wr_id, 11u);
-  EXPECT_EQ(wcs[1].opcode, IBV_WC_RECV);
+  EXPECT_EQ(static_cast<uint32_t>(wcs[1].opcode), kWcPoison);  // undefined on an error
   EXPECT_EQ(wcs[2].wr_id, 12u);
   for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
 
