@@ -5,9 +5,7 @@
 
 #include <arpa/inet.h>
 
-#include <atomic>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -17,6 +15,7 @@
 #include "simverbs/sim/device.h"
 #include "simverbs/sim/sim_control.h"
 #include "simverbs/sim/test_util.h"
+#include "simverbs/sim/torn_word_reader.h"
 
 namespace softrpma::sim::testing {
 namespace {
@@ -667,25 +666,12 @@ TEST_F(AtomicWriteTest, ConcurrentReader_NeverSeesATornValue) {
       ASSERT_EQ(backend_->IbvQpToQpEx(conn.active.qp(), &qpx), 0);
     }
     TestBuffer remote(backend_, conn.passive.pd, 16, kRemoteAccess);
-    // Two patterns that differ in every byte: any mix of the two is neither.
-    constexpr uint64_t kPatterns[2] = {0x0123456789ABCDEFULL, 0xFEDCBA9876543210ULL};
-    uint64_t* target = reinterpret_cast<uint64_t*>(remote.data() + 8);
-    __atomic_store_n(target, kPatterns[0], __ATOMIC_SEQ_CST);
-    std::atomic<bool> done{false};
-    std::atomic<uint64_t> torn{0};
-    std::atomic<uint64_t> reads{0};
-    std::thread reader([&] {
-      do {
-        const uint64_t seen = __atomic_load_n(target, __ATOMIC_SEQ_CST);
-        if (seen != kPatterns[0] && seen != kPatterns[1]) torn.store(seen);
-        reads.fetch_add(1, std::memory_order_relaxed);
-      } while (!done.load());
-    });
+    TornWordReader reader(reinterpret_cast<uint64_t*>(remote.data() + 8));
 
     constexpr int kWrites = 20000;
     int failed_posts = 0;
     for (int i = 0; i < kWrites; ++i) {
-      const uint64_t value = kPatterns[(i + 1) % 2];
+      const uint64_t value = TornWordReader::Pattern(i);
       int err = 0;
       if (native) {
         backend_->IbvWrStart(qpx);
@@ -701,13 +687,12 @@ TEST_F(AtomicWriteTest, ConcurrentReader_NeverSeesATornValue) {
       if (err != 0) ++failed_posts;
       PollAll(backend_, conn.active.send_cq);  // retires the slot
     }
-    done.store(true);
-    reader.join();
+    reader.Stop();
 
     EXPECT_EQ(failed_posts, 0);
-    EXPECT_EQ(torn.load(), 0u) << "a reader saw a mix of the two patterns";
-    EXPECT_GT(reads.load(), 0u);
-    EXPECT_EQ(__atomic_load_n(target, __ATOMIC_SEQ_CST), kPatterns[kWrites % 2]);
+    EXPECT_EQ(reader.torn(), 0u) << "a reader saw a mix of the two patterns";
+    EXPECT_GT(reader.reads(), 0u);
+    EXPECT_EQ(reader.now(), TornWordReader::Pattern(kWrites - 1));
   }
 }
 

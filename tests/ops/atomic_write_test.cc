@@ -6,16 +6,15 @@
 // IBV_WC_RDMA_WRITE) and the caller's op_context, src reusable as soon as the call returns, and
 // the store is atomic: a reader of the target word never sees a mix of two values.
 
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "gtest/gtest.h"
 #include "librpma.h"
 #include "simverbs/sim/sim_control.h"
+#include "simverbs/sim/torn_word_reader.h"
 #include "tests/ops/ops_pair.h"
 
 namespace softrpma::ops_testing {
@@ -121,26 +120,15 @@ TEST_P(AtomicWriteTest, NativeRemoteAddressNotAligned_CompletesWithError) {
 TEST_P(AtomicWriteTest, ConcurrentReader_NeverSeesATornValue) {
   std::unique_ptr<OpsPair> pair = MakePair();
   ASSERT_NE(pair, nullptr);
-  constexpr uint64_t kPatterns[2] = {0x0123456789ABCDEFULL, 0xFEDCBA9876543210ULL};
   uint64_t* target = reinterpret_cast<uint64_t*>(pair->server_region() + 16);
   ASSERT_EQ(reinterpret_cast<uintptr_t>(target) % 8, 0u);
-  __atomic_store_n(target, kPatterns[0], __ATOMIC_SEQ_CST);
-  std::atomic<bool> done{false};
-  std::atomic<uint64_t> torn{0};
-  std::atomic<uint64_t> reads{0};
-  std::thread reader([&] {
-    do {
-      const uint64_t seen = __atomic_load_n(target, __ATOMIC_SEQ_CST);
-      if (seen != kPatterns[0] && seen != kPatterns[1]) torn.store(seen);
-      reads.fetch_add(1, std::memory_order_relaxed);
-    } while (!done.load());
-  });
+  sim::testing::TornWordReader reader(target);
 
   constexpr int kWrites = 10000;
   int failures = 0;
   for (int i = 0; i < kWrites && failures == 0; ++i) {
     char src[8];
-    const uint64_t value = kPatterns[(i + 1) % 2];
+    const uint64_t value = sim::testing::TornWordReader::Pattern(i);
     std::memcpy(src, &value, 8);
     if (rpma_atomic_write(pair->client(), pair->server_remote(), 16, src, kAlways, nullptr) !=
         0) {
@@ -150,13 +138,12 @@ TEST_P(AtomicWriteTest, ConcurrentReader_NeverSeesATornValue) {
     absl::StatusOr<ibv_wc> wc = NextCompletion(CqOf(pair->client()));
     if (!wc.ok() || wc->status != IBV_WC_SUCCESS) ++failures;
   }
-  done.store(true);
-  reader.join();
+  reader.Stop();
 
   EXPECT_EQ(failures, 0);
-  EXPECT_EQ(torn.load(), 0u) << "the reader saw a mix of the two patterns";
-  EXPECT_GT(reads.load(), 0u);
-  EXPECT_EQ(__atomic_load_n(target, __ATOMIC_SEQ_CST), kPatterns[kWrites % 2]);
+  EXPECT_EQ(reader.torn(), 0u) << "the reader saw a mix of the two patterns";
+  EXPECT_GT(reader.reads(), 0u);
+  EXPECT_EQ(reader.now(), sim::testing::TornWordReader::Pattern(kWrites - 1));
 }
 
 }  // namespace
