@@ -128,6 +128,7 @@ void PoisonUndefinedFields(ibv_wc* wc) {
     wc->status = valid.status;
     wc->qp_num = valid.qp_num;
     wc->vendor_err = valid.vendor_err;
+    wc->opcode = kWcPoisonOpcode;
     return;
   }
   if (wc->opcode == IBV_WC_RDMA_WRITE || wc->opcode == IBV_WC_SEND) wc->byte_len = kWcPoison;

@@ -46,12 +46,15 @@
 namespace softrpma::sim {
 
 // What verbs leaves undefined in a completion, a real provider leaves as its memory happened to
-// be; the simulator hands those fields out as poison (every byte 0xA5), so that a program
+// be; the simulator hands those fields out as poison (0xA5 bytes; the opcode 0xA5), so a program
 // reading them reads nonsense here too: on an error completion everything but wr_id, status,
 // qp_num and vendor_err; byte_len of a successful send-side RDMA WRITE or SEND (verbs defines
 // it only for receives, RDMA READ and atomics). Applied to each completion IbvPollCq returns
 // (the trace shows what the simulator knows).
 inline constexpr uint32_t kWcPoison = 0xA5A5A5A5;
+// The opcode of an error completion: a value no opcode has, yet inside the enum's range (an
+// out-of-range enum value would be undefined behaviour for a C++ caller, caught by UBSan).
+inline constexpr ibv_wc_opcode kWcPoisonOpcode = static_cast<ibv_wc_opcode>(0xA5);
 void PoisonUndefinedFields(ibv_wc* wc);
 
 struct SimCq;

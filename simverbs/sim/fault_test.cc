@@ -836,7 +836,7 @@ TEST_F(FaultTest, WcStatusOnSend_ThatWrFails_QpToError_LaterWrsFlush) {
             (std::vector<int>{IBV_WC_SUCCESS, IBV_WC_REM_ACCESS_ERR, IBV_WC_WR_FLUSH_ERR}));
   ASSERT_EQ(wcs.size(), 3u);
   // An error completion's opcode is undefined in verbs: poison (cq.h).
-  EXPECT_EQ(static_cast<uint32_t>(wcs[1].opcode), kWcPoison);
+  EXPECT_EQ(wcs[1].opcode, kWcPoisonOpcode);
   EXPECT_EQ(conn.active.qp()->state, IBV_QPS_ERR);
   EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_RTS);  // the peer does not notice
 }
@@ -855,7 +855,7 @@ TEST_F(FaultTest, WcStatusOnRecv_FailsAtOnce_EarlierReceivesFlush) {
   EXPECT_EQ(Statuses(wcs),
             (std::vector<int>{IBV_WC_LOC_LEN_ERR, IBV_WC_WR_FLUSH_ERR, IBV_WC_WR_FLUSH_ERR}));
   ASSERT_EQ(wcs.size(), 3u);
-  EXPECT_EQ(static_cast<uint32_t>(wcs[0].opcode), kWcPoison);  // undefined on an error
+  EXPECT_EQ(wcs[0].opcode, kWcPoisonOpcode);  // undefined on an error
   EXPECT_EQ(wcs[0].qp_num, conn.passive.qp()->qp_num);         // defined
   EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_ERR);
 }

@@ -241,7 +241,7 @@ TEST_F(QpTest, ErrorCompletion_OnlyWrIdStatusQpNumVendorErrAreDefined) {
   EXPECT_EQ(wcs[0].status, IBV_WC_REM_ACCESS_ERR);
   EXPECT_EQ(wcs[0].qp_num, conn_.active.qp()->qp_num);
   EXPECT_EQ(wcs[0].vendor_err, 0u);
-  EXPECT_EQ(static_cast<uint32_t>(wcs[0].opcode), kWcPoison);
+  EXPECT_EQ(wcs[0].opcode, kWcPoisonOpcode);
   EXPECT_EQ(wcs[0].byte_len, kWcPoison);
   EXPECT_EQ(wcs[0].src_qp, kWcPoison);
   EXPECT_EQ(static_cast<uint32_t>(wcs[0].wc_flags), kWcPoison);
@@ -421,7 +421,7 @@ TEST_F(QpTest, Disconnect_FlushesOutstandingWrs_LaterPostsFlushToo) {
   ASSERT_EQ(wcs.size(), 3u);
   EXPECT_EQ(wcs[0].wr_id, 13u);
   EXPECT_EQ(wcs[1].wr_id, 11u);
-  EXPECT_EQ(static_cast<uint32_t>(wcs[1].opcode), kWcPoison);  // undefined on an error
+  EXPECT_EQ(wcs[1].opcode, kWcPoisonOpcode);  // undefined on an error
   EXPECT_EQ(wcs[2].wr_id, 12u);
   for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
 
