@@ -66,7 +66,7 @@ int ConvertGetaddrinfo(Call&& call) {
   const int ret = call();
   const int err = errno;
   if (ret == 0) return 0;
-  if (err < 0 && GaiError(err) > 2 * kGaiErrorBase) return GaiError(err);
+  if (err < 0 && IsGaiError(GaiError(err))) return GaiError(err);
   return AsBackendErrno(err);
 }
 
