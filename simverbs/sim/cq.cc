@@ -191,6 +191,19 @@ void SimCq::ProgressRemotes() {
 int SimCq::ReqNotify(bool solicited_only, bool muted) {
   if (is_dummy) return 0;
   if (channel == nullptr) return EINVAL;
+  SetArm(solicited_only, muted);
+  return 0;
+}
+
+void SimCq::Kick(bool solicited) {
+  if (channel == nullptr) return;
+  softrpma::MutexLock lock(&mu_);
+  if (arm_muted_ || !(arm_ == Arm::kAny || (arm_ == Arm::kSolicited && solicited))) return;
+  softrpma::MutexLock channel_lock(&channel->mu);
+  channel->signal.Raise();
+}
+
+void SimCq::SetArm(bool solicited_only, bool muted) {
   softrpma::MutexLock lock(&mu_);
   // A solicited-only request does not weaken an outstanding "any" request.
   if (!solicited_only) {
@@ -202,7 +215,6 @@ int SimCq::ReqNotify(bool solicited_only, bool muted) {
   if (TraceOn()) {
     TraceEvent("cq_arm cq=%u solicited_only=%d", cq.handle, solicited_only ? 1 : 0);
   }
-  return 0;
 }
 
 void SimCq::ForgetSqSlots(std::atomic<uint32_t>* sq_slots) {
@@ -283,9 +295,11 @@ int DestroyCq(SimCq* cq) {
   return 0;
 }
 
-int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context) {
-  softrpma::MutexLock lock(&channel->mu);
+int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context,
+               void (*poll_point)(LinkSet*)) {
   while (true) {
+    if (poll_point != nullptr) poll_point(&channel->links);
+    softrpma::MutexLock lock(&channel->mu);
     {
       if (!channel->events.empty()) {
         const ChannelEvent event = channel->events.front();
