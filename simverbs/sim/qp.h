@@ -5,10 +5,15 @@
 //   * RC only. A QP is INIT after creation, RTS once the connection manager established its
 //     connection, ERROR after a disconnect, an error completion or an overflow of one of its CQs.
 //   * Execution is in order per QP and happens inside the "progress step" of a QP
-//     (ProgressQpLocked in qp.cc): its send queue is executed from its head until it is empty
-//     or its head must wait. The step runs in the posting thread, right after ibv_post_send,
-//     and on the peer right after a receive is posted (which is what resumes a sender waiting
-//     for one); nothing else executes work requests. Data moves when the WR executes.
+//     (ProgressQpLocked in qp.cc): its send queue is executed from its head until it is empty,
+//     its head must wait for a receive, or (asynchronous execution, the default; sched.h) its
+//     head's time has not come. The step runs at the post points of a connection (any post of
+//     a send or receive WR on either QP: a WR executes at the 1st, 2nd or 3rd post point after
+//     its own, as its seeded deferral says, never inside its own post) and at its poll points
+//     (ibv_poll_cq of a CQ either QP uses, ibv_get_cq_event on its channel before sleeping),
+//     which release everything posted before them. Data moves when the WR executes. In eager
+//     mode (RPMA_SIM_EXECUTION=eager) a WR executes inside its post. A remote link (another
+//     process) sends its requests at the post (the peer's fabric thread executes them).
 //   * The seeded scheduler (sched.h) decides when each completion arrives: every completion
 //     gets a ready time from its QP's CompletionTimer (seeded jitter, strictly increasing per
 //     QP) and CQs keep completions in ready-time order, so completions of different QPs

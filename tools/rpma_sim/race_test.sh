@@ -31,6 +31,10 @@ if [[ -n "$racy_seed" ]]; then
   run "$rpma_sim" run --seed="$racy_seed" -- "$demo" --once --reuse-early
   check "the same seed races again" grep -q '^softrpma-sim: race: ' <<<"$err"
 
+  run "$rpma_sim" run --seed="$racy_seed" --trace="$work/race.trace" -- "$demo" --once --reuse-early
+  run "$rpma_sim" trace "$work/race.trace"
+  check "the trace shows the race" grep -q 'RACE: IBV_WR_RDMA_WRITE wr_id=0x1: source bytes \[0, 11) of 26 changed after the post' <<<"$out"
+
   run "$rpma_sim" run --seed="$racy_seed" --races=false -- "$demo" --once --reuse-early
   check "--races=false: no race line" bash -c '! grep -q "softrpma-sim: race" <<<"$1"' _ "$err"
   expect_status "--races=false: the corruption still shows" 1 "$status"
