@@ -3,9 +3,6 @@
 // point at the latest; eager mode executes inside the post; the detector reports a source
 // changed between post and execution and poisons READ and receive buffers.
 
-#include <fcntl.h>
-#include <poll.h>
-
 #include <cstring>
 #include <string>
 #include <thread>
@@ -27,11 +24,6 @@ using ::testing::Not;
 
 constexpr int kRemoteAccess =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-
-bool FdReadable(int fd) {
-  pollfd pfd{fd, POLLIN, 0};
-  return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN) != 0;
-}
 
 // Restores the process's execution settings after each test.
 class AsyncTest : public ::testing::Test {

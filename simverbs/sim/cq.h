@@ -1,9 +1,12 @@
 // cq.h: completion channels (SimCompChannel) and completion queues (SimCq) of the simulator.
 //
 // A CQ is a fixed-capacity ring of work completions (capacity = the cqe asked for at creation;
-// no allocation on the data path). Pushing to a full CQ is an overflow: the completion is lost,
-// the CQ enters an error state for good (IbvPollCq then fails with EOVERFLOW) and the QPs using
-// it go to the error state (qp.cc: when they are next used, see SimQp).
+// no allocation on the data path). Pushing to a full CQ is an overflow, as on mlx5: the
+// completion is lost, the CQ enters an error state for good (every later completion is lost
+// too), the device queues IBV_EVENT_CQ_ERR for it (IbvGetAsyncEvent; the CQ cannot be destroyed
+// until that event is acknowledged, once got) and the QPs using it go to the error state
+// (qp.cc: when they are next used, see SimQp). The completions queued before the overflow can
+// still be polled; then the CQ stays empty.
 //
 // Simulated time (sched.h): each completion carries the ready time its QP's CompletionTimer
 // gave it, and the ring is kept in (ready time, seeded key) order, so completions of different
@@ -121,6 +124,9 @@ struct SimCq final {
   std::atomic<int> users{0};
   // Set once, on the first overflow.
   std::atomic<bool> overflowed{false};
+  // Its IBV_EVENT_CQ_ERR got with IbvGetAsyncEvent / acknowledged with IbvAckAsyncEvent.
+  std::atomic<uint32_t> async_events_delivered{0};
+  std::atomic<uint32_t> async_events_acked{0};
 
   SimCq(SimDevice* device, int cqe, void* cq_context, SimCompChannel* channel, bool is_dummy);
   SimCq(const SimCq&) = delete;
@@ -133,7 +139,7 @@ struct SimCq final {
   bool Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* sq_slots, uint32_t retire,
             CompletionTimer::Slot slot) ABSL_LOCKS_EXCLUDED(mu_);
   // ibv_poll_cq: the earliest completions, moving the clock to the last one's ready time.
-  // Returns 0 or EOVERFLOW.
+  // Returns 0.
   int Poll(int num_entries, ibv_wc* wc, int* num_polled) ABSL_LOCKS_EXCLUDED(mu_);
   // ibv_req_notify_cq. `muted` (a no_notify fault): the arm is taken but sends no event.
   // Returns 0 or EINVAL (no channel).

@@ -157,6 +157,24 @@ class SimBackend final : public Backend {
     if (cq != nullptr) AckCqEvents(to_sim(cq), nevents);
   }
 
+  int IbvGetAsyncEvent(ibv_context* context, ibv_async_event* event) override {
+    if (context == nullptr || event == nullptr || context != &device_.context) return EINVAL;
+    const int err = device_.GetAsyncEvent(event);
+    if (err == 0 && event->event_type == IBV_EVENT_CQ_ERR) {
+      to_sim(event->element.cq)->async_events_delivered.fetch_add(1, std::memory_order_acq_rel);
+    }
+    if (err == 0 && TraceOn()) {
+      TraceEvent("async_event_got type=%s", ibv_event_type_str(event->event_type));
+    }
+    return err;
+  }
+
+  void IbvAckAsyncEvent(ibv_async_event* event) override {
+    if (event != nullptr && event->event_type == IBV_EVENT_CQ_ERR) {
+      to_sim(event->element.cq)->async_events_acked.fetch_add(1, std::memory_order_acq_rel);
+    }
+  }
+
   int IbvPollCq(ibv_cq* cq, int num_entries, ibv_wc* wc, int* num_polled) override {
     if (int err = Injected(FaultPoint::kIbvPollCq); err != 0) return err;
     if (cq == nullptr || num_polled == nullptr || num_entries < 0 ||
