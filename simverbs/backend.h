@@ -144,11 +144,12 @@ class Backend {
   // ibv_wr_start(qpx): opens a batch (the provider holds the send queue until it ends).
   virtual void IbvWrStart(ibv_qp_ex* qpx) = 0;
   // ibv_wr_atomic_write(qpx, rkey, remote_addr, atomic_wr): adds an 8-byte atomic write of the
-  // bytes at atomic_wr (copied now). REQUIRES: IBV_QP_EX_WITH_ATOMIC_WRITE in send_ops_flags.
+  // bytes at atomic_wr (copied now). On a QP without IBV_QP_EX_WITH_ATOMIC_WRITE in
+  // send_ops_flags it adds nothing and the batch fails at IbvWrComplete (EINVAL).
   virtual void IbvWrAtomicWrite(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr,
                                 const void* atomic_wr) = 0;
-  // ibv_wr_complete(qpx): posts the batch and ends it. Errors: as IbvPostSend's (nothing of
-  // the batch is posted then).
+  // ibv_wr_complete(qpx): posts the batch and ends it. Errors: as IbvPostSend's, and EINVAL
+  // for a builder the QP does not have (nothing of the batch is posted then).
   virtual int IbvWrComplete(ibv_qp_ex* qpx) = 0;
 
   // ---- Connection manager (rdma_cm) ---------------------------------------------------------

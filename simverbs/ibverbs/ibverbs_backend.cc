@@ -25,7 +25,12 @@ using internal::ConvertNegativeCount;
 using internal::ConvertNullErrno;
 using internal::ConvertReturnedErrno;
 
-// The pass-through backend. Stateless: thread-safe exactly as far as verbs itself is.
+// An extended-post batch (ibv_wr_start .. ibv_wr_complete, one thread, as verbs requires)
+// named an op the QP has no builder for.
+thread_local bool t_batch_has_missing_builder = false;
+
+// The pass-through backend. Stateless but for the batch flag above (per thread): thread-safe
+// exactly as far as verbs itself is.
 class IbverbsBackend final : public Backend {
  public:
   const char* Name() const override { return "ibverbs"; }
@@ -110,14 +115,29 @@ class IbverbsBackend final : public Backend {
     *qpx = result;
     return 0;
   }
-  void IbvWrStart(ibv_qp_ex* qpx) override { ::ibv_wr_start(qpx); }
+  void IbvWrStart(ibv_qp_ex* qpx) override {
+    t_batch_has_missing_builder = false;
+    ::ibv_wr_start(qpx);
+  }
   void IbvWrAtomicWrite(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr,
                         const void* atomic_wr) override {
     // A provider leaves the builders of ops outside the QP's send_ops_flags unset: calling one
-    // would jump to NULL. The batch then posts without it (a caller breaking the REQUIRES).
-    if (qpx->wr_atomic_write != nullptr) ::ibv_wr_atomic_write(qpx, rkey, remote_addr, atomic_wr);
+    // would jump to NULL. The batch is then refused whole at IbvWrComplete (EINVAL, as the
+    // simulator refuses it), never posted without the WR.
+    if (qpx->wr_atomic_write == nullptr) {
+      t_batch_has_missing_builder = true;
+      return;
+    }
+    ::ibv_wr_atomic_write(qpx, rkey, remote_addr, atomic_wr);
   }
-  int IbvWrComplete(ibv_qp_ex* qpx) override { return ConvertReturnedErrno(::ibv_wr_complete(qpx)); }
+  int IbvWrComplete(ibv_qp_ex* qpx) override {
+    if (t_batch_has_missing_builder) {
+      t_batch_has_missing_builder = false;
+      ::ibv_wr_abort(qpx);
+      return EINVAL;
+    }
+    return ConvertReturnedErrno(::ibv_wr_complete(qpx));
+  }
 
   int RdmaGetaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
                       rdma_addrinfo** res) override {

@@ -74,7 +74,7 @@ SimCq::~SimCq() {
   pthread_mutex_destroy(&cq.mutex);
 }
 
-bool SimCq::Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* sq_slots, uint32_t retire,
+bool SimCq::Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* slots, uint32_t retire,
                  CompletionTimer::Slot slot) {
   softrpma::MutexLock lock(&mu_);
   if (overflowed.load(std::memory_order_relaxed)) return false;
@@ -99,7 +99,7 @@ bool SimCq::Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* sq_slo
   }
   CqEntry& entry = ring_[(head_ + pos) % capacity];
   entry.wc = wc;
-  entry.sq_slots = sq_slots;
+  entry.slots = slots;
   entry.retire = retire;
   entry.ready_ns = slot.ready_ns;
   entry.order = slot.order;
@@ -156,8 +156,8 @@ int SimCq::Poll(int num_entries, ibv_wc* wc, int* num_polled) {
   for (int i = 0; i < n; ++i) {
     CqEntry& entry = ring_[head_];
     wc[i] = entry.wc;
-    if (entry.sq_slots != nullptr) {
-      entry.sq_slots->fetch_sub(entry.retire, std::memory_order_acq_rel);
+    if (entry.slots != nullptr) {
+      entry.slots->fetch_sub(entry.retire, std::memory_order_acq_rel);
     }
     head_ = (head_ + 1) % ring_.size();
     --count_;
@@ -220,11 +220,21 @@ void SimCq::SetArm(bool solicited_only, bool muted) {
   }
 }
 
-void SimCq::ForgetSqSlots(std::atomic<uint32_t>* sq_slots) {
+void SimCq::ReleaseSlots(std::atomic<uint32_t>* slots, uint32_t qp_num) {
   softrpma::MutexLock lock(&mu_);
   for (size_t i = 0; i < count_; ++i) {
     CqEntry& entry = ring_[(head_ + i) % ring_.size()];
-    if (entry.sq_slots == sq_slots) entry.sq_slots = nullptr;
+    if (entry.slots != slots || entry.wc.qp_num != qp_num) continue;
+    slots->fetch_sub(entry.retire, std::memory_order_acq_rel);
+    entry.slots = nullptr;
+  }
+}
+
+void SimCq::ForgetSlots(std::atomic<uint32_t>* slots) {
+  softrpma::MutexLock lock(&mu_);
+  for (size_t i = 0; i < count_; ++i) {
+    CqEntry& entry = ring_[(head_ + i) % ring_.size()];
+    if (entry.slots == slots) entry.slots = nullptr;
   }
 }
 

@@ -100,11 +100,11 @@ inline SimCompChannel* to_sim(ibv_comp_channel* channel) {
   return reinterpret_cast<SimCompChannel*>(channel);
 }
 
-// One queued completion. `retire` send-queue slots of the QP owning `sq_slots` are released
-// when the user polls it (see SimQp::sq_in_use).
+// One queued completion. `retire` queue slots counted by `slots` (a QP's send or receive
+// queue, an SRQ) are released when the user polls it (see SimQp::sq_in_use, rq_in_use).
 struct CqEntry {
   ibv_wc wc;
-  std::atomic<uint32_t>* sq_slots;
+  std::atomic<uint32_t>* slots;
   uint32_t retire;
   uint64_t ready_ns;  // when it arrives, in simulated time
   uint64_t order;     // seeded tie-break between equal ready times
@@ -136,7 +136,7 @@ struct SimCq final {
   // Adds one completion, ready at `slot` (`solicited`: the sender asked for a solicited
   // event). Queues an event when armed. Returns false when the CQ has overflowed (now or
   // before): the completion was dropped.
-  bool Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* sq_slots, uint32_t retire,
+  bool Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* slots, uint32_t retire,
             CompletionTimer::Slot slot) ABSL_LOCKS_EXCLUDED(mu_);
   // ibv_poll_cq: the earliest completions, moving the clock to the last one's ready time.
   // Returns 0.
@@ -144,8 +144,11 @@ struct SimCq final {
   // ibv_req_notify_cq. `muted` (a no_notify fault): the arm is taken but sends no event.
   // Returns 0 or EINVAL (no channel).
   int ReqNotify(bool solicited_only, bool muted = false) ABSL_LOCKS_EXCLUDED(mu_);
-  // Forgets the send-queue slots of a QP being destroyed (its completions stay pollable).
-  void ForgetSqSlots(std::atomic<uint32_t>* sq_slots) ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets the queue slots of a QP being destroyed (its completions stay pollable).
+  void ForgetSlots(std::atomic<uint32_t>* slots) ABSL_LOCKS_EXCLUDED(mu_);
+  // Releases, and forgets, the SRQ slots `slots` held by the completions of QP `qp_num` (being
+  // destroyed; the SRQ lives on).
+  void ReleaseSlots(std::atomic<uint32_t>* slots, uint32_t qp_num) ABSL_LOCKS_EXCLUDED(mu_);
 
   // A QP on this CQ is connected to another process through `conn` (fabric/host.h). An empty
   // poll then drives those connections itself (ProgressRemotes), so that a busy-polling

@@ -209,7 +209,8 @@ void CompleteRecv(SimQp* qp, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode
       wc.imm_data = delivery->imm_data;
     }
   }
-  if (!qp->recv_cq->Push(wc, solicited, nullptr, 0, qp->timer.Next(wc.byte_len, delay_ns))) {
+  std::atomic<uint32_t>* slots = qp->srq != nullptr ? &qp->srq->in_use : &qp->rq_in_use;
+  if (!qp->recv_cq->Push(wc, solicited, slots, 1, qp->timer.Next(wc.byte_len, delay_ns))) {
     EnterErrorLocked(qp);
   }
 }
@@ -1051,7 +1052,9 @@ void DestroyQp(SimQp* qp) {
     }
     link->incoming.clear();
   }
-  qp->send_cq->ForgetSqSlots(&qp->sq_in_use);
+  qp->send_cq->ForgetSlots(&qp->sq_in_use);
+  qp->recv_cq->ForgetSlots(&qp->rq_in_use);
+  if (qp->srq != nullptr) qp->recv_cq->ReleaseSlots(&qp->srq->in_use, qp->qp.qp_num);
   if (qp->srq != nullptr) qp->srq->users.fetch_sub(1, std::memory_order_acq_rel);
   qp->recv_cq->users.fetch_sub(1, std::memory_order_acq_rel);
   qp->send_cq->users.fetch_sub(1, std::memory_order_acq_rel);
@@ -1277,10 +1280,11 @@ void WrAtomicWrite(SimQp* qp, uint32_t rkey, uint64_t remote_addr, const void* a
 int WrComplete(SimQp* qp, const WrFault& fault) {
   int err = qp->ex_error;
   if (err == 0 && !qp->ex_batch.empty()) {
-    // The batch as the WR list ibv_post_send would take (built here, not on the data path of
-    // ordinary posts).
-    std::vector<ibv_sge> sges(qp->ex_batch.size());
-    std::vector<ibv_send_wr> wrs(qp->ex_batch.size());
+    // The batch as the WR list ibv_post_send would take.
+    std::vector<ibv_sge>& sges = qp->ex_sges;
+    std::vector<ibv_send_wr>& wrs = qp->ex_wrs;
+    sges.resize(qp->ex_batch.size());
+    wrs.resize(qp->ex_batch.size());
     for (size_t i = 0; i < qp->ex_batch.size(); ++i) {
       ExtendedWr& built = qp->ex_batch[i];
       sges[i].addr = reinterpret_cast<uint64_t>(&built.value);
@@ -1326,10 +1330,11 @@ int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr, const WrFault& fa
   for (bool first = true; wr != nullptr; wr = wr->next, first = false) {
     err = ValidateRecv(wr, qp->cap.max_recv_sge);
     if (err != 0) break;
-    if (qp->rq.full()) {
-      err = ENOMEM;
+    if (qp->rq_in_use.load(std::memory_order_acquire) >= qp->cap.max_recv_wr) {
+      err = ENOMEM;  // posted, or completed and not polled yet
       break;
     }
+    qp->rq_in_use.fetch_add(1, std::memory_order_acq_rel);
     if (TraceOn()) {
       TraceEvent("post_recv qp=%u wr_id=0x%llx len=%llu", qp->qp.qp_num,
                  static_cast<unsigned long long>(wr->wr_id),
@@ -1371,10 +1376,11 @@ int PostSrqRecv(SimSrq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     for (; wr != nullptr; wr = wr->next) {
       err = ValidateRecv(wr, srq->max_sge);
       if (err != 0) break;
-      if (srq->rq.full()) {
-        err = ENOMEM;
+      if (srq->in_use.load(std::memory_order_acquire) >= srq->max_wr) {
+        err = ENOMEM;  // posted, or completed and not polled yet
         break;
       }
+      srq->in_use.fetch_add(1, std::memory_order_acq_rel);
       if (TraceOn()) {
         TraceEvent("post_srq_recv srq=%u wr_id=0x%llx len=%llu", srq->srq.handle,
                    static_cast<unsigned long long>(wr->wr_id),

@@ -39,7 +39,8 @@
 //   * Send-queue occupancy follows hardware: a send WR holds its slot from ibv_post_send until
 //     the user POLLS the completion that retires it; a completion retires its own WR and every
 //     unsignaled WR before it. So a QP posting only unsignaled WRs fills up (ENOMEM), exactly
-//     as on a real NIC. A receive WR holds its slot only until it is consumed (simpler; noted).
+//     as on a real NIC. A receive WR (of a QP or an SRQ) holds its slot until its completion
+//     is polled too.
 //   * Completions: wr_id, status, opcode, byte_len (bytes read, or received), qp_num, src_qp
 //     (the sender, on receives), imm_data + IBV_WC_WITH_IMM (also on the sender's completion
 //     of a *_WITH_IMM WR, as mlx5 sets it), vendor_err 0. What verbs leaves undefined the
@@ -212,6 +213,9 @@ struct SimSrq final {
   uint32_t max_sge;
   std::atomic<int> users{0};  // QPs using it
 
+  // Receive slots in use: posted and not yet retired by a polled completion (as on mlx5).
+  std::atomic<uint32_t> in_use{0};
+
   softrpma::Mutex mu;
   Ring<RecvWqe> rq ABSL_GUARDED_BY(mu);
   // Links with a sender waiting for a receive of this SRQ, resumed by the next post.
@@ -244,6 +248,9 @@ struct SimQp final {
   // Send-queue slots in use: posted and not yet retired by a polled completion. Incremented
   // under link->mu by posts, decremented lock-free by IbvPollCq (see CqEntry).
   std::atomic<uint32_t> sq_in_use{0};
+  // Receive-queue slots in use, the same way: a receive holds its slot until its completion is
+  // polled, as on mlx5 (the receives of an SRQ count in SimSrq::in_use).
+  std::atomic<uint32_t> rq_in_use{0};
 
   // Guarded by link->mu.
   ibv_qp_state state = IBV_QPS_INIT;
@@ -267,6 +274,9 @@ struct SimQp final {
   uint64_t send_ops_flags = 0;
   softrpma::Mutex ex_mu;
   std::vector<ExtendedWr> ex_batch;
+  // The batch as the WR list ibv_post_send takes (kept: no allocation after the first batch).
+  std::vector<ibv_sge> ex_sges;
+  std::vector<ibv_send_wr> ex_wrs;
   int ex_error = 0;  // the first error of the batch's builders, reported by ibv_wr_complete
 
   SimQp(SimPd* pd, const ibv_qp_init_attr& attr, std::shared_ptr<SimLink> link, int side);

@@ -375,6 +375,39 @@ TEST_F(QpTest, PostRecv_QueueFull_Enomem) {
   EXPECT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 3, &sge, 1), ENOMEM);
 }
 
+// As on mlx5: a consumed receive keeps its slot until its completion is polled.
+TEST_F(QpTest, Receive_HoldsItsSlotUntilItsCompletionIsPolled) {
+  for (const bool with_srq : {false, true}) {
+    SCOPED_TRACE(with_srq ? "SRQ" : "RQ");
+    TestConnection conn(backend_);
+    ConnectionOptions options;
+    options.max_recv_wr = 2;
+    options.passive_srq = with_srq;
+    ASSERT_TRUE(conn.Connect(options).ok());
+    TestBuffer out(backend_, conn.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+    TestBuffer in(backend_, conn.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+    ibv_sge recv_sge = in.Sge(0, 8);
+    auto post_recv = [&](uint64_t wr_id) {
+      ibv_recv_wr recv{};
+      recv.wr_id = wr_id;
+      recv.sg_list = &recv_sge;
+      recv.num_sge = 1;
+      ibv_recv_wr* bad = nullptr;
+      return with_srq ? backend_->IbvPostSrqRecv(conn.passive.srq, &recv, &bad)
+                      : backend_->IbvPostRecv(conn.passive.qp(), &recv, &bad);
+    };
+    ASSERT_EQ(post_recv(1), 0);
+    ASSERT_EQ(post_recv(2), 0);
+    ibv_sge send_sge = out.Sge(0, 4);
+    ASSERT_EQ(PostSendMsg(backend_, conn.active.qp(), 9, &send_sge, 1), 0);
+    ASSERT_EQ(PollAll(backend_, conn.active.send_cq).size(), 1u);  // receive 1 consumed
+
+    EXPECT_EQ(post_recv(3), ENOMEM) << "its completion is not polled yet";
+    ASSERT_EQ(PollAll(backend_, conn.passive.recv_cq).size(), 1u);
+    EXPECT_EQ(post_recv(3), 0);
+  }
+}
+
 TEST_F(QpTest, PostSend_BeforeConnected_Einval) {
   ASSERT_TRUE(conn_.Listen("127.0.0.1", NextTestPort()).ok());
   ASSERT_TRUE(conn_.StartActive(ConnectionOptions(), conn_.port).ok());

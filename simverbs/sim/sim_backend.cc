@@ -164,7 +164,10 @@ class SimBackend final : public Backend {
       to_sim(event->element.cq)->async_events_delivered.fetch_add(1, std::memory_order_acq_rel);
     }
     if (err == 0 && TraceOn()) {
-      TraceEvent("async_event_got type=%s", ibv_event_type_str(event->event_type));
+      TraceEvent("async_event_got type=%s",
+                 NameOr(event->event_type == IBV_EVENT_CQ_ERR ? "IBV_EVENT_CQ_ERR" : nullptr,
+                        event->event_type)
+                     .c_str());
     }
     return err;
   }
