@@ -112,6 +112,17 @@ inline constexpr int kRejectConsumer = 28;   // IB_CM_REJ_CONSUMER_DEFINED: rdma
 // How a fault makes a connection end (see the file comment).
 enum class ConnFault : uint8_t { kNone, kReject, kUnreachable, kLost, kDisconnect };
 
+// The IB CM's disconnect timers, in simulated time: the kernel's, with the rdma_cm's settings
+// on RoCE (drivers/infiniband/core/cm.c, cma.c: packet life time CMA_IBOE_PACKET_LIFETIME 18,
+// CMA_CM_RESPONSE_TIMEOUT 20, CMA_MAX_CM_RETRIES 15; cm_convert_to_ms(t) = 2^(t - 8) ms).
+// A DREQ is sent 16 times, each time waiting the id's timeout_ms: on the active side
+// 2 x 2^10 + 2^12 = 6144 ms (ib_send_cm_req), on the passive side 2^12 = 4096 ms (from the
+// REQ's local CM response timeout). Timewait lasts cm_convert_to_ms(packet life time + 1).
+inline constexpr uint64_t kMsToNs = 1000 * 1000;
+inline constexpr uint64_t kDreqTimeoutActiveNs = 16 * 6144 * kMsToNs;   // 98.3 s
+inline constexpr uint64_t kDreqTimeoutPassiveNs = 16 * 4096 * kMsToNs;  // 65.5 s
+inline constexpr uint64_t kTimewaitNs = 2048 * kMsToNs;
+
 struct SimCmId;
 
 // An event waiting on a channel (the rdma_cm_event is built when it is got).
@@ -127,13 +138,21 @@ struct PendingCmEvent {
   // The active side's CONNECT_RESPONSE: librdmacm processes it inside rdma_get_cm_event (QP
   // to RTR / RTS, the RTU to the passive side) and reports it as ESTABLISHED.
   bool connect_response;
+  // Simulated time at which it happens: the clock when queued, or later for a timer.
+  uint64_t due_ns;
+  // The DISCONNECTED / TIMEWAIT_EXIT of a DREQ that waits for its DREP (which brings it
+  // forward) or its timeout.
+  bool until_drep;
 };
 
 struct SimEventChannel final {
   rdma_event_channel channel;  // FIRST member
 
   softrpma::Mutex mu;
-  std::deque<PendingCmEvent> events ABSL_GUARDED_BY(mu);  // oldest first
+  // In due_ns order, events due at the same time in the order queued. The fd is readable while
+  // it is not empty, also when the front is due later than now: getting that event moves the
+  // simulated clock to it.
+  std::deque<PendingCmEvent> events ABSL_GUARDED_BY(mu);
   SignalFd signal;
 
   SimEventChannel() { channel.fd = -1; }
@@ -193,6 +212,12 @@ struct SimCmId final {
   bool established_pending = false;   // passive: accepted, ESTABLISHED waits for the RTU
   bool rtu_cma = false;               // active, remote: the RTU offers cross-memory attach
   bool peer_reaches_us = false;       // active, remote: the REP said the peer reaches us
+  bool active = false;                // made the connection with rdma_connect
+  // Disconnecting (state kDisconnected): we sent a DREQ and wait for its DREP until
+  // dreq_deadline_ns; or we got the peer's DREQ and owe it the DREP.
+  bool awaiting_drep = false;
+  uint64_t dreq_deadline_ns = 0;
+  bool owes_drep = false;
   std::unique_ptr<host::Listener> host_listener;  // listeners: on the host fabric too
 
   SimCmId();
@@ -274,11 +299,17 @@ class ConnectionManager final {
   void UnbindLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The listening id for a connect to `dst`, or nullptr.
   SimCmId* FindListenerLocked(const sockaddr* dst) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues an event on owner's channel (dropped when owner is synchronous).
+  // Queues an event on owner's channel (dropped when owner is synchronous), due now.
   void QueueLocked(SimCmId* owner, rdma_cm_event_type type, int status, SimCmId* event_id,
                    SimCmId* listen_id, const rdma_conn_param* conn, const void* private_data,
                    uint8_t private_data_len, bool connect_response = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `type` (status `status`, no data) for `id` itself, due `delay_ns` from now.
+  void QueueTimerLocked(SimCmId* id, rdma_cm_event_type type, int status, uint64_t delay_ns,
+                        bool until_drep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Inserts `event` into `channel` in due-time order, raising its fd.
+  static void PushEventLocked(SimEventChannel* channel, PendingCmEvent event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(channel->mu);
   // Takes the oldest event of `channel` (blocking as rdma_get_cm_event does); *connect_response
   // names its id when it is a connect response to process.
   static int TakeEvent(SimEventChannel* channel, rdma_cm_event** event,
@@ -297,8 +328,17 @@ class ConnectionManager final {
   // Removes the undelivered CONNECT_REQUEST of `request` from its listener's channel. Returns
   // false when it was delivered already (or the listener is gone).
   bool RemoveConnectRequestLocked(SimCmId* request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The peer of a connected id that is going away: QP to ERROR, DISCONNECTED queued.
-  void PeerGoneLocked(SimCmId* peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Connected `id` gets its peer's DREQ: DISCONNECTED queued, its QP untouched; it owes the
+  // DREP (sent by its own rdma_disconnect or destroy).
+  void DreqReceivedLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `id`, waiting for the DREP of its DREQ, gets it: unless the DREQ timed out already, its
+  // DISCONNECTED is due now (status 0) and its TIMEWAIT_EXIT a timewait later.
+  void DrepReceivedLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `id`, which got a DREQ, answers it: the DREP to its peer (the connection's exchange is then
+  // over), and its own timewait starts.
+  void SendDrepLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The peer process of connected `id` closed or died: QP to ERROR, DISCONNECTED queued.
+  void PeerGoneLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the connection of connected `id` and its peer: both QPs to ERROR, `type` (status
   // `status`) queued on both, both disconnected and unlinked.
   void EndConnectionLocked(SimCmId* id, rdma_cm_event_type type, int status)
