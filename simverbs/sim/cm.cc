@@ -1036,7 +1036,7 @@ void ConnectionManager::QueueTimerLocked(SimCmId* id, rdma_cm_event_type type, i
   softrpma::MutexLock channel_lock(&channel->mu);
   PushEventLocked(channel, event);
   if (TraceOn()) {
-    TraceEvent("cm_event id=%u type=%s status=%d due_ns=%llu", id->serial,
+    TraceEvent("cm_event id=%u type=%s status=%d at=%llu", id->serial,
                NameOr(CmEventName(type), type).c_str(), status,
                static_cast<unsigned long long>(event.due_ns));
   }
@@ -1069,7 +1069,22 @@ std::vector<PendingCmEvent> ConnectionManager::TakeEventsLocked(SimCmId* owner) 
   return taken;
 }
 
+std::shared_ptr<host::Conn> ConnectionManager::DrepToSettle(SimEventChannel* channel) {
+  softrpma::MutexLock lock(&mu_);
+  softrpma::MutexLock channel_lock(&channel->mu);
+  if (channel->events.empty()) return nullptr;
+  const PendingCmEvent& next = channel->events.front();
+  if (!next.until_drep || next.due_ns <= GlobalClock().now_ns() ||
+      !next.owner->awaiting_drep || next.owner->remote == nullptr) {
+    return nullptr;
+  }
+  return next.owner->remote->conn();
+}
+
 int ConnectionManager::GetEvent(SimEventChannel* channel, rdma_cm_event** event) {
+  // A DREP that reached this process beats the DREQ's timeout whatever the fabric thread's
+  // timing: whether it came is decided by what arrived, not by who read it first.
+  if (std::shared_ptr<host::Conn> conn = DrepToSettle(channel); conn != nullptr) conn->Settle();
   SimCmId* connect_response = nullptr;
   const int err = TakeEvent(channel, event, &connect_response);
   if (err == 0 && connect_response != nullptr) ProcessConnectResponse(connect_response);

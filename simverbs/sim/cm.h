@@ -260,7 +260,8 @@ class ConnectionManager final {
   int Reject(SimCmId* id, const void* private_data, uint8_t private_data_len)
       ABSL_LOCKS_EXCLUDED(mu_);
   int Disconnect(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
-  // Takes the channel's mutex, then (for a connect response) mu_.
+  // Takes mu_ and the channel's mutex (to find a DREQ timer to settle), then the channel's
+  // mutex, then (for a connect response) mu_.
   int GetEvent(SimEventChannel* channel, rdma_cm_event** event) ABSL_LOCKS_EXCLUDED(mu_);
   // Takes only the event's channel's mutex.
   static int AckEvent(SimCmEvent* event);
@@ -310,6 +311,9 @@ class ConnectionManager final {
   // Inserts `event` into `channel` in due-time order, raising its fd.
   static void PushEventLocked(SimEventChannel* channel, PendingCmEvent event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(channel->mu);
+  // When the next event of `channel` is a DREQ timer not due yet whose peer is in another
+  // process: that connection, whose arrived messages (a DREP) must be handled first.
+  std::shared_ptr<host::Conn> DrepToSettle(SimEventChannel* channel) ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the oldest event of `channel` (blocking as rdma_get_cm_event does); *connect_response
   // names its id when it is a connect response to process.
   static int TakeEvent(SimEventChannel* channel, rdma_cm_event** event,
