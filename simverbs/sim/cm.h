@@ -1,10 +1,14 @@
 // cm.h: the simulated connection manager (rdma_cm): event channels (SimEventChannel), ids
 // (SimCmId), events (SimCmEvent) and the ConnectionManager that connects them.
 //
-// THE MODEL (everything completes inside the call; there is no clock, timeouts are ignored)
+// THE MODEL (every exchange completes inside the call; the CM's timers, a DREQ's timeout and
+// timewait, run in simulated time, sched.h; the other timeouts are ignored)
 //   * Event channels are eventfd-backed (signal_fd.h): rdma_event_channel.fd is pollable and
 //     readable exactly while an event is pending; RdmaGetCmEvent blocks, or fails with EAGAIN
-//     when the user made the fd O_NONBLOCK. The rdma_cm_event is allocated (New<T>) by
+//     when the user made the fd O_NONBLOCK. Each event is due at a simulated time (when it was
+//     queued, or later for a timer); a channel hands them out in due-time order, and getting
+//     one due later than now moves the clock to it: the program waited for it. So a timer's
+//     event is pending, and the fd readable, from the moment it is set. The rdma_cm_event is allocated (New<T>) by
 //     RdmaGetCmEvent, as librdmacm does, so a "malloc" fault fails that call with ENOMEM and
 //     leaves the event queued.
 //   * An id created with a NULL channel is synchronous: RdmaResolveAddr / RdmaResolveRoute
@@ -36,11 +40,20 @@
 //     148 (REJ); on iWARP exactly what was sent.
 //   * RdmaReject queues RDMA_CM_EVENT_REJECTED (status kRejectConsumer) with the reject's
 //     private data (at most kMaxRejectPrivateData bytes) on the active side.
-//   * RdmaDisconnect of a connected id moves both QPs to ERROR (flushing them) and queues
-//     RDMA_CM_EVENT_DISCONNECTED (status 0) on both ids. On an id that is connecting, was
+//   * Disconnect as on IB (librdmacm's rdma_disconnect, the kernel's IB CM):
+//     RdmaDisconnect of a connected id moves ITS QP to ERROR (flushing it) and sends a DREQ.
+//     The peer gets RDMA_CM_EVENT_DISCONNECTED (status 0) at once; its QP is left RTS, its
+//     receives posted, and its sends toward the gone responder end IBV_WC_RETRY_EXC_ERR after
+//     the retry timeout (qp.h). The initiator's DISCONNECTED comes with the DREP, which the
+//     peer sends by its own RdmaDisconnect (which also moves its QP to ERROR) or by destroying
+//     its id: status 0, due then; without a DREP it comes when the DREQ times out
+//     (kDreqTimeout*Ns later, status -ETIMEDOUT). Each side then gets
+//     RDMA_CM_EVENT_TIMEWAIT_EXIT kTimewaitNs after it entered timewait: the initiator after
+//     its DISCONNECTED, the peer after sending its DREP. On an id that is connecting, was
 //     rejected, is already disconnected (by either side) or is an unanswered request it only
 //     moves the id's QP to ERROR and succeeds, as the kernel does; on an id that never took part
-//     in a connection it is EINVAL. Destroying a connected id disconnects its peer.
+//     in a connection it is EINVAL. Destroying a connected id sends the DREQ (its QP is gone:
+//     the peer's sends time out). Destroying an id drops its undelivered events.
 //   * Destroying a listener rejects (kRejectConsumer) the requests whose CONNECT_REQUEST it has
 //     not delivered yet; requests already delivered belong to the user. Destroying a request id
 //     that was neither accepted nor rejected rejects it (kRejectConsumer).
@@ -54,9 +67,11 @@
 //     UNREACHABLE (-ETIMEDOUT) / CONNECT_ERROR (-ECONNRESET). Accept with kReject /
 //     kUnreachable / kLost gives both ids that event instead of ESTABLISHED (kLost also moves
 //     both QPs to ERROR); with kDisconnect both get ESTABLISHED, then DISCONNECTED (QPs to
-//     ERROR). BreakConnection (a fault on a post) ends an established connection: kDisconnect
-//     as rdma_disconnect would, kLost with CONNECT_ERROR (-ECONNRESET) on both ids; both QPs
-//     go to ERROR first, so outstanding WRs and the WR being posted flush.
+//     ERROR). BreakConnection (a fault on a post) ends an established connection at once, on
+//     both sides: kDisconnect with DISCONNECTED (status 0, no DREQ / DREP, no TIMEWAIT_EXIT),
+//     kLost with CONNECT_ERROR (-ECONNRESET) on both ids; both QPs go to ERROR first, so
+//     outstanding WRs and the WR being posted flush. (A peer in another process sees a DREQ
+//     and the connection close, as when the faulting side destroys its id.)
 //   * Every event queued, got and acknowledged is traced (trace.h), ids by their serial.
 //
 // PEERS IN OTHER PROCESSES (fabric/host.h). rdma_listen also listens on the host fabric, so
@@ -67,9 +82,15 @@
 // CONNECT_REQUEST on the listener's channel; rdma_accept moves the passive QP to RTS and sends
 // the REP; the active side's fabric thread, on the REP, queues its connect response; when the
 // active user gets it, its QP goes to RTS and the RTU is sent, on which the passive side's
-// ESTABLISHED is queued (the passive side's requests wait in the active process until then). rdma_reject (or a listener going away) sends a REJ.
-// rdma_disconnect sends a DREQ: the peer gets DISCONNECTED and its QP goes to ERROR. A peer
-// process that closes or dies ends the connection: a connected id gets DISCONNECTED (its
+// ESTABLISHED is queued (the passive side's requests wait in the active process until then).
+// rdma_reject (or a listener going away) sends a REJ. rdma_disconnect sends a DREQ, as above;
+// the peer's rdma_disconnect or destroy answers it with a DREP and closes the connection. The
+// two processes' clocks are their own: the initiator's DISCONNECTED comes with the DREP if the
+// DREP has reached its process when it gets its next event (rdma_get_cm_event handles what has
+// arrived first), else when its DREQ times out in its own simulated time. After a DREQ, the
+// connection closing (the initiator destroyed its id or exited) leaves nothing to answer the
+// peer: its WRs in flight and later ones time out (RETRY_EXC_ERR). A peer process that closes
+// or dies while connected ends the connection: a connected id gets DISCONNECTED (its
 // outstanding WRs flush), a connecting one UNREACHABLE; a request whose requester died gives
 // UNREACHABLE when accepted. Faults apply in each process to its own side of the exchange.
 //
@@ -319,8 +340,8 @@ class ConnectionManager final {
   static int TakeEvent(SimEventChannel* channel, rdma_cm_event** event,
                        SimCmId** connect_response);
   // What librdmacm does with a connect response inside rdma_get_cm_event: the active QP to
-  // RTS, the RTU to the passive side (whose ESTABLISHED it queues). Nothing when the
-  // connection ended meanwhile.
+  // RTS, the RTU to the passive side (whose ESTABLISHED it queues). A DREQ that came meanwhile
+  // leaves the QP to go to RTS; nothing when the connection ended otherwise.
   void ProcessConnectResponse(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
   // Removes owner's undelivered events from its channel; returns them.
   std::vector<PendingCmEvent> TakeEventsLocked(SimCmId* owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

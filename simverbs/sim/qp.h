@@ -3,7 +3,8 @@
 //
 // THE MODEL
 //   * RC only. A QP is INIT after creation, RTS once the connection manager established its
-//     connection, ERROR after a disconnect, an error completion or an overflow of one of its CQs.
+//     connection, ERROR after its own rdma_disconnect, an error completion or an overflow of one
+//     of its CQs.
 //   * Execution is in order per QP and happens inside the "progress step" of a QP
 //     (ProgressQpLocked in qp.cc): its send queue is executed from its head until it is empty
 //     or its head must wait. The step runs in the posting thread, right after ibv_post_send,
