@@ -8,9 +8,9 @@
 //     when the user made the fd O_NONBLOCK. Each event is due at a simulated time (when it was
 //     queued, or later for a timer); a channel hands them out in due-time order, and getting
 //     one due later than now moves the clock to it: the program waited for it. So a timer's
-//     event is pending, and the fd readable, from the moment it is set. The rdma_cm_event is allocated (New<T>) by
-//     RdmaGetCmEvent, as librdmacm does, so a "malloc" fault fails that call with ENOMEM and
-//     leaves the event queued.
+//     event is pending, and the fd readable, from the moment it is set. The rdma_cm_event is
+//     allocated (New<T>) by RdmaGetCmEvent, as librdmacm does, so a "malloc" fault fails that
+//     call with ENOMEM and leaves the event queued.
 //   * An id created with a NULL channel is synchronous: RdmaResolveAddr / RdmaResolveRoute
 //     complete and return their result; no event is queued for it (events that would be are
 //     dropped). RdmaListen and RdmaConnect need a channel (EINVAL on a synchronous id; migrate
