@@ -205,8 +205,11 @@ class Backend {
   // rdma_reject(id, private_data, private_data_len). Errors: EINVAL.
   virtual int RdmaReject(rdma_cm_id* id, const void* private_data,
                          uint8_t private_data_len) = 0;
-  // rdma_disconnect(id): both sides' QPs go to the error state (outstanding WRs flush) and
-  // both get RDMA_CM_EVENT_DISCONNECTED. Errors: EINVAL (not connected).
+  // rdma_disconnect(id): id's QP goes to the error state (its outstanding WRs flush) and, on a
+  // connected id, IB's DREQ goes out: the peer gets RDMA_CM_EVENT_DISCONNECTED (its QP left as
+  // it is), id gets its own when the peer disconnects too (the DREP) or the DREQ times out;
+  // both get RDMA_CM_EVENT_TIMEWAIT_EXIT later. Errors: EINVAL (never took part in a
+  // connection).
   virtual int RdmaDisconnect(rdma_cm_id* id) = 0;
 
   // rdma_get_cm_event(channel, &event): blocks until an event is there, unless the channel's

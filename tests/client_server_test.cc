@@ -1,5 +1,6 @@
 // A client and a server in one process on the simulated NIC, through the public API only:
-// write, read back, send/recv, all waited for on a shared completion channel.
+// write, read back, send/recv, all waited for on a shared completion channel; disconnect as on
+// IB.
 
 #include <cstring>
 #include <memory>
@@ -115,12 +116,43 @@ TEST_F(ClientServerTest, WriteOutsideRemoteRegion_CompletesWithRemoteAccessError
 }
 
 TEST_F(ClientServerTest, DisconnectIsSeenByBothSides) {
-  ASSERT_EQ(rpma_conn_disconnect(pair_->client()), 0);
+  ASSERT_EQ(rpma_conn_disconnect(pair_->client()), 0);  // IB's DREQ
   rpma_conn_event event = RPMA_CONN_UNDEFINED;
+  ASSERT_EQ(rpma_conn_next_event(pair_->server(), &event), 0);
+  EXPECT_EQ(event, RPMA_CONN_CLOSED);
+  ASSERT_EQ(rpma_conn_disconnect(pair_->server()), 0);  // the DREP
+  ASSERT_EQ(rpma_conn_next_event(pair_->client(), &event), 0);
+  EXPECT_EQ(event, RPMA_CONN_CLOSED);
+  // Each side's timewait ends: RDMA_CM_EVENT_TIMEWAIT_EXIT, which librpma reports as CLOSED.
   ASSERT_EQ(rpma_conn_next_event(pair_->client(), &event), 0);
   EXPECT_EQ(event, RPMA_CONN_CLOSED);
   ASSERT_EQ(rpma_conn_next_event(pair_->server(), &event), 0);
   EXPECT_EQ(event, RPMA_CONN_CLOSED);
+}
+
+TEST_F(ClientServerTest, AfterTheClientDisconnects_ServerKeepsItsReceive_ItsSendTimesOut) {
+  ASSERT_EQ(rpma_recv(pair_->server(), pair_->server_mr(), 512, 64, reinterpret_cast<void*>(1)),
+            0);
+  ASSERT_EQ(rpma_conn_disconnect(pair_->client()), 0);
+  rpma_conn_event event = RPMA_CONN_UNDEFINED;
+  ASSERT_EQ(rpma_conn_next_event(pair_->server(), &event), 0);
+  ASSERT_EQ(event, RPMA_CONN_CLOSED);
+  rpma_cq* rcq = nullptr;
+  ASSERT_EQ(rpma_conn_get_rcq(pair_->server(), &rcq), 0);
+  ibv_wc wc{};
+  int got = 0;
+  EXPECT_EQ(rpma_cq_get_wc(rcq, 1, &wc, &got), RPMA_E_NO_COMPLETION);  // still posted
+
+  ASSERT_EQ(rpma_send(pair_->server(), pair_->server_mr(), 0, 4, RPMA_F_COMPLETION_ALWAYS,
+                      reinterpret_cast<void*>(2)),
+            0);
+
+  wc = WaitOne(pair_->server(), /*expect_rcq=*/false);
+  EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);  // the client's QP is in ERROR: no answer
+  EXPECT_EQ(wc.wr_id, 2u);
+  wc = WaitOne(pair_->server(), /*expect_rcq=*/true);
+  EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);  // the server's QP went to ERROR
+  EXPECT_EQ(wc.wr_id, 1u);
 }
 
 }  // namespace

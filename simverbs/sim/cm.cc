@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <utility>
+#include <vector>
 
 #include "simverbs/alloc.h"
 #include "simverbs/sim/addr.h"
 #include "simverbs/sim/cq.h"
 #include "simverbs/sim/qp.h"
+#include "simverbs/sim/sched.h"
 #include "simverbs/sim/trace.h"
 
 namespace softrpma::sim {
@@ -216,8 +219,12 @@ int ConnectionManager::DestroyId(SimCmId* id) {
       DropRequestLocked(id, kRejectConsumer, nullptr, 0, /*free_it=*/false);
       break;
     case State::kConnected:
-      if (id->peer != nullptr) PeerGoneLocked(id->peer);
+      // As the kernel's CM: destroying a connected id sends a DREQ (its QP is gone already).
+      if (id->peer != nullptr && id->peer->peer == id) DreqReceivedLocked(id->peer);
       SendRemoteLocked(id, wire::MakeHeader(wire::Type::kDisconnect), nullptr, 0);
+      break;
+    case State::kDisconnected:
+      if (id->owes_drep) SendDrepLocked(id);  // a DREQ it got is answered as the id goes
       break;
     default:
       break;
@@ -237,8 +244,7 @@ int ConnectionManager::MigrateId(SimCmId* id, SimEventChannel* channel) {
   id->id.channel = &channel->channel;
   if (!moving.empty()) {
     softrpma::MutexLock channel_lock(&channel->mu);
-    if (channel->events.empty()) channel->signal.Raise();
-    for (PendingCmEvent& event : moving) channel->events.push_back(event);
+    for (PendingCmEvent& event : moving) PushEventLocked(channel, event);
   }
   return 0;
 }
@@ -422,6 +428,7 @@ int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFa
     default:
       break;
   }
+  id->active = true;
   SimCmId* listener = FindListenerLocked(DstOf(id));
   if (listener == nullptr) return ConnectRemoteLocked(id, param);
   SimCmId* request = NewRequestIdLocked(listener, DstOf(id), SrcOf(id));
@@ -651,13 +658,16 @@ void ConnectionManager::OnRemoteCm(const std::shared_ptr<RemoteEnd>& end,
         QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
       }
       return;
-    case wire::Type::kDisconnect:
+    case wire::Type::kDisconnect:  // the DREQ
       if (id == nullptr) return;
-      CloseRemoteLocked(id);
       if (id->state == State::kConnected) {
-        id->established_pending = false;
-        PeerGoneLocked(id);
+        DreqReceivedLocked(id);
+      } else {
+        DrepReceivedLocked(id);  // DREQs crossed: the peer disconnects too
       }
+      return;
+    case wire::Type::kDisconnectReply:  // the DREP (its sender closes the connection next)
+      if (id != nullptr) DrepReceivedLocked(id);
       return;
     default:
       return;
@@ -687,6 +697,12 @@ void ConnectionManager::RemoteEndedLocked(const std::shared_ptr<RemoteEnd>& end)
     case State::kConnected:  // the peer process closed or died
       id->established_pending = false;
       PeerGoneLocked(id);
+      break;
+    case State::kDisconnected:
+      // After a DREQ: the peer's kernel answers ours when its id goes; what we still send
+      // toward it times out.
+      DrepReceivedLocked(id);
+      if (id->id.qp != nullptr) RemotePeerGone(to_sim(id->id.qp));
       break;
     default:
       // A request whose requester went away: accepting it reports UNREACHABLE.
@@ -823,33 +839,93 @@ int ConnectionManager::Disconnect(SimCmId* id) {
     case State::kRouteResolved:
     case State::kListening:
       return EINVAL;  // never took part in a connection
-    case State::kConnected:
+    case State::kConnected: {
+      // librdmacm moves our QP to ERROR, then the kernel sends the DREQ. Our DISCONNECTED
+      // comes with the DREP, or when the DREQ times out (status -ETIMEDOUT, IB_CM_DREQ_ERROR).
       if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
       id->state = State::kDisconnected;
-      QueueLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0, id, nullptr, nullptr, nullptr, 0);
-      if (id->peer != nullptr) {
-        PeerGoneLocked(id->peer);
-        id->peer->peer = nullptr;
-        id->peer = nullptr;
-      }
-      if (id->remote != nullptr) {  // the DREQ
-        SendRemoteLocked(id, wire::MakeHeader(wire::Type::kDisconnect), nullptr, 0);
-        CloseRemoteLocked(id);
-      }
+      id->established_pending = false;
+      const uint64_t timeout_ns = id->active ? kDreqTimeoutActiveNs : kDreqTimeoutPassiveNs;
+      id->awaiting_drep = true;
+      id->dreq_deadline_ns = GlobalClock().now_ns() + timeout_ns;
+      QueueTimerLocked(id, RDMA_CM_EVENT_DISCONNECTED, -ETIMEDOUT, timeout_ns,
+                       /*until_drep=*/true);
+      QueueTimerLocked(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, timeout_ns + kTimewaitNs,
+                       /*until_drep=*/true);
+      if (id->peer != nullptr && id->peer->peer == id) DreqReceivedLocked(id->peer);
+      SendRemoteLocked(id, wire::MakeHeader(wire::Type::kDisconnect), nullptr, 0);
+      return 0;
+    }
+    case State::kDisconnected:
+      if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
+      if (id->owes_drep) SendDrepLocked(id);  // we got the DREQ: the kernel answers it
       return 0;
     default:
-      // Connecting, rejected, unreachable, already disconnected, or a request not answered
-      // yet: as in the kernel, only the QP goes to ERROR; no event, no state change.
+      // Connecting, rejected, unreachable, or a request not answered yet: as in the kernel,
+      // only the QP goes to ERROR; no event, no state change.
       if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
       return 0;
   }
 }
 
-void ConnectionManager::PeerGoneLocked(SimCmId* peer) {
-  if (peer->state != State::kConnected) return;
-  if (peer->id.qp != nullptr) SetQpError(to_sim(peer->id.qp));
-  peer->state = State::kDisconnected;
-  QueueLocked(peer, RDMA_CM_EVENT_DISCONNECTED, 0, peer, nullptr, nullptr, nullptr, 0);
+void ConnectionManager::DreqReceivedLocked(SimCmId* id) {
+  if (id->state != State::kConnected) return;
+  id->state = State::kDisconnected;
+  id->established_pending = false;
+  id->owes_drep = true;
+  QueueLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0, id, nullptr, nullptr, nullptr, 0);
+}
+
+void ConnectionManager::DrepReceivedLocked(SimCmId* id) {
+  if (!id->awaiting_drep) return;
+  id->awaiting_drep = false;
+  SimEventChannel* channel = id->channel;
+  const uint64_t now_ns = GlobalClock().now_ns();
+  if (channel == nullptr || now_ns >= id->dreq_deadline_ns) return;  // timed out already
+  softrpma::MutexLock channel_lock(&channel->mu);
+  std::vector<PendingCmEvent> moved;
+  auto& events = channel->events;
+  for (auto it = events.begin(); it != events.end();) {
+    if (it->owner == id && it->until_drep) {
+      moved.push_back(*it);
+      it = events.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (PendingCmEvent& event : moved) {
+    event.until_drep = false;
+    if (event.type == RDMA_CM_EVENT_DISCONNECTED) {
+      event.status = 0;
+      event.due_ns = now_ns;
+    } else {
+      event.due_ns = now_ns + kTimewaitNs;
+    }
+    PushEventLocked(channel, event);
+  }
+  if (TraceOn()) TraceEvent("cm_drep id=%u", id->serial);
+}
+
+void ConnectionManager::SendDrepLocked(SimCmId* id) {
+  id->owes_drep = false;
+  SimCmId* peer = id->peer;
+  if (peer != nullptr && peer->peer == id) {
+    DrepReceivedLocked(peer);
+    peer->peer = nullptr;
+  }
+  id->peer = nullptr;
+  if (id->remote != nullptr) {
+    SendRemoteLocked(id, wire::MakeHeader(wire::Type::kDisconnectReply), nullptr, 0);
+    CloseRemoteLocked(id);
+  }
+  QueueTimerLocked(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, kTimewaitNs, /*until_drep=*/false);
+}
+
+void ConnectionManager::PeerGoneLocked(SimCmId* id) {
+  if (id->state != State::kConnected) return;
+  if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
+  id->state = State::kDisconnected;
+  QueueLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0, id, nullptr, nullptr, nullptr, 0);
 }
 
 void ConnectionManager::DropRequestLocked(SimCmId* request, int status, const void* private_data,
@@ -936,13 +1012,42 @@ void ConnectionManager::QueueLocked(SimCmId* owner, rdma_cm_event_type type, int
   event.private_data_len = private_data_len;
   if (private_data_len > 0) std::memcpy(event.private_data, private_data, private_data_len);
   event.connect_response = connect_response;
+  event.due_ns = GlobalClock().now_ns();
   softrpma::MutexLock channel_lock(&channel->mu);
-  if (channel->events.empty()) channel->signal.Raise();
-  channel->events.push_back(event);
+  PushEventLocked(channel, event);
   if (TraceOn()) {
     TraceEvent("cm_event id=%u type=%s status=%d", event_id->serial,
                NameOr(CmEventName(type), type).c_str(), status);
   }
+}
+
+void ConnectionManager::QueueTimerLocked(SimCmId* id, rdma_cm_event_type type, int status,
+                                         uint64_t delay_ns, bool until_drep) {
+  SimEventChannel* channel = id->channel;
+  if (channel == nullptr) return;
+  PendingCmEvent event;
+  std::memset(&event, 0, sizeof(event));
+  event.owner = id;
+  event.id = id;
+  event.type = type;
+  event.status = status;
+  event.due_ns = GlobalClock().now_ns() + delay_ns;
+  event.until_drep = until_drep;
+  softrpma::MutexLock channel_lock(&channel->mu);
+  PushEventLocked(channel, event);
+  if (TraceOn()) {
+    TraceEvent("cm_event id=%u type=%s status=%d at=%llu", id->serial,
+               NameOr(CmEventName(type), type).c_str(), status,
+               static_cast<unsigned long long>(event.due_ns));
+  }
+}
+
+void ConnectionManager::PushEventLocked(SimEventChannel* channel, PendingCmEvent event) {
+  auto& events = channel->events;
+  if (events.empty()) channel->signal.Raise();
+  auto pos = events.end();
+  while (pos != events.begin() && std::prev(pos)->due_ns > event.due_ns) --pos;
+  events.insert(pos, event);
 }
 
 std::vector<PendingCmEvent> ConnectionManager::TakeEventsLocked(SimCmId* owner) {
@@ -964,7 +1069,22 @@ std::vector<PendingCmEvent> ConnectionManager::TakeEventsLocked(SimCmId* owner) 
   return taken;
 }
 
+std::shared_ptr<host::Conn> ConnectionManager::DrepToSettle(SimEventChannel* channel) {
+  softrpma::MutexLock lock(&mu_);
+  softrpma::MutexLock channel_lock(&channel->mu);
+  if (channel->events.empty()) return nullptr;
+  const PendingCmEvent& next = channel->events.front();
+  if (!next.until_drep || next.due_ns <= GlobalClock().now_ns() ||
+      !next.owner->awaiting_drep || next.owner->remote == nullptr) {
+    return nullptr;
+  }
+  return next.owner->remote->conn();
+}
+
 int ConnectionManager::GetEvent(SimEventChannel* channel, rdma_cm_event** event) {
+  // A DREP that reached this process beats the DREQ's timeout whatever the fabric thread's
+  // timing: whether it came is decided by what arrived, not by who read it first.
+  if (std::shared_ptr<host::Conn> conn = DrepToSettle(channel); conn != nullptr) conn->Settle();
   SimCmId* connect_response = nullptr;
   const int err = TakeEvent(channel, event, &connect_response);
   if (err == 0 && connect_response != nullptr) ProcessConnectResponse(connect_response);
@@ -974,7 +1094,11 @@ int ConnectionManager::GetEvent(SimEventChannel* channel, rdma_cm_event** event)
 void ConnectionManager::ProcessConnectResponse(SimCmId* id) {
   // The event is delivered and unacknowledged: `id` cannot be destroyed under us (EBUSY).
   softrpma::MutexLock lock(&mu_);
-  if (id->state != State::kConnected || id->id.qp == nullptr) return;  // ended meanwhile
+  // A DREQ that came meanwhile leaves the QP alone: it still goes to RTS.
+  const bool dreq_received = id->state == State::kDisconnected && id->owes_drep;
+  if ((id->state != State::kConnected && !dreq_received) || id->id.qp == nullptr) {
+    return;  // ended meanwhile
+  }
   SimQp* qp = to_sim(id->id.qp);
   if (TraceOn()) TraceEvent("cm_connect_response id=%u qp=%u", id->serial, qp->qp.qp_num);
   if (id->remote != nullptr) {
@@ -1043,6 +1167,7 @@ int ConnectionManager::TakeEvent(SimEventChannel* channel, rdma_cm_event** event
         }
         sim_event->id_serial = pending.id->serial;
         if (pending.connect_response) *connect_response = pending.id;
+        GlobalClock().AdvanceTo(pending.due_ns);  // the program waited for it
         if (TraceOn()) {
           TraceEvent("cm_event_got id=%u type=%s", pending.id->serial,
                      NameOr(CmEventName(pending.type), pending.type).c_str());

@@ -1,12 +1,16 @@
 // cm.h: the simulated connection manager (rdma_cm): event channels (SimEventChannel), ids
 // (SimCmId), events (SimCmEvent) and the ConnectionManager that connects them.
 //
-// THE MODEL (everything completes inside the call; there is no clock, timeouts are ignored)
+// THE MODEL (every exchange completes inside the call; the CM's timers, a DREQ's timeout and
+// timewait, run in simulated time, sched.h; the other timeouts are ignored)
 //   * Event channels are eventfd-backed (signal_fd.h): rdma_event_channel.fd is pollable and
 //     readable exactly while an event is pending; RdmaGetCmEvent blocks, or fails with EAGAIN
-//     when the user made the fd O_NONBLOCK. The rdma_cm_event is allocated (New<T>) by
-//     RdmaGetCmEvent, as librdmacm does, so a "malloc" fault fails that call with ENOMEM and
-//     leaves the event queued.
+//     when the user made the fd O_NONBLOCK. Each event is due at a simulated time (when it was
+//     queued, or later for a timer); a channel hands them out in due-time order, and getting
+//     one due later than now moves the clock to it: the program waited for it. So a timer's
+//     event is pending, and the fd readable, from the moment it is set. The rdma_cm_event is
+//     allocated (New<T>) by RdmaGetCmEvent, as librdmacm does, so a "malloc" fault fails that
+//     call with ENOMEM and leaves the event queued.
 //   * An id created with a NULL channel is synchronous: RdmaResolveAddr / RdmaResolveRoute
 //     complete and return their result; no event is queued for it (events that would be are
 //     dropped). RdmaListen and RdmaConnect need a channel (EINVAL on a synchronous id; migrate
@@ -36,11 +40,20 @@
 //     148 (REJ); on iWARP exactly what was sent.
 //   * RdmaReject queues RDMA_CM_EVENT_REJECTED (status kRejectConsumer) with the reject's
 //     private data (at most kMaxRejectPrivateData bytes) on the active side.
-//   * RdmaDisconnect of a connected id moves both QPs to ERROR (flushing them) and queues
-//     RDMA_CM_EVENT_DISCONNECTED (status 0) on both ids. On an id that is connecting, was
+//   * Disconnect as on IB (librdmacm's rdma_disconnect, the kernel's IB CM):
+//     RdmaDisconnect of a connected id moves ITS QP to ERROR (flushing it) and sends a DREQ.
+//     The peer gets RDMA_CM_EVENT_DISCONNECTED (status 0) at once; its QP is left RTS, its
+//     receives posted, and its sends toward the gone responder end IBV_WC_RETRY_EXC_ERR after
+//     the retry timeout (qp.h). The initiator's DISCONNECTED comes with the DREP, which the
+//     peer sends by its own RdmaDisconnect (which also moves its QP to ERROR) or by destroying
+//     its id: status 0, due then; without a DREP it comes when the DREQ times out
+//     (kDreqTimeout*Ns later, status -ETIMEDOUT). Each side then gets
+//     RDMA_CM_EVENT_TIMEWAIT_EXIT kTimewaitNs after it entered timewait: the initiator after
+//     its DISCONNECTED, the peer after sending its DREP. On an id that is connecting, was
 //     rejected, is already disconnected (by either side) or is an unanswered request it only
 //     moves the id's QP to ERROR and succeeds, as the kernel does; on an id that never took part
-//     in a connection it is EINVAL. Destroying a connected id disconnects its peer.
+//     in a connection it is EINVAL. Destroying a connected id sends the DREQ (its QP is gone:
+//     the peer's sends time out). Destroying an id drops its undelivered events.
 //   * Destroying a listener rejects (kRejectConsumer) the requests whose CONNECT_REQUEST it has
 //     not delivered yet; requests already delivered belong to the user. Destroying a request id
 //     that was neither accepted nor rejected rejects it (kRejectConsumer).
@@ -54,9 +67,11 @@
 //     UNREACHABLE (-ETIMEDOUT) / CONNECT_ERROR (-ECONNRESET). Accept with kReject /
 //     kUnreachable / kLost gives both ids that event instead of ESTABLISHED (kLost also moves
 //     both QPs to ERROR); with kDisconnect both get ESTABLISHED, then DISCONNECTED (QPs to
-//     ERROR). BreakConnection (a fault on a post) ends an established connection: kDisconnect
-//     as rdma_disconnect would, kLost with CONNECT_ERROR (-ECONNRESET) on both ids; both QPs
-//     go to ERROR first, so outstanding WRs and the WR being posted flush.
+//     ERROR). BreakConnection (a fault on a post) ends an established connection at once, on
+//     both sides: kDisconnect with DISCONNECTED (status 0, no DREQ / DREP, no TIMEWAIT_EXIT),
+//     kLost with CONNECT_ERROR (-ECONNRESET) on both ids; both QPs go to ERROR first, so
+//     outstanding WRs and the WR being posted flush. (A peer in another process sees a DREQ
+//     and the connection close, as when the faulting side destroys its id.)
 //   * Every event queued, got and acknowledged is traced (trace.h), ids by their serial.
 //
 // PEERS IN OTHER PROCESSES (fabric/host.h). rdma_listen also listens on the host fabric, so
@@ -67,9 +82,15 @@
 // CONNECT_REQUEST on the listener's channel; rdma_accept moves the passive QP to RTS and sends
 // the REP; the active side's fabric thread, on the REP, queues its connect response; when the
 // active user gets it, its QP goes to RTS and the RTU is sent, on which the passive side's
-// ESTABLISHED is queued (the passive side's requests wait in the active process until then). rdma_reject (or a listener going away) sends a REJ.
-// rdma_disconnect sends a DREQ: the peer gets DISCONNECTED and its QP goes to ERROR. A peer
-// process that closes or dies ends the connection: a connected id gets DISCONNECTED (its
+// ESTABLISHED is queued (the passive side's requests wait in the active process until then).
+// rdma_reject (or a listener going away) sends a REJ. rdma_disconnect sends a DREQ, as above;
+// the peer's rdma_disconnect or destroy answers it with a DREP and closes the connection. The
+// two processes' clocks are their own: the initiator's DISCONNECTED comes with the DREP if the
+// DREP has reached its process when it gets its next event (rdma_get_cm_event handles what has
+// arrived first), else when its DREQ times out in its own simulated time. After a DREQ, the
+// connection closing (the initiator destroyed its id or exited) leaves nothing to answer the
+// peer: its WRs in flight and later ones time out (RETRY_EXC_ERR). A peer process that closes
+// or dies while connected ends the connection: a connected id gets DISCONNECTED (its
 // outstanding WRs flush), a connecting one UNREACHABLE; a request whose requester died gives
 // UNREACHABLE when accepted. Faults apply in each process to its own side of the exchange.
 //
@@ -112,6 +133,17 @@ inline constexpr int kRejectConsumer = 28;   // IB_CM_REJ_CONSUMER_DEFINED: rdma
 // How a fault makes a connection end (see the file comment).
 enum class ConnFault : uint8_t { kNone, kReject, kUnreachable, kLost, kDisconnect };
 
+// The IB CM's disconnect timers, in simulated time: the kernel's, with the rdma_cm's settings
+// on RoCE (drivers/infiniband/core/cm.c, cma.c: packet life time CMA_IBOE_PACKET_LIFETIME 18,
+// CMA_CM_RESPONSE_TIMEOUT 20, CMA_MAX_CM_RETRIES 15; cm_convert_to_ms(t) = 2^(t - 8) ms).
+// A DREQ is sent 16 times, each time waiting the id's timeout_ms: on the active side
+// 2 x 2^10 + 2^12 = 6144 ms (ib_send_cm_req), on the passive side 2^12 = 4096 ms (from the
+// REQ's local CM response timeout). Timewait lasts cm_convert_to_ms(packet life time + 1).
+inline constexpr uint64_t kMsToNs = 1000 * 1000;
+inline constexpr uint64_t kDreqTimeoutActiveNs = 16 * 6144 * kMsToNs;   // 98.3 s
+inline constexpr uint64_t kDreqTimeoutPassiveNs = 16 * 4096 * kMsToNs;  // 65.5 s
+inline constexpr uint64_t kTimewaitNs = 2048 * kMsToNs;
+
 struct SimCmId;
 
 // An event waiting on a channel (the rdma_cm_event is built when it is got).
@@ -127,13 +159,21 @@ struct PendingCmEvent {
   // The active side's CONNECT_RESPONSE: librdmacm processes it inside rdma_get_cm_event (QP
   // to RTR / RTS, the RTU to the passive side) and reports it as ESTABLISHED.
   bool connect_response;
+  // Simulated time at which it happens: the clock when queued, or later for a timer.
+  uint64_t due_ns;
+  // The DISCONNECTED / TIMEWAIT_EXIT of a DREQ that waits for its DREP (which brings it
+  // forward) or its timeout.
+  bool until_drep;
 };
 
 struct SimEventChannel final {
   rdma_event_channel channel;  // FIRST member
 
   softrpma::Mutex mu;
-  std::deque<PendingCmEvent> events ABSL_GUARDED_BY(mu);  // oldest first
+  // In due_ns order, events due at the same time in the order queued. The fd is readable while
+  // it is not empty, also when the front is due later than now: getting that event moves the
+  // simulated clock to it.
+  std::deque<PendingCmEvent> events ABSL_GUARDED_BY(mu);
   SignalFd signal;
 
   SimEventChannel() { channel.fd = -1; }
@@ -193,6 +233,12 @@ struct SimCmId final {
   bool established_pending = false;   // passive: accepted, ESTABLISHED waits for the RTU
   bool rtu_cma = false;               // active, remote: the RTU offers cross-memory attach
   bool peer_reaches_us = false;       // active, remote: the REP said the peer reaches us
+  bool active = false;                // made the connection with rdma_connect
+  // Disconnecting (state kDisconnected): we sent a DREQ and wait for its DREP until
+  // dreq_deadline_ns; or we got the peer's DREQ and owe it the DREP.
+  bool awaiting_drep = false;
+  uint64_t dreq_deadline_ns = 0;
+  bool owes_drep = false;
   std::unique_ptr<host::Listener> host_listener;  // listeners: on the host fabric too
 
   SimCmId();
@@ -235,7 +281,8 @@ class ConnectionManager final {
   int Reject(SimCmId* id, const void* private_data, uint8_t private_data_len)
       ABSL_LOCKS_EXCLUDED(mu_);
   int Disconnect(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
-  // Takes the channel's mutex, then (for a connect response) mu_.
+  // Takes mu_ and the channel's mutex (to find a DREQ timer to settle), then the channel's
+  // mutex, then (for a connect response) mu_.
   int GetEvent(SimEventChannel* channel, rdma_cm_event** event) ABSL_LOCKS_EXCLUDED(mu_);
   // Takes only the event's channel's mutex.
   static int AckEvent(SimCmEvent* event);
@@ -274,18 +321,27 @@ class ConnectionManager final {
   void UnbindLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The listening id for a connect to `dst`, or nullptr.
   SimCmId* FindListenerLocked(const sockaddr* dst) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues an event on owner's channel (dropped when owner is synchronous).
+  // Queues an event on owner's channel (dropped when owner is synchronous), due now.
   void QueueLocked(SimCmId* owner, rdma_cm_event_type type, int status, SimCmId* event_id,
                    SimCmId* listen_id, const rdma_conn_param* conn, const void* private_data,
                    uint8_t private_data_len, bool connect_response = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `type` (status `status`, no data) for `id` itself, due `delay_ns` from now.
+  void QueueTimerLocked(SimCmId* id, rdma_cm_event_type type, int status, uint64_t delay_ns,
+                        bool until_drep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Inserts `event` into `channel` in due-time order, raising its fd.
+  static void PushEventLocked(SimEventChannel* channel, PendingCmEvent event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(channel->mu);
+  // When the next event of `channel` is a DREQ timer not due yet whose peer is in another
+  // process: that connection, whose arrived messages (a DREP) must be handled first.
+  std::shared_ptr<host::Conn> DrepToSettle(SimEventChannel* channel) ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the oldest event of `channel` (blocking as rdma_get_cm_event does); *connect_response
   // names its id when it is a connect response to process.
   static int TakeEvent(SimEventChannel* channel, rdma_cm_event** event,
                        SimCmId** connect_response);
   // What librdmacm does with a connect response inside rdma_get_cm_event: the active QP to
-  // RTS, the RTU to the passive side (whose ESTABLISHED it queues). Nothing when the
-  // connection ended meanwhile.
+  // RTS, the RTU to the passive side (whose ESTABLISHED it queues). A DREQ that came meanwhile
+  // leaves the QP to go to RTS; nothing when the connection ended otherwise.
   void ProcessConnectResponse(SimCmId* id) ABSL_LOCKS_EXCLUDED(mu_);
   // Removes owner's undelivered events from its channel; returns them.
   std::vector<PendingCmEvent> TakeEventsLocked(SimCmId* owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -297,8 +353,17 @@ class ConnectionManager final {
   // Removes the undelivered CONNECT_REQUEST of `request` from its listener's channel. Returns
   // false when it was delivered already (or the listener is gone).
   bool RemoveConnectRequestLocked(SimCmId* request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The peer of a connected id that is going away: QP to ERROR, DISCONNECTED queued.
-  void PeerGoneLocked(SimCmId* peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Connected `id` gets its peer's DREQ: DISCONNECTED queued, its QP untouched; it owes the
+  // DREP (sent by its own rdma_disconnect or destroy).
+  void DreqReceivedLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `id`, waiting for the DREP of its DREQ, gets it: unless the DREQ timed out already, its
+  // DISCONNECTED is due now (status 0) and its TIMEWAIT_EXIT a timewait later.
+  void DrepReceivedLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `id`, which got a DREQ, answers it: the DREP to its peer (the connection's exchange is then
+  // over), and its own timewait starts.
+  void SendDrepLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The peer process of connected `id` closed or died: QP to ERROR, DISCONNECTED queued.
+  void PeerGoneLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the connection of connected `id` and its peer: both QPs to ERROR, `type` (status
   // `status`) queued on both, both disconnected and unlinked.
   void EndConnectionLocked(SimCmId* id, rdma_cm_event_type type, int status)

@@ -1,6 +1,7 @@
 // The simulated connection manager, through the Backend interface: getaddrinfo, binding and
 // listening, connect / accept / reject with private data, REJECTED without a listener,
-// disconnect, destroy rules, migration of pending events, the pollable event channel.
+// disconnect as on IB (DREQ / DREP, their timers in simulated time, TIMEWAIT_EXIT), destroy
+// rules, migration of pending events, the pollable event channel.
 
 #include "simverbs/sim/cm.h"
 
@@ -16,10 +17,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "simverbs/backend.h"
+#include "simverbs/sim/qp.h"
+#include "simverbs/sim/sim_control.h"
 #include "simverbs/sim/test_util.h"
 
 namespace softrpma::sim::testing {
 namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::Field;
 
 sockaddr_in Ipv4(const char* text, uint16_t port) {
   sockaddr_in addr{};
@@ -328,8 +335,131 @@ TEST_F(CmTest, Disconnect_BothSidesGetDisconnected_SecondIsHarmless) {
 
   EXPECT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
   EXPECT_EQ(backend_->RdmaDisconnect(conn.passive.id), 0);
+  // Only the timewait ends are left: no second DISCONNECTED.
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_TIMEWAIT_EXIT).ok());
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_TIMEWAIT_EXIT).ok());
   EXPECT_FALSE(FdReadable(conn.active.channel->fd));
   EXPECT_FALSE(FdReadable(conn.passive.channel->fd));
+}
+
+TEST_F(CmTest, Disconnect_PeerQpStaysRts_ItsReceivesStayPosted) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  TestBuffer buf(backend_, conn.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge sge = buf.Sge(0, 16);
+  ASSERT_EQ(PostRecvBuf(backend_, conn.passive.qp(), 7, &sge, 1), 0);
+
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_ERR);
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_RTS);
+  EXPECT_TRUE(PollAll(backend_, conn.passive.recv_cq).empty());  // the receive is still posted
+  // Its own rdma_disconnect moves it to ERROR: now the receive flushes.
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.passive.id), 0);
+  EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_ERR);
+  EXPECT_THAT(PollAll(backend_, conn.passive.recv_cq),
+              ElementsAre(AllOf(Field(&ibv_wc::wr_id, 7u),
+                                Field(&ibv_wc::status, IBV_WC_WR_FLUSH_ERR))));
+}
+
+TEST_F(CmTest, Disconnect_PeerSend_RetryExceededAfterTheRetryTimeout) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  TestBuffer buf(backend_, conn.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge sge = buf.Sge(0, 8);
+  ASSERT_EQ(PostRecvBuf(backend_, conn.passive.qp(), 1, &sge, 1), 0);
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  const uint64_t posted_ns = SimClockNs();
+
+  ASSERT_EQ(PostSendMsg(backend_, conn.passive.qp(), 2, &sge, 1), 0);
+  ASSERT_EQ(PostSendMsg(backend_, conn.passive.qp(), 3, &sge, 1), 0);
+
+  // One CQ: the receive flushes as the timed-out send moves the QP to ERROR, and the send
+  // posted behind it (to a QP in ERROR by then) flushes last.
+  EXPECT_THAT(PollAll(backend_, conn.passive.send_cq),
+              ElementsAre(AllOf(Field(&ibv_wc::wr_id, 2u),
+                                Field(&ibv_wc::status, IBV_WC_RETRY_EXC_ERR)),
+                          AllOf(Field(&ibv_wc::wr_id, 1u),
+                                Field(&ibv_wc::status, IBV_WC_WR_FLUSH_ERR)),
+                          AllOf(Field(&ibv_wc::wr_id, 3u),
+                                Field(&ibv_wc::status, IBV_WC_WR_FLUSH_ERR))));
+  EXPECT_GE(SimClockNs() - posted_ns, kRetryTimeoutNs);  // polling waited for the timeout
+  EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_ERR);
+}
+
+TEST_F(CmTest, Disconnect_InitiatorDisconnectedComesWithTheDrep_ThenTimewaitExit) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+  EXPECT_TRUE(FdReadable(conn.active.channel->fd));  // its timer is pending
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  const uint64_t drep_ns = SimClockNs();
+
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.passive.id), 0);  // the DREP
+
+  int status = -1;
+  ASSERT_TRUE(
+      ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_DISCONNECTED, &status).ok());
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(SimClockNs(), drep_ns);  // no wait for the DREQ's timeout
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_TIMEWAIT_EXIT).ok());
+  EXPECT_EQ(SimClockNs(), drep_ns + kTimewaitNs);
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_TIMEWAIT_EXIT).ok());
+  EXPECT_FALSE(FdReadable(conn.active.channel->fd));
+  EXPECT_FALSE(FdReadable(conn.passive.channel->fd));
+}
+
+TEST_F(CmTest, Disconnect_NoDrep_InitiatorDisconnectedAfterTheDreqTimeout) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  const uint64_t dreq_ns = SimClockNs();
+
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+
+  // The peer never answers: the blocking get waits (in simulated time) for the timeout.
+  int status = 0;
+  ASSERT_TRUE(
+      ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_DISCONNECTED, &status).ok());
+  EXPECT_EQ(status, -ETIMEDOUT);
+  EXPECT_GE(SimClockNs() - dreq_ns, kDreqTimeoutActiveNs);
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_TIMEWAIT_EXIT).ok());
+  EXPECT_GE(SimClockNs() - dreq_ns, kDreqTimeoutActiveNs + kTimewaitNs);
+  // A DREP after the timeout changes nothing on the active side.
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.passive.id), 0);
+  EXPECT_FALSE(FdReadable(conn.active.channel->fd));
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_TIMEWAIT_EXIT).ok());
+}
+
+TEST_F(CmTest, Disconnect_PassiveFirst_UsesThePassiveDreqTimeout) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  const uint64_t dreq_ns = SimClockNs();
+
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.passive.id), 0);
+
+  int status = 0;
+  ASSERT_TRUE(
+      ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED, &status).ok());
+  EXPECT_EQ(status, -ETIMEDOUT);
+  EXPECT_EQ(SimClockNs() - dreq_ns, kDreqTimeoutPassiveNs);
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_RTS);
+}
+
+TEST_F(CmTest, DestroyId_DropsItsUndeliveredEvents) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  ASSERT_TRUE(conn.Disconnect().ok());  // leaves TIMEWAIT_EXIT queued on both
+  ASSERT_TRUE(FdReadable(conn.active.channel->fd));
+  backend_->RdmaDestroyQp(conn.active.id);
+
+  ASSERT_EQ(backend_->RdmaDestroyId(conn.active.id), 0);
+  conn.active.id = nullptr;
+
+  EXPECT_FALSE(FdReadable(conn.active.channel->fd));
 }
 
 TEST_F(CmTest, Disconnect_NotConnected_Einval) {
@@ -364,7 +494,14 @@ TEST_F(CmTest, DestroyConnectedId_PeerGetsDisconnected) {
   ASSERT_EQ(backend_->RdmaDestroyId(conn.active.id), 0);
   conn.active.id = nullptr;
 
+  // As a DREQ: the peer's QP stays RTS; what it sends toward the destroyed QP times out.
   EXPECT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_RTS);
+  TestBuffer buf(backend_, conn.passive.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge sge = buf.Sge(0, 8);
+  ASSERT_EQ(PostSendMsg(backend_, conn.passive.qp(), 1, &sge, 1), 0);
+  EXPECT_THAT(PollAll(backend_, conn.passive.send_cq),
+              ElementsAre(Field(&ibv_wc::status, IBV_WC_RETRY_EXC_ERR)));
   EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_ERR);
 }
 

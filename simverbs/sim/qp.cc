@@ -275,12 +275,15 @@ struct Outcome {
   bool wait;  // receiver not ready: the WR stays at the head
   ibv_wc_status status;
   uint64_t byte_len;
+  uint64_t delay_ns;  // the completion is ready that much later (the retry timeout)
 };
 
-constexpr Outcome kWait{true, IBV_WC_SUCCESS, 0};
+constexpr Outcome kWait{true, IBV_WC_SUCCESS, 0, 0};
 Outcome Done(ibv_wc_status status, uint64_t byte_len = 0) {
-  return Outcome{false, status, byte_len};
+  return Outcome{false, status, byte_len, 0};
 }
+// The responder is gone or in ERROR: the requester's retries run out (qp.h).
+constexpr Outcome kRetryExceeded{false, IBV_WC_RETRY_EXC_ERR, 0, kRetryTimeoutNs};
 
 void AddWaiterLocked(SimSrq* srq, const std::shared_ptr<SimLink>& link)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(srq->mu) {
@@ -460,7 +463,7 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
   // A responder not ready yet (the active side has not processed the connect response) drops
   // what arrives, and the requester retries: the WR waits until the responder is RTS.
   if (peer != nullptr && peer->state == IBV_QPS_INIT) return kWait;
-  if (peer == nullptr || peer->state != IBV_QPS_RTS) return Done(IBV_WC_RETRY_EXC_ERR);
+  if (peer == nullptr || peer->state != IBV_QPS_RTS) return kRetryExceeded;
 
   PdReadLocks pd_locks(qp->pd, peer->pd);
   const bool is_read = wqe.opcode == IBV_WR_RDMA_READ;
@@ -512,14 +515,16 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
   }
 }
 
-// Retires the WR at the head of qp's send queue with `status` (an error moves qp to ERROR).
-// REQUIRES: qp->link->mu held; qp->sq not empty.
-void RetireHeadLocked(SimQp* qp, ibv_wc_status status, uint64_t byte_len) {
+// Retires the WR at the head of qp's send queue with `status` (an error moves qp to ERROR), its
+// completion ready `extra_delay_ns` later than it would be. REQUIRES: qp->link->mu held;
+// qp->sq not empty.
+void RetireHeadLocked(SimQp* qp, ibv_wc_status status, uint64_t byte_len,
+                      uint64_t extra_delay_ns = 0) {
   const SendWqe& wqe = qp->sq.front();
   const uint64_t wr_id = wqe.wr_id;
   const ibv_wr_opcode opcode = wqe.opcode;
   const bool signaled = wqe.signaled;
-  const uint64_t delay_ns = wqe.delay_ns;
+  const uint64_t delay_ns = wqe.delay_ns + extra_delay_ns;
   PopSendLocked(qp);
   CompleteSend(qp, wr_id, opcode, signaled, status, byte_len, delay_ns);
   if (status != IBV_WC_SUCCESS) EnterErrorLocked(qp);
@@ -544,7 +549,7 @@ void ProgressQpLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(li
     const Outcome outcome = wqe.forced_status != IBV_WC_SUCCESS ? Done(wqe.forced_status)
                                                                 : ExecuteLocked(link, qp, wqe);
     if (outcome.wait) return;
-    RetireHeadLocked(qp, outcome.status, outcome.byte_len);
+    RetireHeadLocked(qp, outcome.status, outcome.byte_len, outcome.delay_ns);
   }
 }
 
@@ -592,6 +597,12 @@ int ToIovecs(const Segments& segments, iovec* iov) {
 // it completes once every WR before it has its response.
 void ProgressRemoteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   CheckOverflowLocked(qp);
+  if (link->peer_gone) {  // nothing answers: the head times out, the rest flushes
+    if (qp->state == IBV_QPS_RTS && !qp->sq.empty()) {
+      RetireHeadLocked(qp, IBV_WC_RETRY_EXC_ERR, 0, kRetryTimeoutNs);
+    }
+    return;
+  }
   while (qp->state == IBV_QPS_RTS && qp->sq_sent < qp->sq.size()) {
     SendWqe& wqe = qp->sq.at(qp->sq_sent);
     if (wqe.forced_status != IBV_WC_SUCCESS) {
@@ -801,7 +812,8 @@ void HandleResponseLocked(SimLink* link, SimQp* qp, const wire::Header& response
     }
   }
   --qp->sq_sent;
-  RetireHeadLocked(qp, status, wqe.length);
+  // A responder gone or in ERROR answers nothing on a real fabric: the retries run out.
+  RetireHeadLocked(qp, status, wqe.length, status == IBV_WC_RETRY_EXC_ERR ? kRetryTimeoutNs : 0);
   if (qp->state == IBV_QPS_RTS) ProgressRemoteLocked(link, qp);  // a failing WR may be next
 }
 
@@ -1108,6 +1120,15 @@ void SetPeerReachesUs(SimQp* qp) {
   softrpma::MutexLock lock(&qp->link->mu);
   qp->link->peer_reaches_us = true;
   if (TraceOn()) TraceEvent("fabric_cma qp=%u", qp->qp.qp_num);
+}
+
+void RemotePeerGone(SimQp* qp) {
+  SimLink* link = qp->link.get();
+  softrpma::MutexLock lock(&link->mu);
+  if (link->remote == nullptr || link->peer_gone) return;
+  link->peer_gone = true;
+  link->incoming.clear();  // nobody to answer
+  ProgressRemoteLocked(link, qp);
 }
 
 void HandleRemoteMessage(const std::shared_ptr<SimLink>& link, const wire::Header& header,

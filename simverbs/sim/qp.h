@@ -3,7 +3,8 @@
 //
 // THE MODEL
 //   * RC only. A QP is INIT after creation, RTS once the connection manager established its
-//     connection, ERROR after a disconnect, an error completion or an overflow of one of its CQs.
+//     connection, ERROR after its own rdma_disconnect, an error completion or an overflow of one
+//     of its CQs.
 //   * Execution is in order per QP and happens inside the "progress step" of a QP
 //     (ProgressQpLocked in qp.cc): its send queue is executed from its head until it is empty,
 //     its head must wait for a receive, or (asynchronous execution, the default; sched.h) its
@@ -29,8 +30,13 @@
 //     (receiver-not-ready retried forever, as with rnr_retry = 7). A receive too small gives
 //     IBV_WC_LOC_LEN_ERR to the receiver and IBV_WC_REM_INV_REQ_ERR to the sender; a bad
 //     receive SGE gives IBV_WC_LOC_PROT_ERR / IBV_WC_REM_OP_ERR; both QPs then go to ERROR.
-//   * A responder that is gone (QP destroyed) or in ERROR makes the requester's WR complete with
-//     IBV_WC_RETRY_EXC_ERR (a real requester would time out).
+//   * A responder that is gone (QP destroyed, or its process's connection closed after a DREQ)
+//     or in ERROR (it drops what arrives) makes the requester's WR complete with
+//     IBV_WC_RETRY_EXC_ERR once its retries ran out: the completion is ready kRetryTimeoutNs of
+//     simulated time after the WR executed; the QP then goes to ERROR, flushing the rest. The
+//     connection manager never moves the peer's QP for a disconnect (cm.h): after the other
+//     side's rdma_disconnect a QP stays RTS, its receives posted, until its own rdma_disconnect
+//     or a send of its own times out this way.
 //   * Any error completion moves the QP to ERROR; entering ERROR flushes every outstanding send
 //     and receive WR with IBV_WC_WR_FLUSH_ERR (receives on the recv CQ; SRQ receives stay in the
 //     SRQ). WRs posted in ERROR complete at once with IBV_WC_WR_FLUSH_ERR.
@@ -91,6 +97,13 @@
 #include "simverbs/sim/sched.h"
 
 namespace softrpma::sim {
+
+// The requester's retry timeout (simulated): (retry_cnt + 1) x the local ACK timeout, which IB
+// defines as 4.096 us x 2^timeout. librpma connects with retry_count 7; the rdma_cm gives a RoCE
+// QP timeout 19: the kernel's CMA_IBOE_PACKET_LIFETIME 18, + 1 in cm_init_av_by_path
+// (drivers/infiniband/core/cma.c, cm.c). So 8 x 2^31 ns, about 17.2 s.
+inline constexpr uint64_t kLocalAckTimeoutNs = uint64_t{4096} << 19;
+inline constexpr uint64_t kRetryTimeoutNs = 8 * kLocalAckTimeoutNs;
 
 // A fixed-capacity FIFO whose slots are built once (no allocation when used).
 template <typename T>
@@ -198,6 +211,8 @@ struct SimLink final {
   // The peer proved it can reach this process's memory (host::CanReach): large requests carry
   // addresses, and the peer copies (wire::kFlagCma).
   bool peer_reaches_us ABSL_GUARDED_BY(mu) = false;
+  // The peer's connection closed after its DREQ (RemotePeerGone): nothing answers any more.
+  bool peer_gone ABSL_GUARDED_BY(mu) = false;
   std::deque<IncomingRequest> incoming ABSL_GUARDED_BY(mu);
   // Post points seen (sched.h, "Asynchronous execution").
   uint64_t post_points ABSL_GUARDED_BY(mu) = 0;
@@ -329,6 +344,10 @@ void AttachRemote(SimQp* qp, std::shared_ptr<host::Conn> conn);
 void EstablishRemote(SimQp* qp, uint32_t remote_qp_num, int32_t remote_pid);
 // The peer of qp's remote link can reach this process's memory (wire::kFlagCma).
 void SetPeerReachesUs(SimQp* qp);
+// The peer of qp's remote link is gone (its connection closed after a DREQ) while qp may still
+// be RTS: the WR at the head of its send queue, sent or not, and any posted later, completes
+// IBV_WC_RETRY_EXC_ERR after the retry timeout, as toward a destroyed responder.
+void RemotePeerGone(SimQp* qp);
 // A data-path message (request or response) from the peer of remote `link`; runs on the
 // fabric thread.
 void HandleRemoteMessage(const std::shared_ptr<SimLink>& link, const wire::Header& header,

@@ -13,6 +13,7 @@
 #include "simverbs/backend.h"
 #include "simverbs/sim/cq.h"
 #include "simverbs/sim/device.h"
+#include "simverbs/sim/qp.h"
 #include "simverbs/sim/sim_control.h"
 #include "simverbs/sim/test_util.h"
 #include "simverbs/sim/torn_word_reader.h"
@@ -801,11 +802,13 @@ TEST_F(QpTest, PeerQpDestroyed_RetryExceeded) {
   const uint64_t remote_addr = remote.addr();
   backend_->RdmaDestroyQp(conn_.passive.id);
   ibv_sge sge = local.Sge(0, 8);
+  const uint64_t posted_ns = SimClockNs();
 
   ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 1, &sge, 1, remote_addr, rkey), 0);
 
   EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
               ElementsAre(Field(&ibv_wc::status, IBV_WC_RETRY_EXC_ERR)));
+  EXPECT_GE(SimClockNs() - posted_ns, kRetryTimeoutNs);  // ready once the retries ran out
   EXPECT_EQ(conn_.active.qp()->state, IBV_QPS_ERR);
 }
 

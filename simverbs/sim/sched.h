@@ -7,7 +7,8 @@
 //     (DeriveSeed) and of counters, never of wall time, addresses or unordered containers.
 //   * One logical clock in nanoseconds (SimClock). It moves only when the program waits for the
 //     NIC: when ibv_poll_cq takes a completion whose ready time is later than now, and when
-//     ibv_get_cq_event takes an event due later than now. Posts and CM calls take no time.
+//     ibv_get_cq_event or rdma_get_cm_event takes an event due later than now (a CM timer,
+//     cm.h). Posts and CM calls take no time.
 //   * Every completion gets a ready time when its WR executes (CompletionTimer::Next):
 //     now + kBaseLatencyNs + bytes / kBytesPerNs + seeded jitter + an injected delay, and never
 //     earlier than the previous completion of the same QP (+1 ns): one QP keeps its order, QPs

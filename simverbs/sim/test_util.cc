@@ -290,9 +290,17 @@ absl::Status TestConnection::AcceptPassive(const ConnectionOptions& options) {
 absl::Status TestConnection::Disconnect() {
   RETURN_IF_ERR("rdma_disconnect", backend_->RdmaDisconnect(active.id));
   connected_ = false;
-  absl::Status status = ExpectCmEvent(backend_, active.channel, RDMA_CM_EVENT_DISCONNECTED);
+  absl::Status status = ExpectCmEvent(backend_, passive.channel, RDMA_CM_EVENT_DISCONNECTED);
   if (!status.ok()) return status;
-  return ExpectCmEvent(backend_, passive.channel, RDMA_CM_EVENT_DISCONNECTED);
+  RETURN_IF_ERR("rdma_disconnect", backend_->RdmaDisconnect(passive.id));  // the DREP
+  int drep_status = -1;
+  status = ExpectCmEvent(backend_, active.channel, RDMA_CM_EVENT_DISCONNECTED, &drep_status);
+  if (!status.ok()) return status;
+  if (drep_status != 0) {
+    return absl::InternalError(absl::StrCat("active DISCONNECTED status ", drep_status,
+                                            ", expected 0 (the DREP)"));
+  }
+  return absl::OkStatus();
 }
 
 TestBuffer::TestBuffer(Backend* backend, ibv_pd* pd, size_t size, int access)

@@ -95,7 +95,9 @@ class TestConnection final {
   absl::Status Listen(const std::string& address, uint16_t port);
   absl::Status StartActive(const ConnectionOptions& options, uint16_t port);
 
-  // rdma_disconnect on the active side, then DISCONNECTED consumed on both sides.
+  // The disconnect of a correct program: rdma_disconnect on the active side (the DREQ), the
+  // passive side's DISCONNECTED, its rdma_disconnect (the DREP), the active side's DISCONNECTED
+  // (status 0). Both sides' TIMEWAIT_EXIT stay queued.
   absl::Status Disconnect();
 
   Backend* backend() const { return backend_; }

@@ -171,5 +171,60 @@ timeout 20 "$peer" client $addr 7307 next-run >"$tmp/client8" 2>&1
 check "the next server on the killed one's address" "$tmp/client8" "^client: ok"
 wait
 
+# Disconnect as on IB across two processes. The client's rdma_disconnect sends a DREQ: the
+# server gets CLOSED with its QP left RTS and its receive posted; its send toward the gone
+# client ends in IBV_WC_RETRY_EXC_ERR once the retry timeout (8 x 2^31 ns) passed in its
+# simulated time. The client's own CLOSED comes with the server's DREP (answer: its clock did
+# not wait the DREQ's timeout, 98304000000 ns) or, when none comes, after that timeout.
+# trace_time FILE PATTERN: the time of the first line of FILE matching PATTERN (-1: none).
+trace_time() { awk -v p="$2" '$0 ~ p { print $2; found = 1; exit } END { if (!found) print -1 }' "$1"; }
+for how in answer silent; do
+  mkfifo "$tmp/go-server-$how" "$tmp/go-client-$how"
+  RPMA_SIM_TRACE="$tmp/dreq-server-$how.trace" timeout 20 "$peer" dreq-server $addr 7314 $how \
+    <"$tmp/go-server-$how" >"$tmp/dreq-server-$how" 2>&1 &
+  server=$!
+  pids+=($server)
+  exec 3>"$tmp/go-server-$how"
+  wait_listening "$tmp/dreq-server-$how"
+  RPMA_SIM_TRACE="$tmp/dreq-client-$how.trace" timeout 20 "$peer" dreq-client $addr 7314 \
+    <"$tmp/go-client-$how" >"$tmp/dreq-client-$how" 2>&1 &
+  client=$!
+  pids+=($client)
+  exec 4>"$tmp/go-client-$how"
+  if [[ $how == answer ]]; then
+    wait "$server"  # it answered the DREQ: the DREP reached the client before it looks
+    echo go >&4
+    wait "$client"
+  else
+    for _ in $(seq 200); do grep -q "receive still posted" "$tmp/dreq-server-$how" && break; sleep 0.05; done
+    echo go >&4  # the client times the DREQ out and goes; then the server sends
+    wait "$client"
+    echo go >&3
+    wait "$server"
+  fi
+  exec 3>&- 4>&-
+  check "DREQ ($how): the server's QP kept its receive" "$tmp/dreq-server-$how" "receive still posted"
+  check "DREQ ($how): the server's send timed out" "$tmp/dreq-server-$how" \
+    "send status transport retry counter exceeded"
+  check "DREQ ($how): server" "$tmp/dreq-server-$how" "^server: ok"
+  check "DREQ ($how): client" "$tmp/dreq-client-$how" "^client: ok"
+  posted=$(trace_time "$tmp/dreq-server-$how.trace" " post_send ")
+  failed=$(trace_time "$tmp/dreq-server-$how.trace" " wc .*status=IBV_WC_RETRY_EXC_ERR")
+  if ((posted >= 0 && failed - posted >= 17179869184)); then
+    echo "ok: DREQ ($how): the send failed after the retry timeout ($posted -> $failed ns)"
+  else
+    fail "DREQ ($how): the send failed after the retry timeout ($posted -> $failed ns)"
+  fi
+  closed=$(trace_time "$tmp/dreq-client-$how.trace" "cm_event_got .*type=RDMA_CM_EVENT_DISCONNECTED")
+  if [[ $how == answer ]] && ((closed >= 0 && closed < 98304000000)) &&
+    grep -q " cm_drep " "$tmp/dreq-client-$how.trace"; then
+    echo "ok: DREQ (answer): the client's CLOSED came with the DREP, at $closed ns"
+  elif [[ $how == silent ]] && ((closed >= 98304000000)); then
+    echo "ok: DREQ (silent): the client's CLOSED came when the DREQ timed out, at $closed ns"
+  else
+    fail "DREQ ($how): the client's CLOSED at $closed ns"
+  fi
+done
+
 echo "multiprocess: $failures failed"
 ((failures == 0))

@@ -20,6 +20,13 @@
  *                                     of each client with rpma_conn_wait, answer each "bye"
  *   peer sender ADDR PORT ID          connect, send 3 messages, wait for "bye", disconnect
  *   peer sender-threads ADDR PORT N   N senders in threads of this process, on one peer
+ *   peer dreq-client ADDR PORT        connect, disconnect (the DREQ), then wait for a line on
+ *                                     stdin before getting its own CLOSED
+ *   peer dreq-server ADDR PORT answer|silent
+ *                                     accept one client with a receive posted; on its DREQ
+ *                                     check that the receive is still posted and that a send
+ *                                     ends in IBV_WC_RETRY_EXC_ERR (silent: after a line on
+ *                                     stdin, the client gone), then disconnect
  *
  * The server sleeps in rpma_cq_wait while the client's one-sided operations run: the target's
  * NIC must make progress without the target's help.
@@ -282,6 +289,68 @@ static int run_client(const char *addr, const char *port, const char *id)
 	return 0;
 }
 
+/* Reads stdin up to a newline (or its end): the harness says go. */
+static void wait_for_go(void)
+{
+	char c;
+	while (read(0, &c, 1) > 0 && c != '\n') {
+	}
+}
+
+static int run_dreq_client(const char *addr, const char *port)
+{
+	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
+	struct rpma_conn_req *req = NULL;
+	CHECK(rpma_conn_req_new(peer, addr, port, NULL, &req));
+	struct rpma_conn *conn = NULL;
+	CHECK(rpma_conn_req_connect(&req, NULL, &conn));
+	expect_event(conn, RPMA_CONN_ESTABLISHED);
+	CHECK(rpma_conn_disconnect(conn));
+	printf("%s: disconnected\n", role);
+	wait_for_go();
+	expect_event(conn, RPMA_CONN_CLOSED); /* the DREP's, or the DREQ's timeout */
+	CHECK(rpma_conn_delete(&conn));
+	CHECK(rpma_peer_delete(&peer));
+	printf("%s: ok\n", role);
+	return 0;
+}
+
+static int run_dreq_server(struct rpma_peer *peer, struct rpma_ep *ep, const char *how)
+{
+	static char buf[64];
+	struct rpma_mr_local *mr = NULL;
+	CHECK(rpma_mr_reg(peer, buf, sizeof(buf), RPMA_MR_USAGE_SEND | RPMA_MR_USAGE_RECV, &mr));
+	struct rpma_conn_req *req = NULL;
+	CHECK(rpma_ep_next_conn_req(ep, NULL, &req));
+	CHECK(rpma_conn_req_recv(req, mr, 0, 32, &ctx_tag));
+	struct rpma_conn *conn = NULL;
+	CHECK(rpma_conn_req_connect(&req, NULL, &conn));
+	expect_event(conn, RPMA_CONN_ESTABLISHED);
+	struct rpma_cq *cq = NULL;
+	CHECK(rpma_conn_get_cq(conn, &cq));
+
+	expect_event(conn, RPMA_CONN_CLOSED); /* the client's DREQ: our QP is left alone */
+	struct ibv_wc wc;
+	int got = 0;
+	EXPECT(rpma_cq_get_wc(cq, 1, &wc, &got) == RPMA_E_NO_COMPLETION); /* still posted */
+	printf("%s: closed, the receive still posted\n", role);
+	if (strcmp(how, "silent") == 0)
+		wait_for_go(); /* the client is gone: its connection closed */
+	CHECK(rpma_send(conn, mr, 32, 4, RPMA_F_COMPLETION_ALWAYS, &ctx_tag));
+	next_wc(cq, &wc);
+	printf("%s: send status %s\n", role, ibv_wc_status_str(wc.status));
+	EXPECT(wc.status == IBV_WC_RETRY_EXC_ERR);
+	next_wc(cq, &wc); /* the QP went to ERROR: the receive flushes */
+	EXPECT(wc.status == IBV_WC_WR_FLUSH_ERR);
+	CHECK(rpma_conn_disconnect(conn)); /* the DREP (answer) */
+	CHECK(rpma_conn_delete(&conn));
+	CHECK(rpma_mr_dereg(&mr));
+	CHECK(rpma_ep_shutdown(&ep));
+	CHECK(rpma_peer_delete(&peer));
+	printf("%s: ok\n", role);
+	return 0;
+}
+
 /* Connects where nobody listens: prints the first event. */
 static int run_connect_only(const char *addr, const char *port)
 {
@@ -504,6 +573,10 @@ int main(int argc, char *argv[])
 		role = "client";
 		return run_hold(addr, port);
 	}
+	if (strcmp(mode, "dreq-client") == 0) {
+		role = "client";
+		return run_dreq_client(addr, port);
+	}
 	if (strcmp(mode, "sender") == 0 || strcmp(mode, "sender-threads") == 0) {
 		role = "sender";
 		struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
@@ -559,6 +632,8 @@ int main(int argc, char *argv[])
 	}
 	if (strcmp(mode, "srq-server") == 0)
 		return run_srq_server(peer, ep, argc > 4 ? atoi(argv[4]) : 1);
+	if (strcmp(mode, "dreq-server") == 0)
+		return run_dreq_server(peer, ep, argc > 4 ? argv[4] : "answer");
 	if (strcmp(mode, "fork-misuse") == 0) {
 		pid_t child = fork_or_exit();
 		if (child == 0) {

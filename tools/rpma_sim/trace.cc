@@ -300,9 +300,14 @@ std::pair<std::string, std::string> Describe(const TraceEvent& e) {
   }
   if (t == "cq_event_ack") return {"CQ " + F(e, "cq"), absl::StrCat(F(e, "n"), " events acked")};
   if (t == "cm_event") {
-    return {"id " + F(e, "id"),
-            absl::StrCat("CM event ", F(e, "type"), " queued (status ", F(e, "status"), ")")};
+    std::string what =
+        absl::StrCat("CM event ", F(e, "type"), " queued (status ", F(e, "status"), ")");
+    if (std::optional<std::string> at = e.Get("at"); at.has_value()) {
+      absl::StrAppend(&what, ", due at ", *at, " ns");  // a CM timer
+    }
+    return {"id " + F(e, "id"), what};
   }
+  if (t == "cm_drep") return {"id " + F(e, "id"), "DREP received: DISCONNECTED due now"};
   if (t == "cm_event_got") return {"id " + F(e, "id"), "CM event " + F(e, "type") + " received"};
   if (t == "cm_event_ack") return {"id " + F(e, "id"), "CM event " + F(e, "type") + " acked"};
   if (t == "cm_connect_response") {

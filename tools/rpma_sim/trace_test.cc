@@ -189,5 +189,17 @@ TEST(FormatTrace, NoEndLineIsSaid) {
   EXPECT_THAT(text, HasSubstr("CQ 1     created: 1 entries, no channel"));
 }
 
+TEST(FormatTrace, CmTimerAndDrepAreSaid) {
+  absl::StatusOr<Trace> trace = ParseTrace(absl::StrCat(
+      kHeader,
+      "1 0 cm_event id=2 type=RDMA_CM_EVENT_DISCONNECTED status=-110 at=98304000000\n"
+      "2 5 cm_drep id=2\n"));
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  std::string text = FormatTrace(*trace);
+  EXPECT_THAT(text, HasSubstr("CM event RDMA_CM_EVENT_DISCONNECTED queued (status -110), due at "
+                              "98304000000 ns"));
+  EXPECT_THAT(text, HasSubstr("id 2     DREP received: DISCONNECTED due now"));
+}
+
 }  // namespace
 }  // namespace softrpma::rpma_sim

@@ -480,6 +480,21 @@ void Conn::Progress() {
   Internal::Drive(shared_from_this());
 }
 
+void Conn::Settle() {
+  const std::shared_ptr<Conn> self = shared_from_this();
+  read_mu_.Lock();  // after the reader of the moment
+  drive_pending_.store(false, std::memory_order_seq_cst);
+  bool queued;
+  {
+    softrpma::MutexLock lock(&mu_);
+    queued = out_offset_ < out_.size();
+  }
+  if (queued) Internal::Flush(this);
+  Internal::ReadLocked(self);
+  read_mu_.Unlock();
+  if (drive_pending_.load(std::memory_order_seq_cst)) Internal::Drive(self);
+}
+
 void Conn::Internal::Rearm(Conn* conn) {
   bool writable;
   {

@@ -100,6 +100,10 @@ class Conn final : public std::enable_shared_from_this<Conn> {
   // leaves the connection's messages to the poller, and looks again 1 ms later: two threads
   // reading one socket would make each wait for the other's time slice.
   static constexpr uint64_t kBusyPollWindowNs = 200 * 1000;
+  // As Progress, but waits for a thread that is at it to finish first: when it returns, every
+  // message that had arrived when it was called has been handled. REQUIRES: no lock of the
+  // handler's held.
+  void Settle() ABSL_LOCKS_EXCLUDED(mu_, read_mu_);
 
   // Internal (the fabric's): use Listen / Dial.
   struct Internal;

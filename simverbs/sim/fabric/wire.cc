@@ -31,6 +31,7 @@ bool ValidateHeader(const Header& header) {
       return header.body_len == sizeof(RejectBody);
     case Type::kReady:
     case Type::kDisconnect:
+    case Type::kDisconnectReply:
     case Type::kAck:
       return header.body_len == 0;
     case Type::kAtomicWrite:

@@ -1,6 +1,7 @@
 // wire.h: the messages two simulated NICs in different processes exchange over the host
-// transport (host.h): connection management (the IB CM's REQ / REP / REJ / RTU / DREQ) and the
-// RC data path (requests and their responses). One header, then `body_len` bytes of body.
+// transport (host.h): connection management (the IB CM's REQ / REP / REJ / RTU / DREQ / DREP)
+// and the RC data path (requests and their responses). One header, then `body_len` bytes of
+// body.
 //
 // Every message comes from another process and is UNTRUSTED: ValidateHeader checks the magic,
 // the type and the body length that type allows before a byte of body is read, and every
@@ -28,7 +29,8 @@ enum class Type : uint16_t {
   kAccept = 2,          // passive -> active: AcceptBody
   kReject = 3,          // passive -> active: RejectBody, header.status = the reject reason
   kReady = 4,           // active -> passive: the RTU (no body)
-  kDisconnect = 5,      // either way (no body)
+  kDisconnect = 5,      // either way: the DREQ (no body)
+  kDisconnectReply = 6, // either way: the DREP answering a DREQ (no body)
   // The data path: requests, each answered by exactly one response in order.
   kWrite = 16,        // body = the data; header.remote_addr / rkey; kFlagImm: with immediate
   kSend = 17,         // body = the message; kFlagImm, kFlagSolicited

@@ -19,7 +19,8 @@ TEST(ValidateHeader, AcceptsEachTypeWithItsBodyLength) {
   for (const Case& c : {Case{Type::kConnectRequest, sizeof(ConnectBody)},
                         Case{Type::kAccept, sizeof(AcceptBody)},
                         Case{Type::kReject, sizeof(RejectBody)}, Case{Type::kReady, 0},
-                        Case{Type::kDisconnect, 0}, Case{Type::kRead, 0}, Case{Type::kAck, 0},
+                        Case{Type::kDisconnect, 0}, Case{Type::kDisconnectReply, 0},
+                        Case{Type::kRead, 0}, Case{Type::kAck, 0},
                         Case{Type::kAtomicWrite, 8}, Case{Type::kWrite, 4096},
                         Case{Type::kSend, 0}, Case{Type::kReadResponse, 1 << 20}}) {
     Header header = MakeHeader(c.type);

@@ -9,7 +9,7 @@ import struct
 
 MAGIC = 0x52504D31
 HEADER = struct.Struct("=IHHIIQQQIi")  # 48 bytes
-REQ, REP, REJ, RTU, DREQ = 1, 2, 3, 4, 5
+REQ, REP, REJ, RTU, DREQ, DREP = 1, 2, 3, 4, 5, 6
 WRITE, SEND, READ, ATOMIC, ACK, READ_RESPONSE = 16, 17, 18, 19, 32, 33
 IMM, SOLICITED, CMA = 1, 2, 4
 
@@ -39,6 +39,9 @@ def write(offset, data, **kw):
 
 CASES = {
     "req_rtu_dreq": req(b"hello") + header(RTU) + header(DREQ),
+    # After its DREQ the peer still sends (the listener's QP stays RTS), then a DREP nobody asked for.
+    "req_rtu_dreq_write_drep": req() + header(RTU) + header(DREQ) + write(0, b"late") + header(DREP),
+    "drep_before_connection": header(DREP),
     "req_rejected_odd_pdata": req(b"\x01reject me") + header(RTU),
     "req_write_read_send": req(b"\x02") + header(RTU) + write(0, b"A" * 64)
     + header(READ, addr=0, length=64, seq=2) + header(SEND, 5, seq=3, flags=SOLICITED) + b"hello",
