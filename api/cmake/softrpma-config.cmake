@@ -125,8 +125,7 @@ function(softrpma_add_sweep_test name)
              COMMAND "${SOFTRPMA_RPMA_SIM}" sweep ${flags} --shard=${k}/${ARG_SHARDS}
                      --report=${report_dir}/${shard}.json --junit=${junit_dir}/${shard}.xml --
                      ${command})
-    set_tests_properties(${shard} PROPERTIES LABELS "softrpma;rpma-sim-sweep"
-                                             FIXTURES_SETUP ${name}_shards)
+    set_tests_properties(${shard} PROPERTIES LABELS "softrpma;rpma-sim-sweep")
     list(APPEND shard_tests ${shard})
     list(APPEND shard_reports ${report_dir}/${shard}.json)
   endforeach()
