@@ -263,9 +263,9 @@ void Sweeper::PrintFailure(const RunRecord& record) const {
 }
 
 bool Sweeper::FailsSweep(const RunRecord& record) const {
+  // Every failure class (IsFailure) but a leak, which only with --leaks.
   const RunClass c = record.verdict.run_class;
-  return c == RunClass::kCrashed || c == RunClass::kHung ||
-         (options_.leaks && c == RunClass::kLeaked);
+  return IsFailure(c) && (c != RunClass::kLeaked || options_.leaks);
 }
 
 ReportRun Sweeper::ToReportRun(const RunRecord& r) const {
@@ -524,9 +524,8 @@ int Sweeper::Run() {
   std::fputs(FormatTable(report).c_str(), out_);
   // A leak fails the sweep only when asked for (--leaks); a program built with ASan reports
   // leaks by itself, and those show in the table and get a replay line either way.
-  uint64_t failures = counts[static_cast<int>(RunClass::kCrashed)] +
-                      counts[static_cast<int>(RunClass::kHung)] +
-                      (options_.leaks ? counts[static_cast<int>(RunClass::kLeaked)] : 0);
+  const uint64_t failures = std::count_if(runs.begin(), runs.end(),
+                                          [this](const RunRecord& r) { return FailsSweep(r); });
   bool report_ok = WriteOutputs(report);
   if (interrupted) {
     std::fprintf(out_, "sweep INTERRUPTED after %zu of %zu runs\n", done, plan.size());
