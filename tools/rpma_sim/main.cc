@@ -576,11 +576,16 @@ int ReportCommand(const CommandLine& line) {
     std::fprintf(stderr, "rpma-sim: warning: %s\n", warning.c_str());
   }
   std::printf("rpma-sim report merge: %s\n", ShellJoin(merged->program).c_str());
-  std::printf("device %s, %llu shard reports of %llu, %zu runs of the plan's %llu\n",
-              merged->device.c_str(), static_cast<unsigned long long>(merged->merged_shards),
-              static_cast<unsigned long long>(merged->merged_shards +
-                                              merged->missing_shards.size()),
-              merged->runs.size(), static_cast<unsigned long long>(merged->plan_runs));
+  if (merged->merged_shards == 0) {
+    std::printf("device %s, the report of a whole sweep (no shards), %zu runs\n",
+                merged->device.c_str(), merged->runs.size());
+  } else {
+    std::printf("device %s, %llu shard reports of %llu, %zu runs of the plan's %llu\n",
+                merged->device.c_str(), static_cast<unsigned long long>(merged->merged_shards),
+                static_cast<unsigned long long>(merged->merged_shards +
+                                                merged->missing_shards.size()),
+                merged->runs.size(), static_cast<unsigned long long>(merged->plan_runs));
+  }
   std::fputs(FormatTable(*merged).c_str(), stdout);
   const std::string report_path = absl::GetFlag(FLAGS_report);
   const std::string junit_path = absl::GetFlag(FLAGS_junit);

@@ -157,6 +157,16 @@ usage_error "merge: one file" '`rpma-sim report` needs 2 arguments' "$rpma_sim" 
 usage_error "report: unknown command" 'unknown report command "join"' \
   "$rpma_sim" report join "$work/shard1.json"
 
+# --- One whole sweep's report: shown as it is ---
+run "$rpma_sim" report merge "$work/whole.json"
+expect_status "merge of one whole report: exit 0" 0 "$status"
+expect_in "merge of one whole report: said" "$out" "the report of a whole sweep (no shards), 45 runs"
+if [[ "$(table_of "$out")" == "$whole_table" ]]; then
+  pass "merge of one whole report: its table"
+else
+  fail "merge of one whole report: its table" "differs"
+fi
+
 # --- A missing shard: said, and the merge fails ---
 run "$rpma_sim" report merge "$work/shard1.json" "$work/shard3.json"
 expect_status "merge without shard 2: exit 1" 1 "$status"
