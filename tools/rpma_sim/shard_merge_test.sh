@@ -88,6 +88,22 @@ check "merge: the JUnit XML has a case per run and the clean run" \
 check "merge: the JUnit XML is valid against the schema" \
   xmllint --noout --schema "$testdata/junit.xsd" "$work/merged.xml"
 
+# --- On a terminal: the progress bar shows the shard (script(1) gives stderr a pty) ---
+if command -v script >/dev/null; then
+  printf '%q ' "$rpma_sim" sweep "${sweep_flags[@]}" --shard=2/3 -- "$demo" --once >"$work/tty.sh"
+  run script -qec "bash $(printf %q "$work/tty.sh") >/dev/null" /dev/null
+  expect_in "on a terminal: a bar with the shard" "$out" "] 0/"
+  expect_in "on a terminal: the shard in it" "$out" "  shard 2/3  clean "
+  expect_in "on a terminal: redrawn in place" "$out" $'\r\033[K['
+  if contains "$out" "rpma-sim sweep: "; then
+    fail "on a terminal: no plain progress lines" "$out"
+  else
+    pass "on a terminal: no plain progress lines"
+  fi
+else
+  fail "script(1) is installed (util-linux)" "no script command"
+fi
+
 # --- Bazel's sharding variables pick the same shard as --shard ---
 run env TEST_TOTAL_SHARDS=3 TEST_SHARD_INDEX=1 TEST_SHARD_STATUS_FILE="$work/shard-status" \
   "$rpma_sim" sweep "${sweep_flags[@]}" --report="$work/bazel2.json" -- "$demo" --once
