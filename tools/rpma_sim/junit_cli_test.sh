@@ -64,6 +64,13 @@ expect_status "failing clean run: exit 1" 1 "$status"
 valid "failing clean run" "$work/clean-fails.xml" --cases=1 --failures=1 --failing="clean run" \
   --text="replay: $rpma_sim run -- $victim fail"
 
+# --- sweep: stopped after the clean run: still a JUnit file, its one case failing ---
+run "$rpma_sim" sweep --junit="$work/no-points.xml" -- /bin/true
+expect_status "no fault point: exit 1" 1 "$status"
+valid "no fault point" "$work/no-points.xml" --cases=1 --failures=1 --failing="clean run"
+check "no fault point: the failure says why" \
+  grep -qF 'message="clean (exit 0; the clean run hit no fault point: no sweep)"' "$work/no-points.xml"
+
 # --- run ---
 run "$rpma_sim" run --faults='ibv_alloc_pd:fail=EIO:nth=1' --junit="$work/run-fail.xml" -- \
   "$weird" report

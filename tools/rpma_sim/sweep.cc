@@ -152,6 +152,13 @@ class Sweeper final {
                          const std::vector<PointHits>& not_swept,
                          const std::vector<RunRecord>& runs, uint64_t plan_runs,
                          bool interrupted) const;
+  // The report of a sweep that stopped after its clean run for `why`: the clean run fails.
+  SweepReport FailedBeforeTheRuns(const RunRecord& clean, absl::string_view why) const {
+    SweepReport report = MakeReport(clean, {}, {}, {}, 0, false);
+    report.clean_run.fails_sweep = true;
+    absl::StrAppend(&report.clean_run.detail, "; ", why);
+    return report;
+  }
   // Writes the report (--report) and the JUnit XML (--junit) that were asked for; false when
   // one could not be written (said on stderr).
   bool WriteOutputs(const SweepReport& report) const;
@@ -446,6 +453,7 @@ int Sweeper::Run() {
     }
     if (swept.empty()) {
       std::fprintf(out_, "none of the --points can be failed: no sweep\n");
+      WriteOutputs(FailedBeforeTheRuns(clean, "none of the --points can be failed: no sweep"));
       return kSweepFailed;
     }
   } else if (swept.empty() && not_swept.empty()) {
@@ -454,6 +462,7 @@ int Sweeper::Run() {
                  "librpma on the simulated NIC?\n",
                  stats_text.empty() ? "the simulator wrote no hit counts" : "all counts are 0",
                  options_.program[0].c_str());
+    WriteOutputs(FailedBeforeTheRuns(clean, "the clean run hit no fault point: no sweep"));
     return kSweepFailed;
   }
 
