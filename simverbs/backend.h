@@ -105,6 +105,12 @@ class Backend {
   virtual int IbvGetCqEvent(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) = 0;
   // ibv_ack_cq_events(cq, nevents).
   virtual void IbvAckCqEvents(ibv_cq* cq, unsigned int nevents) = 0;
+  // ibv_get_async_event(context, event): blocks until the device has an asynchronous event
+  // (a CQ overflowed: IBV_EVENT_CQ_ERR, ...), unless context->async_fd is O_NONBLOCK (then
+  // EAGAIN). Each event got must be acknowledged once with IbvAckAsyncEvent.
+  virtual int IbvGetAsyncEvent(ibv_context* context, ibv_async_event* event) = 0;
+  // ibv_ack_async_event(event).
+  virtual void IbvAckAsyncEvent(ibv_async_event* event) = 0;
   // ibv_poll_cq(cq, num_entries, wc): up to num_entries completions, oldest first, into wc;
   // their count into *num_polled (0 when the CQ is empty, which is not a failure).
   // Errors: EOVERFLOW (the CQ overflowed: completions were lost), or kNoErrno.

@@ -9,6 +9,11 @@
 // Usage: demo            the clean run, then the fault runs
 //        demo --once [--quiet]  one run with whatever RPMA_SIM_FAULTS says (what the children
 //                               do); --quiet prints only the calls that failed
+//        demo --once --reuse-early  the same run with a classic RDMA bug: the write's source
+//                               buffer is overwritten before its completion. Whether the NIC
+//                               sends the old or the new bytes depends on when it executes the
+//                               write: on the simulated NIC the seed decides, and its race
+//                               detector (rpma-sim run / sweep) reports it.
 
 #include <unistd.h>
 #include <sys/wait.h>
@@ -47,6 +52,7 @@ const char* ErrName(int ret) {
 
 int g_step = 0;
 bool g_quiet = false;  // fault runs print only the calls that failed
+bool g_reuse_early = false;  // --reuse-early: the buffer bug
 
 // op_context values, so that completions can be told apart in the timeline.
 void* const kWriteCtx = reinterpret_cast<void*>(0x1);
@@ -222,6 +228,14 @@ struct Run {
     std::memcpy(client_src_buf.data(), text, sizeof(text));
     CALL("client", rpma_write(client, remote_mr, 0, client_src, 0, sizeof(text),
                               RPMA_F_COMPLETION_ALWAYS, kWriteCtx));
+    if (g_reuse_early) {
+      // THE BUG: another post (an unsignaled write elsewhere), then the first write's source
+      // is reused before its completion. The NIC may have executed the first write by the
+      // second post, or not yet.
+      CALL("client", rpma_write(client, remote_mr, 2048, client_src, 2048, 8,
+                                RPMA_F_COMPLETION_ON_ERROR, nullptr));
+      std::memcpy(client_src_buf.data(), "OVERWRITTEN", 11);
+    }
     ibv_wc wc{};
     if (WaitOne("client", client, &wc) != 0) return 1;
     Note("server", std::string("its memory now holds: \"") + server_buf.data() + "\"");
@@ -305,11 +319,20 @@ int RunChild(const char* self, const char* spec) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc > 1 && std::strcmp(argv[1], "--once") == 0) {
-    g_quiet = argc > 2 && std::strcmp(argv[2], "--quiet") == 0;
+    for (int i = 2; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--quiet") == 0) {
+        g_quiet = true;
+      } else if (std::strcmp(argv[i], "--reuse-early") == 0) {
+        g_reuse_early = true;
+      } else {
+        std::fprintf(stderr, "usage: %s [--once [--quiet] [--reuse-early]]\n", argv[0]);
+        return 2;
+      }
+    }
     return RunOnce();
   }
   if (argc > 1) {
-    std::fprintf(stderr, "usage: %s [--once]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--once [--quiet] [--reuse-early]]\n", argv[0]);
     return 2;
   }
 

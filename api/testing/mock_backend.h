@@ -45,6 +45,8 @@ class MockBackend : public Backend {
   MOCK_METHOD(int, IbvReqNotifyCq, (ibv_cq*, int), (override));
   MOCK_METHOD(int, IbvGetCqEvent, (ibv_comp_channel*, ibv_cq**, void**), (override));
   MOCK_METHOD(void, IbvAckCqEvents, (ibv_cq*, unsigned int), (override));
+  MOCK_METHOD(int, IbvGetAsyncEvent, (ibv_context*, ibv_async_event*), (override));
+  MOCK_METHOD(void, IbvAckAsyncEvent, (ibv_async_event*), (override));
   MOCK_METHOD(int, IbvPollCq, (ibv_cq*, int, ibv_wc*, int*), (override));
   MOCK_METHOD(int, IbvCreateSrq, (ibv_pd*, ibv_srq_init_attr*, ibv_srq**), (override));
   MOCK_METHOD(int, IbvDestroySrq, (ibv_srq*), (override));

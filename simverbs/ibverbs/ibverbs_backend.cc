@@ -81,6 +81,10 @@ class IbverbsBackend final : public Backend {
   void IbvAckCqEvents(ibv_cq* cq, unsigned int nevents) override {
     ::ibv_ack_cq_events(cq, nevents);
   }
+  int IbvGetAsyncEvent(ibv_context* context, ibv_async_event* event) override {
+    return ConvertMinusOneErrno([&] { return ::ibv_get_async_event(context, event); });
+  }
+  void IbvAckAsyncEvent(ibv_async_event* event) override { ::ibv_ack_async_event(event); }
   int IbvPollCq(ibv_cq* cq, int num_entries, ibv_wc* wc, int* num_polled) override {
     return ConvertNegativeCount(::ibv_poll_cq(cq, num_entries, wc), num_polled);
   }

@@ -81,6 +81,11 @@ bool SimCq::Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* sq_slo
   if (count_ == ring_.size()) {
     overflowed.store(true, std::memory_order_release);
     if (TraceOn()) TraceEvent("cq_overflow cq=%u", cq.handle);
+    ibv_async_event event;
+    std::memset(&event, 0, sizeof(event));
+    event.element.cq = &cq;
+    event.event_type = IBV_EVENT_CQ_ERR;
+    device->QueueAsyncEvent(event);
     return false;
   }
   // Insert in (ready, order) order, from the tail: new completions are usually the latest.
@@ -138,13 +143,11 @@ int SimCq::Poll(int num_entries, ibv_wc* wc, int* num_polled) {
   // An empty CQ is seen without the lock that a poster pushing a completion needs: a
   // busy-polling thread must never make the poster wait for it (for its time slice, when
   // both share a core).
-  if (queued_.load(std::memory_order_acquire) == 0 &&
-      !overflowed.load(std::memory_order_acquire)) {
+  if (queued_.load(std::memory_order_acquire) == 0) {
     *num_polled = 0;
     return 0;
   }
   softrpma::MutexLock lock(&mu_);
-  if (overflowed.load(std::memory_order_relaxed)) return EOVERFLOW;
   const int n = static_cast<int>(std::min<size_t>(count_, std::max(num_entries, 0)));
   if (n > 0) {
     // The program waited for the last completion it takes.
@@ -191,6 +194,19 @@ void SimCq::ProgressRemotes() {
 int SimCq::ReqNotify(bool solicited_only, bool muted) {
   if (is_dummy) return 0;
   if (channel == nullptr) return EINVAL;
+  SetArm(solicited_only, muted);
+  return 0;
+}
+
+void SimCq::Kick(bool solicited) {
+  if (channel == nullptr) return;
+  softrpma::MutexLock lock(&mu_);
+  if (arm_muted_ || !(arm_ == Arm::kAny || (arm_ == Arm::kSolicited && solicited))) return;
+  softrpma::MutexLock channel_lock(&channel->mu);
+  channel->signal.Raise();
+}
+
+void SimCq::SetArm(bool solicited_only, bool muted) {
   softrpma::MutexLock lock(&mu_);
   // A solicited-only request does not weaken an outstanding "any" request.
   if (!solicited_only) {
@@ -202,7 +218,6 @@ int SimCq::ReqNotify(bool solicited_only, bool muted) {
   if (TraceOn()) {
     TraceEvent("cq_arm cq=%u solicited_only=%d", cq.handle, solicited_only ? 1 : 0);
   }
-  return 0;
 }
 
 void SimCq::ForgetSqSlots(std::atomic<uint32_t>* sq_slots) {
@@ -260,6 +275,11 @@ int CreateCq(SimDevice* device, int cqe, void* cq_context, SimCompChannel* chann
 int DestroyCq(SimCq* cq) {
   if (cq->is_dummy) return EINVAL;
   if (cq->users.load(std::memory_order_acquire) != 0) return EBUSY;
+  // libibverbs waits for the acknowledgement of every asynchronous event it handed out.
+  if (cq->async_events_delivered.load(std::memory_order_acquire) !=
+      cq->async_events_acked.load(std::memory_order_acquire)) {
+    return EBUSY;
+  }
   SimCompChannel* channel = cq->channel;
   if (channel != nullptr) {
     softrpma::MutexLock lock(&channel->mu);
@@ -278,14 +298,17 @@ int DestroyCq(SimCq* cq) {
     auto& cqs = channel->cqs;
     cqs.erase(std::remove(cqs.begin(), cqs.end(), cq), cqs.end());
   }
+  cq->device->ForgetAsyncEvents(&cq->cq);
   if (TraceOn()) TraceEvent("destroy_cq cq=%u", cq->cq.handle);
   Delete(cq);
   return 0;
 }
 
-int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context) {
-  softrpma::MutexLock lock(&channel->mu);
+int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context,
+               void (*poll_point)(LinkSet*)) {
   while (true) {
+    if (poll_point != nullptr) poll_point(&channel->links);
+    softrpma::MutexLock lock(&channel->mu);
     {
       if (!channel->events.empty()) {
         const ChannelEvent event = channel->events.front();

@@ -1,9 +1,12 @@
 // cq.h: completion channels (SimCompChannel) and completion queues (SimCq) of the simulator.
 //
 // A CQ is a fixed-capacity ring of work completions (capacity = the cqe asked for at creation;
-// no allocation on the data path). Pushing to a full CQ is an overflow: the completion is lost,
-// the CQ enters an error state for good (IbvPollCq then fails with EOVERFLOW) and the QPs using
-// it go to the error state (qp.cc: when they are next used, see SimQp).
+// no allocation on the data path). Pushing to a full CQ is an overflow, as on mlx5: the
+// completion is lost, the CQ enters an error state for good (every later completion is lost
+// too), the device queues IBV_EVENT_CQ_ERR for it (IbvGetAsyncEvent; the CQ cannot be destroyed
+// until that event is acknowledged, once got) and the QPs using it go to the error state
+// (qp.cc: when they are next used, see SimQp). The completions queued before the overflow can
+// still be polled; then the CQ stays empty.
 //
 // Simulated time (sched.h): each completion carries the ready time its QP's CompletionTimer
 // gave it, and the ring is kept in (ready time, seeded key) order, so completions of different
@@ -22,9 +25,9 @@
 // Each CQ counts the events IbvGetCqEvent delivered and IbvAckCqEvents acknowledged;
 // destroying a CQ with unacknowledged events is EBUSY (libibverbs would block forever).
 //
-// Lock order (the whole simulator): SimLink::mu -> SimPd::mu (shared) -> SimSrq::mu ->
-// SimCq::mu_ -> SimCompChannel::mu -> the tracer's mutex (trace.h). IbvPollCq takes only the
-// CQ's mutex (and the tracer's when tracing).
+// Lock order (the whole simulator): LinkSet::mu -> SimLink::mu -> SimPd::mu (shared) ->
+// SimSrq::mu -> SimCq::mu_ -> SimCompChannel::mu -> the tracer's mutex (trace.h). IbvPollCq
+// takes the CQ's mutex (and the tracer's when tracing), after its poll point (qp.h).
 
 #ifndef SOFTRPMA_SIMVERBS_SIM_CQ_H_
 #define SOFTRPMA_SIMVERBS_SIM_CQ_H_
@@ -34,6 +37,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -58,6 +62,15 @@ inline constexpr ibv_wc_opcode kWcPoisonOpcode = static_cast<ibv_wc_opcode>(0xA5
 void PoisonUndefinedFields(ibv_wc* wc);
 
 struct SimCq;
+struct SimLink;
+
+// The connections whose QPs use a CQ (or a CQ of a channel): what a poll point of asynchronous
+// execution (sched.h) runs (qp.h: AddLink, RunPollPoint). Links stay until they are freed (the
+// set forgets expired ones when a link is added).
+struct LinkSet final {
+  softrpma::Mutex mu;  // lock order: before SimLink::mu
+  std::vector<std::weak_ptr<SimLink>> links ABSL_GUARDED_BY(mu);
+};
 
 // One pending completion event: the CQ it names and when it is due.
 struct ChannelEvent {
@@ -76,6 +89,7 @@ struct SimCompChannel final {
   std::deque<ChannelEvent> events ABSL_GUARDED_BY(mu);
   std::vector<SimCq*> cqs ABSL_GUARDED_BY(mu);  // CQs created on this channel, oldest first
   SignalFd signal;
+  LinkSet links;  // the links of the QPs on its CQs
 
   explicit SimCompChannel(SimDevice* device);
   SimCompChannel(const SimCompChannel&) = delete;
@@ -110,6 +124,9 @@ struct SimCq final {
   std::atomic<int> users{0};
   // Set once, on the first overflow.
   std::atomic<bool> overflowed{false};
+  // Its IBV_EVENT_CQ_ERR got with IbvGetAsyncEvent / acknowledged with IbvAckAsyncEvent.
+  std::atomic<uint32_t> async_events_delivered{0};
+  std::atomic<uint32_t> async_events_acked{0};
 
   SimCq(SimDevice* device, int cqe, void* cq_context, SimCompChannel* channel, bool is_dummy);
   SimCq(const SimCq&) = delete;
@@ -122,7 +139,7 @@ struct SimCq final {
   bool Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* sq_slots, uint32_t retire,
             CompletionTimer::Slot slot) ABSL_LOCKS_EXCLUDED(mu_);
   // ibv_poll_cq: the earliest completions, moving the clock to the last one's ready time.
-  // Returns 0 or EOVERFLOW.
+  // Returns 0.
   int Poll(int num_entries, ibv_wc* wc, int* num_polled) ABSL_LOCKS_EXCLUDED(mu_);
   // ibv_req_notify_cq. `muted` (a no_notify fault): the arm is taken but sends no event.
   // Returns 0 or EINVAL (no channel).
@@ -138,8 +155,20 @@ struct SimCq final {
   // Conn::Progress() of each live connection added. REQUIRES: no simulator lock held.
   void ProgressRemotes() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Asynchronous execution: a WR that will complete on this CQ (or consume a receive whose
+  // completion comes here; `solicited`: with IBV_SEND_SOLICITED) was posted and has not
+  // executed. When the CQ is armed for it, its channel's fd becomes readable, so that a
+  // program waiting in poll(2) / epoll calls ibv_get_cq_event, whose poll point executes it (a
+  // NIC does not wait for the program). An error completion of a WR that was not expected to
+  // complete here (unsignaled, or unsolicited under a solicited-only arm) kicks nothing: it
+  // comes at the next poll point.
+  void Kick(bool solicited) ABSL_LOCKS_EXCLUDED(mu_);
+
+  LinkSet links;  // the links of the QPs using this CQ
+
  private:
   enum class Arm : uint8_t { kNone, kAny, kSolicited };
+  void SetArm(bool solicited_only, bool muted) ABSL_LOCKS_EXCLUDED(mu_);
 
   softrpma::Mutex mu_;
   std::vector<CqEntry> ring_ ABSL_GUARDED_BY(mu_);  // capacity cqe, preallocated
@@ -162,8 +191,11 @@ int CreateCq(SimDevice* device, int cqe, void* cq_context, SimCompChannel* chann
              ibv_cq** cq);
 int DestroyCq(SimCq* cq);
 // Blocks (or EAGAIN on an O_NONBLOCK fd) until the channel has an event; returns the CQ of
-// the earliest one and moves the clock to its due time.
-int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context);
+// the earliest one and moves the clock to its due time. `poll_point` (when not nullptr) runs
+// with the channel's links, no lock held, before each look at the queue: asynchronous
+// execution's poll point before a sleep (a kick wakes the sleeper to run it again).
+int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context,
+               void (*poll_point)(LinkSet*) = nullptr);
 // The "spurious" fault: an event, at once, of the channel's oldest CQ, with nothing new in it
 // (counted as delivered: it must be acknowledged). The channel's real events stay queued.
 // Returns 0, or EINVAL when no CQ uses the channel.

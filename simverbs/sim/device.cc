@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -76,9 +77,44 @@ SimDevice::SimDevice() {
   std::memset(&context, 0, sizeof(context));
   context.device = StaticDevice();
   context.cmd_fd = -1;
-  context.async_fd = -1;
+  async_open_error_ = async_signal_.Open();
+  context.async_fd = async_signal_.fd();
   context.num_comp_vectors = 1;
   pthread_mutex_init(&context.mutex, nullptr);
+}
+
+void SimDevice::QueueAsyncEvent(const ibv_async_event& event) {
+  softrpma::MutexLock lock(&async_mu_);
+  async_events_.push_back(event);
+  if (async_events_.size() == 1) async_signal_.Raise();
+}
+
+int SimDevice::GetAsyncEvent(ibv_async_event* event) {
+  if (async_open_error_ != 0) return async_open_error_;
+  softrpma::MutexLock lock(&async_mu_);
+  while (async_events_.empty()) {
+    if (const int err = async_signal_.Wait(&async_mu_); err != 0) return err;
+  }
+  *event = async_events_.front();
+  async_events_.pop_front();
+  if (async_events_.empty()) {
+    async_signal_.Lower();
+  } else {
+    async_signal_.Raise();  // (after a Wait took the counter) for the next reader
+  }
+  return 0;
+}
+
+void SimDevice::ForgetAsyncEvents(const ibv_cq* cq) {
+  softrpma::MutexLock lock(&async_mu_);
+  const bool had_events = !async_events_.empty();
+  async_events_.erase(std::remove_if(async_events_.begin(), async_events_.end(),
+                                     [cq](const ibv_async_event& e) {
+                                       return e.event_type == IBV_EVENT_CQ_ERR &&
+                                              e.element.cq == cq;
+                                     }),
+                      async_events_.end());
+  if (had_events && async_events_.empty()) async_signal_.Lower();
 }
 
 SimDevice::~SimDevice() { pthread_mutex_destroy(&context.mutex); }

@@ -19,11 +19,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "simverbs/mutex.h"
 #include "simverbs/sim/device_profile.h"
+#include "simverbs/sim/signal_fd.h"
 
 namespace softrpma::sim {
 
@@ -75,6 +77,22 @@ struct SimDevice final {
   std::atomic<uint32_t> next_srq_handle{1};
   std::atomic<uint32_t> next_qp_num{0x11};  // 0 and 1 are special QPs in InfiniBand
   std::atomic<uint32_t> next_comp_channel_number{1};
+
+  // Asynchronous events (ibv_get_async_event(3)): queued in order behind context.async_fd,
+  // which is readable while one is pending (an IBV_EVENT_CQ_ERR when a CQ overflows, cq.h).
+  // Thread-safe; lock order: after SimCq's mutex (cq.h).
+  void QueueAsyncEvent(const ibv_async_event& event);
+  // Blocks until an event is queued (EAGAIN at once when async_fd is O_NONBLOCK, or the errno
+  // of the eventfd if it could not be made), then takes the oldest.
+  int GetAsyncEvent(ibv_async_event* event);
+  // Drops the queued events about `cq` (it is being destroyed).
+  void ForgetAsyncEvents(const ibv_cq* cq);
+
+ private:
+  softrpma::Mutex async_mu_;
+  std::deque<ibv_async_event> async_events_ ABSL_GUARDED_BY(async_mu_);
+  SignalFd async_signal_;
+  int async_open_error_ = 0;
 };
 
 inline SimDevice* to_sim(ibv_context* context) { return reinterpret_cast<SimDevice*>(context); }

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "simverbs/alloc.h"
@@ -212,6 +214,12 @@ void CompleteRecv(SimQp* qp, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode
   }
 }
 
+// Removes the WR at the head of qp's send queue. REQUIRES: qp->link->mu held; sq not empty.
+void PopSendLocked(SimQp* qp) {
+  qp->sq.pop_front();
+  if (qp->link->remote == nullptr) qp->link->unexecuted.fetch_sub(1, std::memory_order_acq_rel);
+}
+
 // Moves `qp` to ERROR and flushes its send and receive queues. REQUIRES: qp->link->mu held.
 void EnterErrorLocked(SimQp* qp) {
   if (qp->state == IBV_QPS_ERR) return;
@@ -224,7 +232,7 @@ void EnterErrorLocked(SimQp* qp) {
     const uint64_t wr_id = wqe.wr_id;
     const ibv_wr_opcode opcode = wqe.opcode;
     const uint64_t delay_ns = wqe.delay_ns;
-    qp->sq.pop_front();
+    PopSendLocked(qp);
     CompleteSend(qp, wr_id, opcode, true, IBV_WC_WR_FLUSH_ERR, 0, delay_ns);
   }
   while (!qp->rq.empty()) {
@@ -340,6 +348,108 @@ Outcome DeliverToReceive(SimQp* peer, const Delivery& delivery, const MessageSou
   return Done(send_status, src.total);
 }
 
+// ---- The race detector (sched.h) ----------------------------------------------------------
+
+bool ReadsLocalSource(ibv_wr_opcode opcode) {
+  return opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+         opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM;
+}
+
+bool ConsumesReceive(ibv_wr_opcode opcode) {
+  return opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM ||
+         opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+// The SGEs of `wqe` that name registered memory with `need_access`, or false (the WR will fail
+// with a protection error when it executes; the detector leaves it alone).
+bool ValidLocalSges(SimQp* qp, const SendWqe& wqe, int need_access, Segments* out) {
+  for (int i = 0; i < wqe.num_sge; ++i) {
+    const ibv_sge& sge = wqe.sges[i];
+    if (sge.length == 0) continue;
+    if (qp->pd->FindLocal(sge.lkey, sge.addr, sge.length, need_access) == nullptr) return false;
+    out->Add(AsPtr(sge.addr), sge.length);
+  }
+  return true;
+}
+
+// At post time: keeps the source bytes of a WRITE / SEND, poisons the destination of a READ.
+// REQUIRES: the race detector is on; wqe is not inline.
+void WatchAtPost(SimQp* qp, SendWqe& wqe) {
+  wqe.has_posted_bytes = false;
+  if (wqe.length == 0) return;
+  const bool is_read = wqe.opcode == IBV_WR_RDMA_READ;
+  if (!is_read && !ReadsLocalSource(wqe.opcode)) return;
+  PdReadLocks pd_lock(qp->pd, nullptr);
+  Segments local;
+  if (!ValidLocalSges(qp, wqe, is_read ? IBV_ACCESS_LOCAL_WRITE : 0, &local)) return;
+  if (is_read) {
+    for (int i = 0; i < local.count; ++i) {
+      std::memset(local.pieces[i].ptr, kRacePoison, local.pieces[i].length);
+    }
+    return;
+  }
+  wqe.posted_bytes.resize(local.total);
+  uint64_t offset = 0;
+  for (int i = 0; i < local.count; ++i) {
+    std::memcpy(wqe.posted_bytes.data() + offset, local.pieces[i].ptr, local.pieces[i].length);
+    offset += local.pieces[i].length;
+  }
+  wqe.has_posted_bytes = true;
+}
+
+// At execution: reports source bytes that changed since the post (one line per WR).
+void CheckRace(const SimQp* qp, const SendWqe& wqe, const Segments& local) {
+  uint64_t first = local.total;
+  uint64_t end = 0;
+  uint64_t first_addr = 0;
+  uint64_t offset = 0;
+  for (int i = 0; i < local.count; ++i) {
+    const Segment& piece = local.pieces[i];
+    for (uint64_t b = 0; b < piece.length && offset + b < wqe.posted_bytes.size(); ++b) {
+      if (piece.ptr[b] == wqe.posted_bytes[offset + b]) continue;
+      if (first == local.total) {
+        first = offset + b;
+        first_addr = reinterpret_cast<uintptr_t>(piece.ptr + b);
+      }
+      end = offset + b + 1;
+    }
+    offset += piece.length;
+  }
+  if (first == local.total) return;
+  const std::string opcode = NameOr(WrOpcodeName(wqe.opcode), wqe.opcode);
+  std::fprintf(stderr,
+               "softrpma-sim: race: qp %u wr_id 0x%llx %s: source bytes [%llu, %llu) of %llu "
+               "(first at 0x%llx) changed after the post, before the NIC read them; reuse a "
+               "buffer only after its completion\n",
+               qp->qp.qp_num, static_cast<unsigned long long>(wqe.wr_id), opcode.c_str(),
+               static_cast<unsigned long long>(first), static_cast<unsigned long long>(end),
+               static_cast<unsigned long long>(local.total),
+               static_cast<unsigned long long>(first_addr));
+  if (TraceOn()) {
+    TraceEvent("race qp=%u wr_id=0x%llx opcode=%s first=%llu end=%llu len=%llu", qp->qp.qp_num,
+               static_cast<unsigned long long>(wqe.wr_id), opcode.c_str(),
+               static_cast<unsigned long long>(first), static_cast<unsigned long long>(end),
+               static_cast<unsigned long long>(local.total));
+  }
+}
+
+// Fills the buffers of a receive with poison (race detector on), when they are registered
+// memory the NIC may write (and the WR is well-formed). REQUIRES: no PD lock held.
+void PoisonReceive(SimPd* pd, const ibv_recv_wr* wr, uint32_t max_sge) {
+  if (wr->num_sge <= 0 || static_cast<uint32_t>(wr->num_sge) > max_sge || wr->sg_list == nullptr) {
+    return;
+  }
+  PdReadLocks pd_lock(pd, nullptr);
+  for (int i = 0; i < wr->num_sge; ++i) {
+    const ibv_sge& sge = wr->sg_list[i];
+    if (sge.length == 0) continue;
+    if (pd->FindLocal(sge.lkey, sge.addr, sge.length, IBV_ACCESS_LOCAL_WRITE) == nullptr) return;
+  }
+  for (int i = 0; i < wr->num_sge; ++i) {
+    std::memset(AsPtr(wr->sg_list[i].addr), kRacePoison, wr->sg_list[i].length);
+  }
+}
+
 // Executes the WR at the head of qp's send queue against its peer.
 // REQUIRES: link->mu held; qp is RTS.
 Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
@@ -357,6 +467,7 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
   if (!GatherLocal(qp, wqe, is_read ? IBV_ACCESS_LOCAL_WRITE : 0, &local)) {
     return Done(IBV_WC_LOC_PROT_ERR);
   }
+  if (wqe.has_posted_bytes) CheckRace(qp, wqe, local);
   const Delivery delivery{&qp->link, qp->qp.qp_num, wqe.solicited,
                           wqe.opcode == IBV_WR_SEND_WITH_IMM ||
                               wqe.opcode == IBV_WR_RDMA_WRITE_WITH_IMM,
@@ -408,7 +519,7 @@ void RetireHeadLocked(SimQp* qp, ibv_wc_status status, uint64_t byte_len) {
   const ibv_wr_opcode opcode = wqe.opcode;
   const bool signaled = wqe.signaled;
   const uint64_t delay_ns = wqe.delay_ns;
-  qp->sq.pop_front();
+  PopSendLocked(qp);
   CompleteSend(qp, wr_id, opcode, signaled, status, byte_len, delay_ns);
   if (status != IBV_WC_SUCCESS) EnterErrorLocked(qp);
 }
@@ -416,8 +527,8 @@ void RetireHeadLocked(SimQp* qp, ibv_wc_status status, uint64_t byte_len) {
 void ProgressRemoteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
 void DrainIncomingLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
 
-// THE PROGRESS STEP of one QP: executes its send queue from the head until it is empty or the
-// head waits for a receive. Every WR executes here and nowhere else. The seeded scheduler
+// THE PROGRESS STEP of one QP: executes its send queue from the head until it is empty, the
+// head waits for a receive, or (asynchronous execution) the head's time has not come. Every WR executes here and nowhere else. The seeded scheduler
 // (sched.h) acts on what this produces: each completion gets a seeded ready time from the QP's
 // CompletionTimer and the CQ orders completions by it, so QPs sharing a CQ interleave as the
 // seed says. A WR carrying a wc_status fault completes with that status without executing.
@@ -427,6 +538,8 @@ void ProgressQpLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(li
   CheckOverflowLocked(qp);
   while (qp->state == IBV_QPS_RTS && !qp->sq.empty()) {
     SendWqe& wqe = qp->sq.front();
+    // Asynchronous execution: not before its post point, or a poll point after its post.
+    if (wqe.release_at > link->post_points && wqe.post_seq > qp->released_seq) return;
     const Outcome outcome = wqe.forced_status != IBV_WC_SUCCESS ? Done(wqe.forced_status)
                                                                 : ExecuteLocked(link, qp, wqe);
     if (outcome.wait) return;
@@ -791,6 +904,7 @@ SimQp::SimQp(SimPd* sim_pd, const ibv_qp_init_attr& attr, std::shared_ptr<SimLin
   pthread_mutex_init(&qp.mutex, nullptr);
   pthread_cond_init(&qp.cond, nullptr);
   timer.Init(qp.qp_num);
+  chooser.Init(qp.qp_num);
   const uint32_t send_sges = cap.max_send_sge;
   // Room for the inline data, and at least for the 8 bytes of an inline atomic write.
   const uint32_t inline_bytes =
@@ -908,6 +1022,11 @@ int CreateQp(ibv_qp_init_attr_ex* attr_ex, const std::shared_ptr<SimLink>& join,
     sim_qp->side = side;
     link->side[side] = sim_qp;
   }
+  // Where the poll points of asynchronous execution find it.
+  for (SimCq* cq : {sim_qp->send_cq, sim_qp->recv_cq}) {
+    AddLink(&cq->links, link);
+    if (cq->channel != nullptr) AddLink(&cq->channel->links, link);
+  }
   pd->users.fetch_add(1, std::memory_order_acq_rel);
   sim_qp->send_cq->users.fetch_add(1, std::memory_order_acq_rel);
   sim_qp->recv_cq->users.fetch_add(1, std::memory_order_acq_rel);
@@ -923,6 +1042,9 @@ void DestroyQp(SimQp* qp) {
     SimLink* link = qp->link.get();
     softrpma::MutexLock lock(&link->mu);
     link->side[qp->side] = nullptr;
+    if (link->remote == nullptr) {  // its WRs vanish
+      link->unexecuted.fetch_sub(static_cast<uint32_t>(qp->sq.size()), std::memory_order_acq_rel);
+    }
     // A remote peer's requests that waited for a receive: nobody will serve them.
     for (const IncomingRequest& request : link->incoming) {
       RespondLocked(link, request.header, IBV_WC_RETRY_EXC_ERR, nullptr);
@@ -1041,6 +1163,14 @@ int PostSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault&
   SimLink* link = qp->link.get();
   softrpma::MutexLock lock(&link->mu);
   CheckOverflowLocked(qp);
+  // A post point for what is queued already; the WRs of this post wait for later ones.
+  const bool in_process = link->remote == nullptr;
+  const bool deferred = in_process && CurrentExecutionMode() == ExecutionMode::kAsync;
+  const bool watch = deferred && RaceDetectorOn();
+  ++link->post_points;
+  bool kick_send_cq = false;
+  bool kick_peer_recv_cq = false;
+  bool kick_solicited = false;
   int err = 0;
   for (bool first = true; wr != nullptr; wr = wr->next, first = false) {
     if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) {
@@ -1091,8 +1221,24 @@ int PostSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault&
     } else {
       std::copy(wr->sg_list, wr->sg_list + wr->num_sge, wqe.sges.begin());
     }
+    wqe.post_seq = ++qp->posted_seq;
+    wqe.release_at = 0;
+    wqe.has_posted_bytes = false;
+    if (in_process) link->unexecuted.fetch_add(1, std::memory_order_acq_rel);
+    if (deferred) {
+      const uint64_t wait = qp->chooser.NextDeferral();
+      wqe.release_at = wait == ExecutionChooser::kUntilPoll ? wait : link->post_points + wait;
+      if (watch && !wqe.is_inline) WatchAtPost(qp, wqe);
+      kick_send_cq = kick_send_cq || wqe.signaled;
+      kick_peer_recv_cq = kick_peer_recv_cq || ConsumesReceive(wqe.opcode);
+      kick_solicited = kick_solicited || (ConsumesReceive(wqe.opcode) && wqe.solicited);
+    }
   }
-  ProgressQpLocked(link, qp);  // the WRs before a bad one were posted
+  ProgressLinkLocked(link);  // the WRs before a bad one were posted
+  if (kick_send_cq) qp->send_cq->Kick(/*solicited=*/false);
+  if (SimQp* peer = link->side[1 - qp->side]; kick_peer_recv_cq && peer != nullptr) {
+    peer->recv_cq->Kick(kick_solicited);
+  }
   if (err != 0) {
     *bad_wr = wr;
     return err;
@@ -1172,8 +1318,10 @@ int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr, const WrFault& fa
     return EINVAL;
   }
   SimLink* link = qp->link.get();
+  const bool watch = RaceDetectorOn() && CurrentExecutionMode() == ExecutionMode::kAsync;
   softrpma::MutexLock lock(&link->mu);
   CheckOverflowLocked(qp);
+  ++link->post_points;
   int err = 0;
   for (bool first = true; wr != nullptr; wr = wr->next, first = false) {
     err = ValidateRecv(wr, qp->cap.max_recv_sge);
@@ -1198,16 +1346,13 @@ int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr, const WrFault& fa
       EnterErrorLocked(qp);
       continue;
     }
+    if (watch) PoisonReceive(qp->pd, wr, qp->cap.max_recv_sge);
     RecvWqe& wqe = qp->rq.push_back();
     FillRecv(wr, &wqe);
     wqe.delay_ns = fault.delay_ns;
   }
-  // A sender waiting for a receive of this QP may go on now.
-  if (link->remote != nullptr) {
-    DrainIncomingLocked(link);
-  } else if (SimQp* peer = link->side[1 - qp->side]; peer != nullptr) {
-    ProgressQpLocked(link, peer);
-  }
+  // A post point; a sender waiting for a receive of this QP may go on now.
+  ProgressLinkLocked(link);
   if (err != 0) {
     *bad_wr = wr;
     return err;
@@ -1216,6 +1361,9 @@ int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr, const WrFault& fa
 }
 
 int PostSrqRecv(SimSrq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  if (RaceDetectorOn() && CurrentExecutionMode() == ExecutionMode::kAsync) {
+    for (const ibv_recv_wr* w = wr; w != nullptr; w = w->next) PoisonReceive(srq->pd, w, srq->max_sge);
+  }
   int err = 0;
   std::vector<std::weak_ptr<SimLink>> waiters;
   {
@@ -1248,6 +1396,40 @@ int PostSrqRecv(SimSrq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     return err;
   }
   return 0;
+}
+
+void AddLink(LinkSet* set, const std::shared_ptr<SimLink>& link) {
+  softrpma::MutexLock lock(&set->mu);
+  auto& links = set->links;
+  links.erase(std::remove_if(links.begin(), links.end(),
+                             [](const std::weak_ptr<SimLink>& l) { return l.expired(); }),
+              links.end());
+  for (const std::weak_ptr<SimLink>& known : links) {
+    if (known.lock() == link) return;
+  }
+  links.push_back(link);
+}
+
+void RunPollPoint(LinkSet* set) {
+  softrpma::MutexLock lock(&set->mu);
+  for (const std::weak_ptr<SimLink>& weak : set->links) {
+    std::shared_ptr<SimLink> link = weak.lock();
+    if (link == nullptr || link->unexecuted.load(std::memory_order_acquire) == 0) continue;
+    softrpma::MutexLock link_lock(&link->mu);
+    for (SimQp* qp : link->side) {
+      if (qp != nullptr) qp->released_seq = qp->posted_seq;
+    }
+    ProgressLinkLocked(link.get());
+  }
+}
+
+bool HasUnexecuted(LinkSet* set) {
+  softrpma::MutexLock lock(&set->mu);
+  for (const std::weak_ptr<SimLink>& weak : set->links) {
+    std::shared_ptr<SimLink> link = weak.lock();
+    if (link != nullptr && link->unexecuted.load(std::memory_order_acquire) != 0) return true;
+  }
+  return false;
 }
 
 }  // namespace softrpma::sim

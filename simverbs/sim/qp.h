@@ -5,10 +5,15 @@
 //   * RC only. A QP is INIT after creation, RTS once the connection manager established its
 //     connection, ERROR after a disconnect, an error completion or an overflow of one of its CQs.
 //   * Execution is in order per QP and happens inside the "progress step" of a QP
-//     (ProgressQpLocked in qp.cc): its send queue is executed from its head until it is empty
-//     or its head must wait. The step runs in the posting thread, right after ibv_post_send,
-//     and on the peer right after a receive is posted (which is what resumes a sender waiting
-//     for one); nothing else executes work requests. Data moves when the WR executes.
+//     (ProgressQpLocked in qp.cc): its send queue is executed from its head until it is empty,
+//     its head must wait for a receive, or (asynchronous execution, the default; sched.h) its
+//     head's time has not come. The step runs at the post points of a connection (any post of
+//     a send or receive WR on either QP: a WR executes at the 1st, 2nd or 3rd post point after
+//     its own, as its seeded deferral says, never inside its own post) and at its poll points
+//     (ibv_poll_cq of a CQ either QP uses, ibv_get_cq_event on its channel before sleeping),
+//     which release everything posted before them. Data moves when the WR executes. In eager
+//     mode (RPMA_SIM_EXECUTION=eager) a WR executes inside its post. A remote link (another
+//     process) sends its requests at the post (the peer's fabric thread executes them).
 //   * The seeded scheduler (sched.h) decides when each completion arrives: every completion
 //     gets a ready time from its QP's CompletionTimer (seeded jitter, strictly increasing per
 //     QP) and CQs keep completions in ready-time order, so completions of different QPs
@@ -142,6 +147,14 @@ struct SendWqe {
   ibv_wc_status forced_status = IBV_WC_SUCCESS;
   uint64_t delay_ns = 0;
   uint64_t seq = 0;  // a remote link's request number, once sent (qp.cc)
+  // Asynchronous execution (sched.h): the WR may execute once its link's post_points reach
+  // release_at, or once its QP's released_seq reaches post_seq (a poll point). release_at 0:
+  // at once (eager mode, a remote link).
+  uint64_t post_seq = 0;
+  uint64_t release_at = 0;
+  // The race detector: the source bytes as posted; compared when the WR executes.
+  bool has_posted_bytes = false;
+  std::vector<uint8_t> posted_bytes;
 };
 
 // A WR built by an ibv_wr_* call of the extended post API, waiting for ibv_wr_complete.
@@ -185,6 +198,11 @@ struct SimLink final {
   // addresses, and the peer copies (wire::kFlagCma).
   bool peer_reaches_us ABSL_GUARDED_BY(mu) = false;
   std::deque<IncomingRequest> incoming ABSL_GUARDED_BY(mu);
+  // Post points seen (sched.h, "Asynchronous execution").
+  uint64_t post_points ABSL_GUARDED_BY(mu) = 0;
+  // Send WRs of this link's in-process QPs posted and not executed yet: a poll point looks at
+  // the link (and takes its lock) only when there are some. Written under mu.
+  std::atomic<uint32_t> unexecuted{0};
 };
 
 struct SimSrq final {
@@ -237,6 +255,11 @@ struct SimQp final {
   // and the number the next request gets.
   uint32_t sq_sent = 0;
   uint64_t next_seq = 1;
+  // Asynchronous execution: the number of the last send WR posted, and of the last one a poll
+  // point released (every WR up to it may execute); the seeded deferrals.
+  uint64_t posted_seq = 0;
+  uint64_t released_seq = 0;
+  ExecutionChooser chooser;
 
   // The extended post API (rdma_create_qp_ex with send_ops_flags; 0: not an extended QP).
   // A batch holds ex_mu from ibv_wr_start to ibv_wr_complete, as mlx5 holds its send-queue
@@ -306,6 +329,18 @@ void HandleRemoteMessage(const std::shared_ptr<SimLink>& link, const wire::Heade
 int CreateSrq(SimPd* pd, ibv_srq_init_attr* attr, ibv_srq** srq);
 // Errors: EBUSY (a QP uses it).
 int DestroySrq(SimSrq* srq);
+
+// ---- Asynchronous execution (sched.h) ------------------------------------------------------
+// The poll points: IbvPollCq runs RunPollPoint with its CQ's links, IbvGetCqEvent with its
+// channel's before each sleep. Post points are the posts themselves (PostSend, PostRecv).
+
+// Adds `link` to `set` once (CreateQp: its CQs' sets and their channels').
+void AddLink(LinkSet* set, const std::shared_ptr<SimLink>& link) ABSL_LOCKS_EXCLUDED(set->mu);
+// A poll point: releases every send WR posted on the set's links and runs their progress step.
+// REQUIRES: no simulator lock held.
+void RunPollPoint(LinkSet* set) ABSL_LOCKS_EXCLUDED(set->mu);
+// Whether a link of the set has send WRs that have not executed.
+bool HasUnexecuted(LinkSet* set) ABSL_LOCKS_EXCLUDED(set->mu);
 
 // ---- The data path (contracts in backend.h) ---------------------------------------------
 

@@ -48,8 +48,8 @@ TEST_F(QpTest, Write_CopiesLocalToRemote_CompletesWithWcFields) {
   ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 42, &sge, 1, remote.addr(8), remote.mr()->rkey),
             0);
 
-  EXPECT_EQ(std::memcmp(remote.data() + 8, "hello, remote", 13), 0);
   std::vector<ibv_wc> wcs = PollAll(backend_, conn_.active.send_cq);
+  EXPECT_EQ(std::memcmp(remote.data() + 8, "hello, remote", 13), 0);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].wr_id, 42u);
   EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
@@ -71,8 +71,8 @@ TEST_F(QpTest, Write_GathersSeveralSges) {
   ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 1, sges, 3, remote.addr(), remote.mr()->rkey),
             0);
 
-  EXPECT_EQ(std::memcmp(remote.data(), "ghabcdef", 8), 0);
   std::vector<ibv_wc> wcs = PollAll(backend_, conn_.active.send_cq);
+  EXPECT_EQ(std::memcmp(remote.data(), "ghabcdef", 8), 0);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
 }
@@ -87,8 +87,8 @@ TEST_F(QpTest, Read_CopiesRemoteToLocal_ByteLenIsBytesRead) {
   ASSERT_EQ(PostRead(backend_, conn_.active.qp(), 7, &sge, 1, remote.addr(4), remote.mr()->rkey),
             0);
 
-  EXPECT_EQ(std::memcmp(local.data(), "remote bytes", 12), 0);
   std::vector<ibv_wc> wcs = PollAll(backend_, conn_.active.send_cq);
+  EXPECT_EQ(std::memcmp(local.data(), "remote bytes", 12), 0);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].wr_id, 7u);
   EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
@@ -107,8 +107,8 @@ TEST_F(QpTest, SendRecv_RecvPostedFirst_DataAndBothCompletions) {
 
   ASSERT_EQ(PostSendMsg(backend_, conn_.active.qp(), 200, &send_sge, 1), 0);
 
-  EXPECT_EQ(std::memcmp(in.data(), "message", 7), 0);
   std::vector<ibv_wc> recvs = PollAll(backend_, conn_.passive.recv_cq);
+  EXPECT_EQ(std::memcmp(in.data(), "message", 7), 0);
   ASSERT_EQ(recvs.size(), 1u);
   EXPECT_EQ(recvs[0].wr_id, 100u);
   EXPECT_EQ(recvs[0].status, IBV_WC_SUCCESS);
@@ -213,8 +213,8 @@ TEST_F(QpTest, WriteWithImm_WritesRemoteAndConsumesRecv) {
   EXPECT_EQ(remote.data()[0], 0);  // needs a receive first
   ASSERT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 3, nullptr, 0), 0);
 
-  EXPECT_EQ(std::memcmp(remote.data(), "imm!", 4), 0);
   std::vector<ibv_wc> recvs = PollAll(backend_, conn_.passive.recv_cq);
+  EXPECT_EQ(std::memcmp(remote.data(), "imm!", 4), 0);
   ASSERT_EQ(recvs.size(), 1u);
   EXPECT_EQ(recvs[0].wr_id, 3u);
   EXPECT_EQ(recvs[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
@@ -452,8 +452,8 @@ TEST_F(QpTest, Srq_SenderWaitsForSrqReceive_ResumedBySrqPost) {
 
   ASSERT_EQ(backend_->IbvPostSrqRecv(conn_.passive.srq, &recv, &bad), 0);
 
-  EXPECT_EQ(std::memcmp(in.data(), "srq", 3), 0);
   std::vector<ibv_wc> recvs = PollAll(backend_, conn_.passive.recv_cq);
+  EXPECT_EQ(std::memcmp(in.data(), "srq", 3), 0);
   ASSERT_EQ(recvs.size(), 1u);
   EXPECT_EQ(recvs[0].wr_id, 3u);
   EXPECT_EQ(recvs[0].qp_num, conn_.passive.qp()->qp_num);
@@ -471,9 +471,9 @@ TEST_F(QpTest, Inline_NoLkeyNeeded) {
                       IBV_SEND_SIGNALED | IBV_SEND_INLINE),
             0);
 
-  EXPECT_EQ(std::memcmp(remote.data(), "inline", 6), 0);
   EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
               ElementsAre(Field(&ibv_wc::status, IBV_WC_SUCCESS)));
+  EXPECT_EQ(std::memcmp(remote.data(), "inline", 6), 0);
 }
 
 TEST_F(QpTest, Inline_AboveMaxInlineData_Einval) {
@@ -523,13 +523,13 @@ TEST_F(AtomicWriteTest, Writes8Bytes_CompletesAsAtomicWrite) {
 
   ASSERT_EQ(PostAtomicWrite(1, &value, remote.addr(8), remote.mr()->rkey), 0);
 
-  uint64_t got = 0;
-  std::memcpy(&got, remote.data() + 8, 8);
-  EXPECT_EQ(got, value);
   EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
               ElementsAre(AllOf(Field(&ibv_wc::wr_id, 1u), Field(&ibv_wc::byte_len, 8u),
                                 Field(&ibv_wc::status, IBV_WC_SUCCESS),
                                 Field(&ibv_wc::opcode, IBV_WC_ATOMIC_WRITE))));
+  uint64_t got = 0;
+  std::memcpy(&got, remote.data() + 8, 8);
+  EXPECT_EQ(got, value);
 }
 
 // The verbs.h inline functions reach the simulator through the QP's ops, as with a provider.
@@ -544,8 +544,8 @@ TEST_F(AtomicWriteTest, InlineVerbsOfTheExtendedQp_Post) {
   ibv_wr_atomic_write(qpx_, remote.mr()->rkey, remote.addr(0), &value);
   ASSERT_EQ(ibv_wr_complete(qpx_), 0);
 
-  EXPECT_EQ(*reinterpret_cast<uint64_t*>(remote.data()), 42u);
   EXPECT_THAT(PollAll(backend_, conn_.active.send_cq), ElementsAre(Field(&ibv_wc::wr_id, 9u)));
+  EXPECT_EQ(*reinterpret_cast<uint64_t*>(remote.data()), 42u);
 }
 
 // As mlx5: the legacy post path does not take the opcode, on any QP.
@@ -646,6 +646,7 @@ TEST_F(AtomicWriteTest, InjectedWrCompleteFailure_EndsTheBatch) {
   EXPECT_EQ(PostAtomicWrite(1, &value, remote.addr(0), remote.mr()->rkey), EIO);
   EXPECT_EQ(*reinterpret_cast<uint64_t*>(remote.data()), 0u);
   EXPECT_EQ(PostAtomicWrite(2, &value, remote.addr(0), remote.mr()->rkey), 0);
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq), ElementsAre(Field(&ibv_wc::wr_id, 2u)));
   EXPECT_EQ(*reinterpret_cast<uint64_t*>(remote.data()), 6u);
 }
 

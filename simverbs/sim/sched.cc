@@ -11,6 +11,8 @@ namespace softrpma::sim {
 namespace {
 
 std::atomic<uint64_t> g_seed{kDefaultSeed};
+std::atomic<ExecutionMode> g_execution{ExecutionMode::kAsync};
+std::atomic<bool> g_race_detector{false};
 
 uint64_t SplitMix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -83,6 +85,40 @@ CompletionTimer::Slot CompletionTimer::Next(uint64_t bytes, uint64_t delay_ns) {
   last_ready_ns_ = ready;
   // The tie-break key: another draw, so that it is independent of the jitter.
   return Slot{ready, Mix64(draw, 0x7469656272656b31ULL)};
+}
+
+const char* ExecutionModeName(ExecutionMode mode) {
+  return mode == ExecutionMode::kEager ? "eager" : "async";
+}
+
+absl::StatusOr<ExecutionMode> ParseExecutionMode(absl::string_view text) {
+  if (text == "async") return ExecutionMode::kAsync;
+  if (text == "eager") return ExecutionMode::kEager;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "bad value \"", text,
+      "\": expected async (a work request executes after its post returns, as on a NIC; the "
+      "default) or eager (inside the post)"));
+}
+
+ExecutionMode CurrentExecutionMode() { return g_execution.load(std::memory_order_acquire); }
+
+void SetExecutionMode(ExecutionMode mode) {
+  g_execution.store(mode, std::memory_order_release);
+  if (TraceOn()) TraceEvent("execution mode=%s", ExecutionModeName(mode));
+}
+
+bool RaceDetectorOn() { return g_race_detector.load(std::memory_order_acquire); }
+
+void SetRaceDetector(bool on) { g_race_detector.store(on, std::memory_order_release); }
+
+void ExecutionChooser::Init(uint32_t qp_num) {
+  key_ = Mix64(DeriveSeed(CurrentSeed(), SeedStream::kExecution), qp_num);
+  count_ = 0;
+}
+
+uint64_t ExecutionChooser::NextDeferral() {
+  const uint64_t draw = Mix64(key_, ++count_) % 4;
+  return draw == 3 ? kUntilPoll : draw + 1;
 }
 
 }  // namespace softrpma::sim

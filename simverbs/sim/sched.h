@@ -12,6 +12,20 @@
 //     now + kBaseLatencyNs + bytes / kBytesPerNs + seeded jitter + an injected delay, and never
 //     earlier than the previous completion of the same QP (+1 ns): one QP keeps its order, QPs
 //     sharing a CQ interleave as the seed says. Ties between QPs are broken by a seeded key.
+//   * Asynchronous execution (the default, RPMA_SIM_EXECUTION=async): a work request executes
+//     after the call that posted it returns, never inside it. Each send WR gets a seeded
+//     deferral from its QP's ExecutionChooser: it executes at the 1st, 2nd or 3rd later post
+//     point of its connection (a post of a send or receive WR on either QP), or not before
+//     the next poll point (whichever comes first); a poll point (ibv_poll_cq of a CQ either QP
+//     uses, ibv_get_cq_event on its channel before it sleeps) executes everything posted
+//     before it. RC order per QP holds: a WR never executes before the ones posted before it.
+//     RPMA_SIM_EXECUTION=eager executes inside the post (the simulator before this model).
+//   * The buffer-race detector (RPMA_SIM_RACE_DETECTOR=1; on by default under `rpma-sim run`
+//     and `sweep`): the source bytes of a WRITE / SEND are copied when posted and compared
+//     when the WR executes; a difference is one `softrpma-sim: race:` line on stderr and a
+//     `race` trace event. The destination of an RDMA READ and the buffers of a receive are
+//     filled with kRacePoison when posted, so a program reading them before the completion
+//     reads poison.
 //
 // Thread-safety: the seed and the clock are atomics (thread-safe). A CompletionTimer belongs to
 // one QP and is guarded by that QP's lock (SimLink::mu).
@@ -52,6 +66,7 @@ void SetSeed(uint64_t seed);
 enum class SeedStream : uint64_t {
   kCompletions = 1,  // completion jitter and tie-breaking (per QP)
   kFaults = 2,       // prob= conditions (per rule)
+  kExecution = 3,    // when each send WR executes (per QP)
 };
 
 // A well-mixed 64-bit function of (a, b) (SplitMix64 finalizer over a combination).
@@ -98,6 +113,44 @@ class CompletionTimer final {
   uint64_t key_ = 0;
   uint64_t count_ = 0;
   uint64_t last_ready_ns_ = 0;
+};
+
+// ---- Asynchronous execution and the race detector (THE MODEL above) ---------------------
+
+inline constexpr char kExecutionEnvVar[] = "RPMA_SIM_EXECUTION";
+inline constexpr char kRaceDetectorEnvVar[] = "RPMA_SIM_RACE_DETECTOR";
+// What a READ destination and a receive buffer hold from the post to the completion (race
+// detector on).
+inline constexpr uint8_t kRacePoison = 0xA5;
+
+enum class ExecutionMode { kAsync, kEager };
+// "async", "eager".
+const char* ExecutionModeName(ExecutionMode mode);
+// Errors: InvalidArgument `bad value "<text>": expected async (...) or eager (...)`.
+absl::StatusOr<ExecutionMode> ParseExecutionMode(absl::string_view text);
+
+// Process-wide settings, read when a WR is posted. Thread-safe.
+ExecutionMode CurrentExecutionMode();
+void SetExecutionMode(ExecutionMode mode);
+bool RaceDetectorOn();
+void SetRaceDetector(bool on);
+
+// When the send WRs of one QP execute: one seeded draw per WR. One per QP, guarded by the
+// QP's lock.
+class ExecutionChooser final {
+ public:
+  // A WR that waits for the next poll point (no post point releases it).
+  static constexpr uint64_t kUntilPoll = ~uint64_t{0};
+
+  // Seeds the chooser for QP `qp_num` from the current seed.
+  void Init(uint32_t qp_num);
+  // How many later post points of its connection the next WR waits for: 1, 2, 3, or
+  // kUntilPoll.
+  uint64_t NextDeferral();
+
+ private:
+  uint64_t key_ = 0;
+  uint64_t count_ = 0;
 };
 
 }  // namespace softrpma::sim

@@ -34,6 +34,8 @@ namespace {
 // Every method starts at its fault point; `Injected` returns the errno to fail with, or 0.
 void InstallQpExOps(ibv_qp_ex* qpx);
 
+bool Async() { return CurrentExecutionMode() == ExecutionMode::kAsync; }
+
 class SimBackend final : public Backend {
  public:
   SimBackend()
@@ -122,8 +124,12 @@ class SimBackend final : public Backend {
     const FaultDecision decision = Check(FaultPoint::kIbvReqNotifyCq);
     if (decision.kind == FaultKind::kFail) return decision.err;
     if (cq == nullptr) return EINVAL;
-    return to_sim(cq)->ReqNotify(solicited_only != 0,
-                                 /*muted=*/decision.kind == FaultKind::kNoNotify);
+    SimCq* sim_cq = to_sim(cq);
+    const int err =
+        sim_cq->ReqNotify(solicited_only != 0, /*muted=*/decision.kind == FaultKind::kNoNotify);
+    // WRs that will complete here and have not executed: a waiter must come and execute them.
+    if (err == 0 && Async() && HasUnexecuted(&sim_cq->links)) sim_cq->Kick(/*solicited=*/false);
+    return err;
   }
 
   int IbvGetCqEvent(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) override {
@@ -143,12 +149,30 @@ class SimBackend final : public Backend {
         SpuriousCqEvent(to_sim(channel), cq, cq_context) == 0) {
       return 0;  // (a channel no CQ uses cannot make one up: it waits as usual)
     }
-    return GetCqEvent(to_sim(channel), cq, cq_context);
+    return GetCqEvent(to_sim(channel), cq, cq_context, Async() ? &RunPollPoint : nullptr);
   }
 
   void IbvAckCqEvents(ibv_cq* cq, unsigned int nevents) override {
     Check(FaultPoint::kIbvAckCqEvents);  // counted; cannot fail
     if (cq != nullptr) AckCqEvents(to_sim(cq), nevents);
+  }
+
+  int IbvGetAsyncEvent(ibv_context* context, ibv_async_event* event) override {
+    if (context == nullptr || event == nullptr || context != &device_.context) return EINVAL;
+    const int err = device_.GetAsyncEvent(event);
+    if (err == 0 && event->event_type == IBV_EVENT_CQ_ERR) {
+      to_sim(event->element.cq)->async_events_delivered.fetch_add(1, std::memory_order_acq_rel);
+    }
+    if (err == 0 && TraceOn()) {
+      TraceEvent("async_event_got type=%s", ibv_event_type_str(event->event_type));
+    }
+    return err;
+  }
+
+  void IbvAckAsyncEvent(ibv_async_event* event) override {
+    if (event != nullptr && event->event_type == IBV_EVENT_CQ_ERR) {
+      to_sim(event->element.cq)->async_events_acked.fetch_add(1, std::memory_order_acq_rel);
+    }
   }
 
   int IbvPollCq(ibv_cq* cq, int num_entries, ibv_wc* wc, int* num_polled) override {
@@ -158,6 +182,8 @@ class SimBackend final : public Backend {
       return EINVAL;
     }
     SimCq* sim_cq = to_sim(cq);
+    // A poll point: what was posted on the QPs using this CQ executes now, at the latest.
+    if (Async()) RunPollPoint(&sim_cq->links);
     int err = sim_cq->Poll(num_entries, wc, num_polled);
     if (err == 0 && *num_polled == 0 && num_entries > 0 && sim_cq->has_remote()) {
       // Nothing yet from a peer in another process: do the fabric's work here, then look again.
@@ -576,6 +602,23 @@ absl::Status ApplyEnvironment() {
     }
     native_atomic_write = std::strcmp(value, "1") == 0;
   }
+  std::optional<ExecutionMode> execution;
+  if (const char* value = std::getenv(kExecutionEnvVar)) {
+    absl::StatusOr<ExecutionMode> parsed = ParseExecutionMode(value);
+    if (!parsed.ok()) return EnvError(kExecutionEnvVar, parsed.status().message());
+    execution = *parsed;
+  }
+  std::optional<bool> race_detector;
+  if (const char* value = std::getenv(kRaceDetectorEnvVar)) {
+    if (std::strcmp(value, "0") != 0 && std::strcmp(value, "1") != 0) {
+      return EnvError(kRaceDetectorEnvVar,
+                      absl::StrCat("bad value \"", value,
+                                   "\": expected 1 (report buffers changed between a post and "
+                                   "its execution, poison READ and receive buffers) or 0 (off, "
+                                   "the default outside rpma-sim)"));
+    }
+    race_detector = std::strcmp(value, "1") == 0;
+  }
   std::vector<FaultRule> rules;
   bool has_plan = false;
   if (const char* spec = std::getenv(kFaultsEnvVar)) {  // set but blank: an empty plan
@@ -606,6 +649,8 @@ absl::Status ApplyEnvironment() {
   if (seed.has_value()) SetSeed(*seed);
   SetActiveProfile(*profile);
   if (native_atomic_write.has_value()) SetAtomicWriteSupported(*native_atomic_write);
+  if (execution.has_value()) SetExecutionMode(*execution);
+  if (race_detector.has_value()) SetRaceDetector(*race_detector);
   if (has_plan) GlobalFaultInjector().Install(std::make_unique<FaultPlan>(std::move(rules)));
   if (stats != nullptr) {
     GlobalFaultInjector().CountAllHits();

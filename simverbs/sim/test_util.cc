@@ -376,4 +376,11 @@ std::vector<ibv_wc> PollAll(Backend* backend, ibv_cq* cq) {
   }
 }
 
+void ExecutePosted(Backend* backend, ibv_cq* cq) {
+  ibv_wc unused;
+  int polled = 0;
+  EXPECT_EQ(backend->IbvPollCq(cq, 0, &unused, &polled), 0) << "ibv_poll_cq";
+  EXPECT_EQ(polled, 0);
+}
+
 }  // namespace softrpma::sim::testing

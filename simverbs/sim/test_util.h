@@ -148,6 +148,10 @@ int PostRecvBuf(Backend* backend, ibv_qp* qp, uint64_t wr_id, ibv_sge* sges, int
 // Polls everything the CQ holds now.
 std::vector<ibv_wc> PollAll(Backend* backend, ibv_cq* cq);
 
+// Lets the simulated NIC execute what was posted on the QPs using `cq`: a poll of no entries,
+// which is a poll point of asynchronous execution (sched.h) and takes no completion.
+void ExecutePosted(Backend* backend, ibv_cq* cq);
+
 }  // namespace softrpma::sim::testing
 
 #endif  // SOFTRPMA_SIMVERBS_SIM_TEST_UTIL_H_

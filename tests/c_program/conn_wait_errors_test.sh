@@ -7,9 +7,11 @@ root="${TEST_SRCDIR}/${TEST_WORKSPACE}"
 work="${TEST_TMPDIR:-$(mktemp -d)}"
 mkdir -p "$work/lib"
 cp "$root/api/librpma.so.0" "$work/lib/"
-# Under --config=asan our library needs the sanitizer runtimes: build the program with them too.
+# Under --config=asan / tsan our library needs the sanitizer runtimes: build the program with
+# them too.
 sanitize=()
 if [[ "$(ldd "$work/lib/librpma.so.0")" == *libasan* ]]; then sanitize=(-fsanitize=address,undefined); fi
+if [[ "$(ldd "$work/lib/librpma.so.0")" == *libtsan* ]]; then sanitize=(-fsanitize=thread); fi
 cc -std=c11 -Wall -Wextra -Werror "${sanitize[@]}" -I "$root/api/include" \
   "$root/tests/c_program/conn_wait_errors.c" -o "$work/conn_wait_errors" \
   "$work/lib/librpma.so.0" -libverbs -lrdmacm

@@ -74,13 +74,14 @@ const char* RunClassName(RunClass run_class) {
     case RunClass::kHung: return "hung";
     case RunClass::kLeaked: return "leaked";
     case RunClass::kKept: return "kept";
+    case RunClass::kRacy: return "racy";
   }
   return "?";
 }
 
 bool IsFailure(RunClass run_class) {
   return run_class == RunClass::kCrashed || run_class == RunClass::kHung ||
-         run_class == RunClass::kLeaked;
+         run_class == RunClass::kLeaked || run_class == RunClass::kRacy;
 }
 
 const char* LeakCheckerName(LeakChecker checker) {
@@ -148,6 +149,9 @@ RunVerdict Classify(const ChildExit& exit, absl::string_view output, LeakChecker
     if (exit.exit_code == kValgrindErrorExitCode) {
       return {RunClass::kCrashed, ValgrindHeadline(output)};
     }
+  }
+  if (absl::string_view line = LineWith(output, "softrpma-sim: race: "); !line.empty()) {
+    return {RunClass::kRacy, Shorten(line.substr(line.find("race: ")))};
   }
   if (kept_objects > 0) {
     return {RunClass::kKept,

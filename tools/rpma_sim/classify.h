@@ -20,17 +20,19 @@ namespace softrpma::rpma_sim {
 // is hung whatever it printed; a sanitizer's error report (AddressSanitizer, ThreadSanitizer
 // (data races too), MemorySanitizer, UBSan's "runtime error:", a memory error valgrind reported)
 // or a fatal signal makes it crashed; a leak report (LeakSanitizer, or valgrind's "definitely
-// lost") leaked; then kept: the simulated NIC still held objects at exit because an injected
+// lost") leaked; then racy: the simulated NIC's race detector reported a buffer the program
+// changed between posting a work request and its execution (`softrpma-sim: race:`, a bug that
+// corrupts data on a real NIC); then kept: the simulated NIC still held objects at exit because an injected
 // fault failed the destroy call that would have freed them (what a real provider keeps too;
 // the simulator keeps them reachable, so that they are no leak report); then a non-zero exit
 // status; else clean.
-enum class RunClass { kClean, kNonzero, kCrashed, kHung, kLeaked, kKept };
-inline constexpr int kNumRunClasses = static_cast<int>(RunClass::kKept) + 1;
+enum class RunClass { kClean, kNonzero, kCrashed, kHung, kLeaked, kKept, kRacy };
+inline constexpr int kNumRunClasses = static_cast<int>(RunClass::kRacy) + 1;
 
-// "clean", "nonzero", "crashed", "hung", "leaked", "kept".
+// "clean", "nonzero", "crashed", "hung", "leaked", "kept", "racy".
 const char* RunClassName(RunClass run_class);
 
-// Whether a run of this class is a failure of the program (crashed, hung, leaked). A non-zero
+// Whether a run of this class is a failure of the program (crashed, hung, leaked, racy). A non-zero
 // exit is not: a program is expected to report an injected fault; nor is kept: the program
 // could not have freed what the provider refused to destroy.
 bool IsFailure(RunClass run_class);

@@ -19,17 +19,18 @@ counts="$(python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
 t = r["totals"]
-print(t["runs"], t["crashed"], t["hung"], t["leaked"], t["kept"], len(r["points"]))
+print(t["runs"], t["crashed"], t["hung"], t["leaked"], t["kept"], len(r["points"]), t["racy"])
 for run in r["runs"]:
-    if run["class"] in ("crashed", "hung", "leaked"):
+    if run["class"] in ("crashed", "hung", "leaked", "racy"):
         print("FAILING RUN:", run["spec"], run["class"], run["detail"])
         print(run.get("output_tail", ""))
 ' "$work/report.json")"
 echo "$counts"
-read -r runs crashed hung leaked kept points <<<"$(head -n1 <<<"$counts")"
+read -r runs crashed hung leaked kept points racy <<<"$(head -n1 <<<"$counts")"
 check "no run crashed" test "${crashed:-x}" = 0
 check "no run hung" test "${hung:-x}" = 0
 check "no run leaked" test "${leaked:-x}" = 0
+check "no run racy (the race detector is on under rpma-sim)" test "${racy:-x}" = 0
 check "the runs that fail a destroy call are kept" test "${kept:-0}" -ge 10
 check "at least 100 runs" test "${runs:-0}" -ge 100
 check "at least 20 points swept" test "${points:-0}" -ge 20

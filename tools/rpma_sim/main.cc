@@ -45,6 +45,13 @@
 ABSL_FLAG(uint64_t, seed, 0,
           "RPMA_SIM_SEED: the seed that decides everything the simulator is free to choose "
           "(decimal or 0x-hex). Not given: the simulator's default seed");
+ABSL_FLAG(std::string, execution, "",
+          "RPMA_SIM_EXECUTION: async (the default: a work request executes after its post "
+          "returns, when the seed says, as on a NIC) or eager (inside the post)");
+ABSL_FLAG(bool, races, true,
+          "RPMA_SIM_RACE_DETECTOR: report a WRITE or SEND source changed between its post and "
+          "its execution (`softrpma-sim: race:`; a sweep counts the run as racy) and poison READ "
+          "and receive buffers until they are filled; --races=false turns it off");
 ABSL_FLAG(std::string, device, "",
           "RPMA_SIM_DEVICE: the device the simulated NIC stands for: mlx5 (the default), rxe or "
           "siw (`rpma-sim devices`, docs/DEVICES.md). sweep: a comma-separated list runs the "
@@ -174,13 +181,14 @@ const std::vector<SubcommandSpec>& Subcommands() {
       {"points", {}, false, 0, 0},
       {"devices", {}, false, 0, 0},
       {"run",
-       {"seed", "faults", "scenario", "trace", "stats", "lib", "device", "junit"},
+       {"seed", "faults", "scenario", "trace", "stats", "lib", "device", "execution", "races",
+        "junit"},
        true,
        0,
        0},
       {"sweep",
        {"seed", "j", "timeout", "max_runs", "points", "report", "junit", "shard", "leaks", "lib",
-        "device"},
+        "device", "execution", "races"},
        true,
        0,
        0},
@@ -485,8 +493,20 @@ int RunWithJunit(const SimConfig& config, const CommandLine& line, const char* a
   return status;
 }
 
+// --execution: "" (the default) or a mode the simulator knows; nullopt after a usage message.
+std::optional<std::string> ExecutionFlag() {
+  std::string value = absl::GetFlag(FLAGS_execution);
+  if (value.empty() || value == "async" || value == "eager") return value;
+  Usage(absl::StrCat("--execution: \"", value, "\" is neither async nor eager"));
+  return std::nullopt;
+}
+
 int Run(const CommandLine& line, const char* argv0) {
   SimConfig config;
+  std::optional<std::string> execution = ExecutionFlag();
+  if (!execution.has_value()) return kExitUsage;
+  config.execution = *execution;
+  config.race_detector = absl::GetFlag(FLAGS_races);
   std::optional<std::vector<std::string>> devices = DevicesFlag(line);
   if (!devices.has_value()) return kExitUsage;
   if (devices->size() > 1) return Usage("--device: run takes one device (sweep takes a list)");
@@ -636,6 +656,10 @@ int Sweep(const CommandLine& line, const char* argv0) {
   signal(SIGPIPE, SIG_IGN);
   SweepOptions options;
   options.program = line.program;
+  std::optional<std::string> execution = ExecutionFlag();
+  if (!execution.has_value()) return kExitUsage;
+  options.execution = *execution;
+  options.race_detector = absl::GetFlag(FLAGS_races);
   if (line.given.contains("seed")) options.seed = absl::GetFlag(FLAGS_seed);
   options.jobs = absl::GetFlag(FLAGS_j);
   if (options.jobs < 1) return Usage("-j needs a number >= 1");

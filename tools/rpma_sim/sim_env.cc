@@ -100,6 +100,8 @@ ChildCommand SimCommand(const SimConfig& config, std::vector<std::string> progra
   set_or_unset(kTraceVar, non_empty(config.trace));
   set_or_unset(kStatsVar, non_empty(config.stats));
   set_or_unset(kDeviceVar, non_empty(config.device));
+  set_or_unset(kExecutionVar, non_empty(config.execution));
+  command.env_set.emplace_back(kRaceDetectorVar, config.race_detector ? "1" : "0");
   if (!config.fabric.empty()) command.env_set.emplace_back(kFabricVar, config.fabric);
   if (!config.lib_dir.empty()) {
     const char* inherited = std::getenv("LD_LIBRARY_PATH");
@@ -203,6 +205,10 @@ std::string ReplayCommand(absl::string_view tool, const SimConfig& config,
   // Values of --faults and --scenario are always quoted: a spec reads the same in every line.
   std::string out = absl::StrCat(ShellQuote(tool), " run");
   if (!config.device.empty()) absl::StrAppend(&out, " --device=", ShellQuote(config.device));
+  if (!config.execution.empty()) {
+    absl::StrAppend(&out, " --execution=", ShellQuote(config.execution));
+  }
+  if (!config.race_detector) absl::StrAppend(&out, " --races=false");
   if (config.seed.has_value()) absl::StrAppend(&out, " --seed=", *config.seed);
   if (config.faults.has_value()) absl::StrAppend(&out, " --faults=", SingleQuote(*config.faults));
   if (!config.scenario.empty()) {

@@ -27,6 +27,8 @@ inline constexpr char kTraceVar[] = "RPMA_SIM_TRACE";
 inline constexpr char kStatsVar[] = "RPMA_SIM_STATS";
 inline constexpr char kFabricVar[] = "RPMA_SIM_FABRIC";
 inline constexpr char kDeviceVar[] = "RPMA_SIM_DEVICE";
+inline constexpr char kExecutionVar[] = "RPMA_SIM_EXECUTION";
+inline constexpr char kRaceDetectorVar[] = "RPMA_SIM_RACE_DETECTOR";
 
 // The library file that LD_LIBRARY_PATH must find.
 inline constexpr char kLibraryName[] = "librpma.so.0";
@@ -46,6 +48,11 @@ struct SimConfig {
   std::string fabric;
   // The device profile (docs/DEVICES.md), "" for the simulator's default (mlx5).
   std::string device;
+  // When work requests execute: "async" / "eager" (docs/RPMA_SIM.md), "" for the default
+  // (async).
+  std::string execution;
+  // The buffer-race detector: on unless --races=false.
+  bool race_detector = true;
 };
 
 // `program` (argv) to be run with `config`: RPMA_BACKEND=sim, the RPMA_SIM_* variables that
@@ -77,7 +84,7 @@ std::string ShellQuote(absl::string_view word);
 std::string ShellJoin(const std::vector<std::string>& words);
 
 // The one-line command that replays one run:
-//   <tool> run [--device=D] [--seed=S] [--faults='SPEC'] [--scenario='FILE'] [--lib=DIR] --
+//   <tool> run [--device=D] [--execution=E] [--races=false] [--seed=S] [--faults='SPEC'] [--scenario='FILE'] [--lib=DIR] --
 //   PROGRAM ARGS...
 // `tool` is how rpma-sim was called; `lib_dir_flag` is the --lib value ("" when not given).
 // config.trace, stats and lib_dir are not part of it.

@@ -36,9 +36,11 @@ TEST(SimCommand, SetsWhatIsGivenAndRemovesTheRest) {
               UnorderedElementsAre(Pair("RPMA_BACKEND", "sim"), Pair("RPMA_SIM_SEED", "42"),
                                    Pair("RPMA_SIM_FAULTS", "ibv_post_send:fail=EIO:nth=3"),
                                    Pair("RPMA_SIM_TRACE", "/tmp/t.trace"),
+                                   Pair("RPMA_SIM_RACE_DETECTOR", "1"),
                                    Pair("LD_LIBRARY_PATH", "/opt/softrpma/lib")));
   EXPECT_THAT(command.env_unset,
-              UnorderedElementsAre("RPMA_SIM_SCENARIO", "RPMA_SIM_STATS", "RPMA_SIM_DEVICE"));
+              UnorderedElementsAre("RPMA_SIM_SCENARIO", "RPMA_SIM_STATS", "RPMA_SIM_DEVICE",
+                                   "RPMA_SIM_EXECUTION"));
 }
 
 TEST(SimCommand, DeviceGiven_RpmaSimDeviceSet) {
@@ -51,10 +53,23 @@ TEST(SimCommand, DeviceGiven_RpmaSimDeviceSet) {
 
 TEST(SimCommand, NothingGiven_EverySimVariableRemoved) {
   ChildCommand command = SimCommand(SimConfig{}, {"./app"});
-  EXPECT_THAT(command.env_set, ElementsAre(Pair("RPMA_BACKEND", "sim")));
+  EXPECT_THAT(command.env_set,
+              ElementsAre(Pair("RPMA_BACKEND", "sim"), Pair("RPMA_SIM_RACE_DETECTOR", "1")));
   EXPECT_THAT(command.env_unset,
               UnorderedElementsAre("RPMA_SIM_SEED", "RPMA_SIM_FAULTS", "RPMA_SIM_SCENARIO",
-                                   "RPMA_SIM_TRACE", "RPMA_SIM_STATS", "RPMA_SIM_DEVICE"));
+                                   "RPMA_SIM_TRACE", "RPMA_SIM_STATS", "RPMA_SIM_DEVICE",
+                                   "RPMA_SIM_EXECUTION"));
+}
+
+TEST(SimCommand, ExecutionAndRaceDetectorAsGiven) {
+  SimConfig config;
+  config.execution = "eager";
+  config.race_detector = false;
+  ChildCommand command = SimCommand(config, {"./app"});
+  EXPECT_THAT(command.env_set, Contains(Pair("RPMA_SIM_EXECUTION", "eager")));
+  EXPECT_THAT(command.env_set, Contains(Pair("RPMA_SIM_RACE_DETECTOR", "0")));
+  EXPECT_EQ(ReplayCommand("rpma-sim", config, "", {"./app"}),
+            "rpma-sim run --execution=eager --races=false -- ./app");
 }
 
 TEST(SimCommand, EmptyFaultSpecIsSet) {

@@ -179,6 +179,8 @@ ChildCommand Sweeper::Command(const std::optional<std::string>& faults, const st
   SimConfig config;
   config.seed = options_.seed;
   config.device = options_.device;
+  config.execution = options_.execution;
+  config.race_detector = options_.race_detector;
   config.faults = faults;
   config.stats = stats;
   config.lib_dir = options_.lib_dir;
@@ -400,7 +402,7 @@ int Sweeper::Run() {
   std::fprintf(out_, "clean run: %s (%s) in %s\n", RunClassName(clean.verdict.run_class),
                clean.verdict.detail.c_str(), Seconds(clean.exit.duration).c_str());
   if (clean.verdict.run_class == RunClass::kCrashed || clean.verdict.run_class == RunClass::kHung ||
-      (options_.leaks && clean.verdict.run_class == RunClass::kLeaked)) {
+      clean.verdict.run_class == RunClass::kRacy || (options_.leaks && clean.verdict.run_class == RunClass::kLeaked)) {
     PrintFailure(clean);
     std::fprintf(out_, "the program fails without any fault: no sweep\n");
     WriteOutputs(MakeReport(clean, {}, {}, {}, 0, false));
@@ -543,7 +545,7 @@ int Sweeper::Run() {
   if (failures > 0) {
     std::fprintf(out_, "sweep FAILED: %llu of %zu runs %s (replay lines above)\n",
                  static_cast<unsigned long long>(failures), runs.size(),
-                 options_.leaks ? "crashed, hung or leaked" : "crashed or hung");
+                 options_.leaks ? "crashed, hung, racy or leaked" : "crashed, hung or racy");
     return kSweepFailed;
   }
   uint64_t leaked = counts[static_cast<int>(RunClass::kLeaked)];

@@ -23,7 +23,9 @@ namespace softrpma::rpma_sim {
 struct SweepOptions {
   std::vector<std::string> program;  // argv of the program under test; REQUIRES: not empty
   std::optional<uint64_t> seed;      // RPMA_SIM_SEED of every run; none: the simulator's default
-  std::string device;                // RPMA_SIM_DEVICE of every run; "": the simulator's default
+  std::string device;
+  std::string execution;      // RPMA_SIM_EXECUTION of every run; "": the default (async)
+  bool race_detector = true;  // RPMA_SIM_RACE_DETECTOR of every run                // RPMA_SIM_DEVICE of every run; "": the simulator's default
   int jobs = 2;                      // runs at once, >= 1
   absl::Duration timeout = absl::Seconds(10);  // per run; a run still going then is hung
   uint64_t max_runs = 0;                       // 0: one run per hit of every point

@@ -275,6 +275,11 @@ std::pair<std::string, std::string> Describe(const TraceEvent& e) {
                                              ", ", F(e, "byte_len"), " bytes")};
   }
   if (t == "cq_overflow") return {"CQ " + F(e, "cq"), "OVERFLOW: a completion was lost"};
+  if (t == "race") {
+    return {"QP " + F(e, "qp"), "RACE: " + F(e, "opcode") + " wr_id=" + F(e, "wr_id") +
+                                    ": source bytes [" + F(e, "first") + ", " + F(e, "end") +
+                                    ") of " + F(e, "len") + " changed after the post"};
+  }
   if (t == "cq_arm") {
     return {"CQ " + F(e, "cq"), F(e, "solicited_only") == "1" ? "armed (solicited only)" : "armed"};
   }

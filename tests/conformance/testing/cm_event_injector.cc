@@ -91,6 +91,10 @@ int CmEventInjector::IbvGetCqEvent(ibv_comp_channel* channel, ibv_cq** cq, void*
 void CmEventInjector::IbvAckCqEvents(ibv_cq* cq, unsigned int nevents) {
   sim_->IbvAckCqEvents(cq, nevents);
 }
+int CmEventInjector::IbvGetAsyncEvent(ibv_context* context, ibv_async_event* event) {
+  return sim_->IbvGetAsyncEvent(context, event);
+}
+void CmEventInjector::IbvAckAsyncEvent(ibv_async_event* event) { sim_->IbvAckAsyncEvent(event); }
 int CmEventInjector::IbvPollCq(ibv_cq* cq, int num_entries, ibv_wc* wc, int* num_polled) {
   return sim_->IbvPollCq(cq, num_entries, wc, num_polled);
 }

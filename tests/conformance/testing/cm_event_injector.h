@@ -66,6 +66,8 @@ class CmEventInjector final : public Backend {
   int IbvReqNotifyCq(ibv_cq* cq, int solicited_only) override;
   int IbvGetCqEvent(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) override;
   void IbvAckCqEvents(ibv_cq* cq, unsigned int nevents) override;
+  int IbvGetAsyncEvent(ibv_context* context, ibv_async_event* event) override;
+  void IbvAckAsyncEvent(ibv_async_event* event) override;
   int IbvPollCq(ibv_cq* cq, int num_entries, ibv_wc* wc, int* num_polled) override;
   int IbvCreateSrq(ibv_pd* pd, ibv_srq_init_attr* attr, ibv_srq** srq) override;
   int IbvDestroySrq(ibv_srq* srq) override;
