@@ -8,6 +8,9 @@ packages=(
   g++
   pkg-config         # how tools/bazel/system_library.bzl finds the libraries below
   python3            # tools/ci/count_tests.py
+  python3-yaml       # tools/rpma_sim:ci_examples_test reads docs/examples' CI files
+  libxml2-utils      # xmllint: tools/rpma_sim:junit_cli_test checks JUnit XML against a schema
+  cmake              # tools/rpma_sim:cmake_recipe_test builds a CMake project against the tree
   libabsl-dev
   libgtest-dev
   libgmock-dev

@@ -9,12 +9,12 @@ source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/rpma_sim/testdata/testlib.sh"
 run "$rpma_sim" --help
 expect_status "--help exits 0" 0 "$status"
 for needle in "Usage:" "Subcommands:" "  points  " "  devices " "  run     " "  sweep   " \
-  "  trace   " \
+  "  trace   " "  report  " "rpma-sim report merge" \
   "Examples:" "rpma-sim sweep -j 4" "Exit status:"; do
   expect_in "--help: $needle" "$out" "$needle"
 done
 
-for sub in points devices run sweep trace; do
+for sub in points devices run sweep trace report; do
   run "$rpma_sim" help "$sub"
   expect_status "help $sub exits 0" 0 "$status"
   expect_in "help $sub: usage" "$out" "Usage: rpma-sim $sub"
@@ -24,7 +24,7 @@ for sub in points devices run sweep trace; do
 done
 run "$rpma_sim" help sweep
 for flag in "--seed=S" "-j N" "--timeout=T  (default: 10s)" "--max-runs=M" "--points=P,..." \
-  "--report=FILE" "--leaks" "--lib=DIR" "--device=D"; do
+  "--report=FILE" "--leaks" "--lib=DIR" "--device=D" "--junit=FILE" "--shard=K/N"; do
   expect_in "help sweep lists $flag" "$out" "$flag"
 done
 
@@ -36,7 +36,7 @@ usage_error() {  # NAME MESSAGE ARGS...
   expect_in "$name: message" "$err" "$message"
 }
 usage_error "no arguments" \
-  "no subcommand given; the subcommands are points, devices, run, sweep, trace"
+  "no subcommand given; the subcommands are points, devices, run, sweep, trace, report"
 usage_error "unknown subcommand" 'unknown subcommand "swep"' swep -- true
 usage_error "unknown flag" "unknown flag --jobs=2; \`rpma-sim sweep\` takes --seed, -j" \
   sweep --jobs=2 -- true

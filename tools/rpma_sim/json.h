@@ -1,5 +1,5 @@
 // json.h: the little JSON that rpma-sim writes (sweep reports, Chrome traces): string escaping
-// and a writer that places the commas.
+// and a writer that places the commas; and a reader for the reports it wrote (`report merge`).
 //
 // Thread-safety: JsonWriter is not thread-safe; the free functions are.
 
@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace softrpma::rpma_sim {
@@ -59,6 +61,27 @@ class JsonWriter final {
   bool after_key_ = false;
   bool newline_ = false;
 };
+
+// One parsed JSON value. Objects keep their members in file order (a key given twice: the first
+// is found).
+struct JsonValue {
+  enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
+  Kind kind = Kind::kNull;
+  bool boolean = false;
+  double number = 0;
+  std::string text;  // a string's value (UTF-8); a number's spelling (for exact integers)
+  std::vector<JsonValue> elements;
+  std::vector<std::pair<std::string, JsonValue>> members;
+
+  bool is_null() const { return kind == Kind::kNull; }
+  // The member called `key` of an object, or nullptr (also when this is not an object).
+  const JsonValue* Find(absl::string_view key) const;
+};
+
+// Parses one JSON text (RFC 8259; surrounding white space allowed, nothing else after it).
+// Nesting deeper than 64 is refused. Errors: InvalidArgument naming the byte offset and what
+// was expected there.
+absl::StatusOr<JsonValue> ParseJson(absl::string_view text);
 
 }  // namespace softrpma::rpma_sim
 

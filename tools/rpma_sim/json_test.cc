@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace softrpma::rpma_sim {
@@ -76,6 +77,78 @@ TEST(JsonWriter, NewlineBeforeNextElement) {
   w.Int(2);
   w.EndArray();
   EXPECT_EQ(w.text(), "[\n  1,\n  2]");
+}
+
+TEST(ParseJson, ReadsWhatTheWriterWrites) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("s");
+  w.String("a\"b\\c\nd\x01 caf\xc3\xa9");
+  w.Key("n");
+  w.Uint(18446744073709551615u);
+  w.Key("d");
+  w.Double(-2.5);
+  w.Key("list");
+  w.BeginArray();
+  w.Bool(true);
+  w.Bool(false);
+  w.Null();
+  w.EndArray();
+  w.EndObject();
+  absl::StatusOr<JsonValue> v = ParseJson(w.text());
+  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_EQ(v->kind, JsonValue::Kind::kObject);
+  ASSERT_NE(v->Find("s"), nullptr);
+  EXPECT_EQ(v->Find("s")->text, "a\"b\\c\nd\x01 caf\xc3\xa9");
+  EXPECT_EQ(v->Find("n")->text, "18446744073709551615");  // exact, whatever a double holds
+  EXPECT_EQ(v->Find("d")->number, -2.5);
+  const JsonValue* list = v->Find("list");
+  ASSERT_EQ(list->elements.size(), 3u);
+  EXPECT_TRUE(list->elements[0].boolean);
+  EXPECT_EQ(list->elements[1].kind, JsonValue::Kind::kBool);
+  EXPECT_FALSE(list->elements[1].boolean);
+  EXPECT_TRUE(list->elements[2].is_null());
+  EXPECT_EQ(v->Find("missing"), nullptr);
+}
+
+TEST(ParseJson, DecodesEscapesAndSurrogatePairs) {
+  absl::StatusOr<JsonValue> v = ParseJson(R"( ["\u00e9\ud83d\ude00\/\t"] )");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->elements[0].text, "\xc3\xa9\xf0\x9f\x98\x80/\t");
+}
+
+TEST(ParseJson, MalformedTextNamesTheOffset) {
+  struct Case {
+    const char* text;
+    const char* message;
+  } cases[] = {
+      {"", "byte 0: expected a value"},
+      {"{\"a\" 1}", "byte 5: expected ':' after a member name"},
+      {"[1,]", "byte 3: expected a value"},
+      {"[1 2]", "byte 3: expected ',' or ']' in an array"},
+      {"{\"a\":1,}", "byte 7: expected a member name"},
+      {"\"abc", "expected the '\"' that ends a string"},
+      {"\"\\x\"", "byte 2: expected one of"},
+      {"\"\\ud800\"", "expected a low surrogate"},
+      {"\"\xff\"", "byte 1: expected well-formed UTF-8"},
+      {"01", "byte 1: expected the end of the text"},
+      {"1.", "expected digits after '.'"},
+      {"nul", "byte 0: expected a value"},
+      {"{} x", "byte 3: expected the end of the text"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<JsonValue> v = ParseJson(c.text);
+    ASSERT_FALSE(v.ok()) << c.text;
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_THAT(std::string(v.status().message()), ::testing::HasSubstr(c.message)) << c.text;
+  }
+}
+
+TEST(ParseJson, RefusesDeepNesting) {
+  EXPECT_TRUE(ParseJson(std::string(64, '[') + std::string(64, ']')).ok());
+  absl::StatusOr<JsonValue> v = ParseJson(std::string(100000, '['));
+  ASSERT_FALSE(v.ok());
+  EXPECT_THAT(std::string(v.status().message()), ::testing::HasSubstr("at most 64 nested"));
 }
 
 }  // namespace

@@ -3,9 +3,11 @@
 //   run     one run of a program with a seed, faults / a scenario and a trace
 //   sweep   fail every hit of every fault point in turn; classify and report each run
 //   trace   a trace as readable lines or as Chrome Trace Event JSON
+//   report  `report merge`: the reports of the shards of a sweep, joined
 // `rpma-sim --help` explains each with examples; docs/RPMA_SIM.md is the manual.
 
 #include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,8 +31,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "tools/rpma_sim/chrome_trace.h"
+#include "tools/rpma_sim/classify.h"
 #include "tools/rpma_sim/command_line.h"
+#include "tools/rpma_sim/junit.h"
 #include "tools/rpma_sim/process.h"
+#include "tools/rpma_sim/report.h"
+#include "tools/rpma_sim/shard.h"
 #include "tools/rpma_sim/sim_checks.h"
 #include "tools/rpma_sim/sim_env.h"
 #include "tools/rpma_sim/sweep.h"
@@ -82,6 +89,14 @@ ABSL_FLAG(std::string, report, "",
 ABSL_FLAG(bool, leaks, false,
           "also look for leaks: with LeakSanitizer when the program is built with "
           "AddressSanitizer, else under valgrind when it is installed (rpma-sim says which)");
+ABSL_FLAG(std::string, shard, "",
+          "run part K of N of the plan (K/N, 1 <= K <= N): every run belongs to exactly one "
+          "part, so N sweeps with 1/N to N/N make the whole sweep; `rpma-sim report merge` "
+          "joins their reports. Not given: Bazel's TEST_TOTAL_SHARDS and TEST_SHARD_INDEX when "
+          "set (a test with shard_count)");
+ABSL_FLAG(std::string, junit, "",
+          "write JUnit XML here, a test case per run (its point and hit, a failure with its "
+          "outcome and replay line), for CI systems' test reports");
 ABSL_FLAG(std::string, chrome, "",
           "write Chrome Trace Event JSON to this file ('-': stdout) instead of printing the "
           "trace; open it in https://ui.perfetto.dev or chrome://tracing");
@@ -99,11 +114,13 @@ Usage:
   rpma-sim points
   rpma-sim devices
   rpma-sim run   [--device=D] [--seed=S] [--faults=SPEC] [--scenario=FILE] [--trace=FILE]
-                 [--stats=FILE] [--lib=DIR] -- PROGRAM [ARGS...]
+                 [--stats=FILE] [--lib=DIR] [--junit=FILE] -- PROGRAM [ARGS...]
   rpma-sim sweep [--device=D,...] [--seed=S] [-j N] [--timeout=T] [--max-runs=M]
-                 [--points=P,...] [--report=FILE] [--leaks] [--lib=DIR] -- PROGRAM [ARGS...]
+                 [--points=P,...] [--report=FILE] [--junit=FILE] [--shard=K/N] [--leaks]
+                 [--lib=DIR] -- PROGRAM [ARGS...]
   rpma-sim trace FILE [--chrome=OUT.json]
   rpma-sim trace FILE FILE... --chrome=OUT.json   (the processes of one run, merged)
+  rpma-sim report merge [--report=OUT.json] [--junit=OUT.xml] SHARD.json...
   rpma-sim help [SUBCOMMAND]          (or: rpma-sim SUBCOMMAND --help)
 
 Subcommands:
@@ -120,8 +137,11 @@ Subcommands:
           timeout. Classifies every run (clean, nonzero, crashed, hung, leaked, kept), prints
           the one-line command that replays each run that crashed, hung or leaked, and a table
           per point. Exits 1 if any run crashed, hung or leaked.
+          --shard=K/N runs part K of N of the runs (CI machines side by side).
   trace   Print a trace that `run --trace` wrote as readable lines, or convert it to Chrome
           Trace Event JSON (one track per QP and per CQ, a slice per work request).
+  report  `report merge`: join the JSON reports of the shards of one sweep into one table and
+          one report (and JUnit XML), as if the sweep had run whole.
 
 PROGRAM is any program that uses librpma: one built against //api:rpma, or one linked against
 the distro's librpma.so.0 (LD_LIBRARY_PATH then leads it to softrpma's). The command line is the
@@ -139,9 +159,12 @@ Examples:
   rpma-sim trace app.trace --chrome=app.json      # then open app.json in ui.perfetto.dev
   rpma-sim sweep -j 4 --timeout=30s --report=sweep.json -- ./my_app
   rpma-sim sweep --max-runs=40 --leaks -- bazel-bin/tools/demo --once
+  rpma-sim sweep --shard=2/3 --report=s2.json --junit=s2.xml -- ./my_app
+  rpma-sim report merge --report=all.json s1.json s2.json s3.json
 
 Exit status: run: PROGRAM's (127: it could not be started); sweep: 0 when no run crashed, hung
-or leaked, else 1 (130: interrupted); points, devices, trace: 0, or 1 on an error; every
+or leaked, else 1 (130: interrupted); report merge: as sweep (1 also when a shard is missing);
+points, devices, trace: 0, or 1 on an error; every
 subcommand: 2 for a usage error, an unknown device or a malformed fault spec or scenario.
 The manual: docs/RPMA_SIM.md. Fault specs: docs/FAULTS.md. Traces: docs/TRACE.md. Devices:
 docs/DEVICES.md.
@@ -158,17 +181,19 @@ const std::vector<SubcommandSpec>& Subcommands() {
       {"points", {}, false, 0, 0},
       {"devices", {}, false, 0, 0},
       {"run",
-       {"seed", "faults", "scenario", "trace", "stats", "lib", "device", "execution", "races"},
+       {"seed", "faults", "scenario", "trace", "stats", "lib", "device", "execution", "races",
+        "junit"},
        true,
        0,
        0},
       {"sweep",
-       {"seed", "j", "timeout", "max_runs", "points", "report", "leaks", "lib", "device",
-        "execution", "races"},
+       {"seed", "j", "timeout", "max_runs", "points", "report", "junit", "shard", "leaks", "lib",
+        "device", "execution", "races"},
        true,
        0,
        0},
       {"trace", {"chrome"}, false, 1, 64},
+      {"report", {"report", "junit"}, false, 2, 100000},
   };
   return *subcommands;
 }
@@ -193,14 +218,19 @@ SubcommandHelp HelpOf(absl::string_view name) {
   if (name == "run") {
     return {
         "rpma-sim run [--device=D] [--seed=S] [--faults=SPEC] [--scenario=FILE] "
-        "[--trace=FILE]\n             [--stats=FILE] [--lib=DIR] -- PROGRAM [ARGS...]",
+        "[--trace=FILE]\n             [--stats=FILE] [--lib=DIR] [--junit=FILE] -- PROGRAM "
+        "[ARGS...]",
         "Runs PROGRAM once, in place of rpma-sim, on the simulated NIC: RPMA_BACKEND=sim, the\n"
         "RPMA_SIM_* variables the flags give (the inherited ones removed), LD_LIBRARY_PATH\n"
         "starting with softrpma's librpma.so.0, address-space randomization off (pointers\n"
         "used as wr_id then repeat, so traces compare byte for byte). The fault spec and the\n"
         "scenario are checked first with the simulator's own parser; a malformed one is an\n"
-        "error naming the rule and column (exit 2). Exits with PROGRAM's status.",
+        "error naming the rule and column (exit 2). Exits with PROGRAM's status.\n"
+        "With --junit=FILE, rpma-sim waits for PROGRAM instead (stdin from /dev/null, its\n"
+        "output captured and printed when it ends), classifies the run as sweep does and writes\n"
+        "a JUnit test case for it, failed unless PROGRAM exited 0 without a sanitizer report.",
         "  rpma-sim run -- ./my_app\n"
+        "  rpma-sim run --faults='ibv_post_send:fail=EIO:nth=1' --junit=run.xml -- ./my_app\n"
         "  rpma-sim run --device=siw -- ./my_app\n"
         "  rpma-sim run --faults='ibv_get_cq_event:fail=EIO:nth=1' -- ./my_app\n"
         "  rpma-sim run --seed=7 --scenario=flaky_link.txt --trace=run.trace -- ./my_app\n"};
@@ -208,8 +238,8 @@ SubcommandHelp HelpOf(absl::string_view name) {
   if (name == "sweep") {
     return {
         "rpma-sim sweep [--device=D,...] [--seed=S] [-j N] [--timeout=T] [--max-runs=M]\n"
-        "               [--points=P,...] [--report=FILE] [--leaks] [--lib=DIR] -- PROGRAM "
-        "[ARGS...]",
+        "               [--points=P,...] [--report=FILE] [--junit=FILE] [--shard=K/N] [--leaks]\n"
+        "               [--lib=DIR] -- PROGRAM [ARGS...]",
         "Runs PROGRAM once with no fault to count how often each fault point is hit\n"
         "(RPMA_SIM_STATS), then once per hit of every point that can fail, with that hit\n"
         "failed: --faults='<point>:fail=EIO:nth=<n>' (ENOMEM for malloc). With --max-runs,\n"
@@ -219,15 +249,30 @@ SubcommandHelp HelpOf(absl::string_view name) {
         "fault), crashed (a signal or a sanitizer error), hung (timed out), leaked (with\n"
         "--leaks) or kept (a destroy call failed and the NIC kept its object, as a real\n"
         "provider does: no leak of the program's). Each run that crashed, hung or leaked\n"
-        "prints the one-line command that replays it. A progress bar is drawn on a terminal;\n"
-        "a table per point ends the sweep.\n"
+        "prints the one-line command that replays it. A progress bar is drawn on a terminal\n"
+        "(plain lines elsewhere); a table per point ends the sweep.\n"
+        "--shard=K/N runs part K of N of the runs (by default Bazel's TEST_TOTAL_SHARDS /\n"
+        "TEST_SHARD_INDEX when set); `rpma-sim report merge` joins the shards' reports.\n"
         "With --device=mlx5,siw the whole sweep runs once per device, each with its own\n"
         "summary (and report); the replay lines carry --device.\n"
         "Exits 1 if any run crashed, hung or leaked.",
         "  rpma-sim sweep -- ./my_app\n"
         "  rpma-sim sweep --device=mlx5,rxe,siw -- ./my_app\n"
         "  rpma-sim sweep -j 4 --timeout=30s --max-runs=200 --report=sweep.json -- ./my_app\n"
-        "  rpma-sim sweep --points=ibv_post_send,malloc --leaks -- bazel-bin/tools/demo --once\n"};
+        "  rpma-sim sweep --points=ibv_post_send,malloc --leaks -- bazel-bin/tools/demo --once\n"
+        "  rpma-sim sweep --shard=1/3 --report=s1.json --junit=s1.xml -- ./my_app\n"};
+  }
+  if (name == "report") {
+    return {"rpma-sim report merge [--report=OUT.json] [--junit=OUT.xml] SHARD.json...",
+            "Joins the JSON reports (sweep --report) of the shards of one sweep (sweep\n"
+            "--shard=K/N, K = 1..N) into one table per point, as the whole sweep prints it, and\n"
+            "with --report one JSON report and with --junit one JUnit XML of every run. Reports of\n"
+            "different sweeps (program, device, seed, --max-runs, leak checker) or overlapping\n"
+            "shards (the same shard twice, a whole sweep's report among shards) are an error\n"
+            "(exit 2). A missing shard is said, and fails the merge (exit 1), as does any run that\n"
+            "crashed or hung (or leaked, with --leaks).",
+            "  rpma-sim report merge s1.json s2.json s3.json\n"
+            "  rpma-sim report merge --report=sweep.json --junit=sweep.xml shard-*.json\n"};
   }
   return {"rpma-sim trace FILE [--chrome=OUT.json]  |  rpma-sim trace FILE... --chrome=OUT.json",
           "Reads a trace that `rpma-sim run --trace=FILE` (RPMA_SIM_TRACE) wrote. Without\n"
@@ -279,6 +324,7 @@ const char* ValuePlaceholder(absl::string_view name) {
   if (name == "points") return "P,...";
   if (name == "device") return "D";
   if (name == "chrome") return "OUT.json";
+  if (name == "shard") return "K/N";
   return "FILE";
 }
 
@@ -380,6 +426,73 @@ std::string ReportPathFor(const std::string& path, const std::string& device) {
   return absl::StrCat(path.substr(0, dot), ".", device, path.substr(dot));
 }
 
+// Writes `text` to `path`; false (said on stderr) when it cannot.
+bool WriteTextFile(const std::string& path, const std::string& text, const char* what) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "rpma-sim: cannot write the %s %s\n", what, path.c_str());
+    return false;
+  }
+  return true;
+}
+
+// `run --junit=FILE`: PROGRAM as a child (its output captured, then printed), classified as a
+// sweep run is, and one JUnit test case for it. Returns PROGRAM's exit status (128 + the
+// signal that ended it).
+int RunWithJunit(const SimConfig& config, const CommandLine& line, const char* argv0,
+                 const std::string& junit) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string output_path =
+      absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/rpma-sim-run.XXXXXX");
+  const int fd = mkstemp(output_path.data());
+  if (fd < 0) {
+    std::fprintf(stderr, "rpma-sim: cannot create a file for the output under $TMPDIR or /tmp\n");
+    return 1;
+  }
+  close(fd);
+  ChildCommand command = SimCommand(config, line.program);
+  command.output_path = output_path;
+  absl::StatusOr<std::vector<ChildExit>> exits =
+      RunChildren({command}, 1, absl::InfiniteDuration(), nullptr);
+  std::ifstream file(output_path, std::ios::binary);
+  const std::string output((std::istreambuf_iterator<char>(file)),
+                           std::istreambuf_iterator<char>());
+  std::remove(output_path.c_str());
+  std::fwrite(output.data(), 1, output.size(), stdout);
+  std::fflush(stdout);
+  if (!exits.ok()) {
+    std::fprintf(stderr, "rpma-sim: %s\n", std::string(exits.status().message()).c_str());
+    return absl::IsCancelled(exits.status()) ? 130 : 1;
+  }
+  const ChildExit& exit = (*exits)[0];
+  const RunVerdict verdict = Classify(exit, output, LeakChecker::kNone, absl::InfiniteDuration());
+  const int status = exit.signal != 0 ? 128 + exit.signal : exit.exit_code;
+  const std::string spec = config.faults.value_or("");
+  JunitCase c;
+  c.name = spec.empty() ? "run without a fault" : spec;
+  c.classname = absl::StrCat("rpma-sim.run.", config.device.empty() ? DefaultDevice() : config.device,
+                             ".", std::filesystem::path(line.program[0]).filename().string());
+  c.time_s = absl::ToDoubleSeconds(exit.duration);
+  // A test passes when PROGRAM exits 0 (what `run` returns) and no sanitizer reported.
+  c.failed = status != 0 || IsFailure(verdict.run_class);
+  const std::string outcome =
+      absl::StrCat(RunClassName(verdict.run_class), " (", verdict.detail, ")");
+  if (c.failed) {
+    c.failure_message = outcome;
+    c.failure_type = RunClassName(verdict.run_class);
+    c.failure_text = absl::StrCat(outcome, ": ", spec.empty() ? "no fault" : spec, "\n  replay: ",
+                                  ReplayCommand(ToolName(argv0), config,
+                                                absl::GetFlag(FLAGS_lib), line.program),
+                                  "\n");
+    c.system_out = output.size() > 2000 ? output.substr(output.size() - 2000) : output;
+  }
+  JunitSuite suite{absl::StrCat("rpma-sim run ", ShellJoin(line.program)), {c}};
+  if (!WriteTextFile(junit, JunitXml(suite.name, {suite}), "junit file") && status == 0) return 1;
+  return status;
+}
+
 // --execution: "" (the default) or a mode the simulator knows; nullopt after a usage message.
 std::optional<std::string> ExecutionFlag() {
   std::string value = absl::GetFlag(FLAGS_execution);
@@ -419,10 +532,122 @@ int Run(const CommandLine& line, const char* argv0) {
   if (!lib_dir.has_value()) return kExitUsage;
   config.lib_dir = *lib_dir;
   std::fflush(stdout);
+  const std::string junit = absl::GetFlag(FLAGS_junit);
+  if (!junit.empty()) return RunWithJunit(config, line, argv0, junit);
   absl::Status status = ExecInPlace(SimCommand(config, line.program));
   std::fprintf(stderr, "rpma-sim: cannot run %s: %s\n", line.program[0].c_str(),
                std::string(status.message()).c_str());
   return 127;
+}
+
+// The shard a sweep runs: --shard, else Bazel's (touching TEST_SHARD_STATUS_FILE, which tells
+// Bazel the test knows about sharding), else none. nullopt with a usage error printed.
+std::optional<std::optional<Shard>> ShardOfSweep(const CommandLine& line) {
+  if (line.given.contains("shard")) {
+    absl::StatusOr<Shard> shard = ParseShard(absl::GetFlag(FLAGS_shard));
+    if (!shard.ok()) {
+      Usage(absl::StrCat("--shard: ", shard.status().message()));
+      return std::nullopt;
+    }
+    return std::optional<Shard>(*shard);
+  }
+  absl::StatusOr<std::optional<Shard>> from_env = ShardFromEnvironment(&std::getenv);
+  if (!from_env.ok()) {
+    Usage(from_env.status().message());
+    return std::nullopt;
+  }
+  if (const char* status_file = std::getenv(kShardStatusFileVar);
+      from_env->has_value() && status_file != nullptr && *status_file != '\0') {
+    std::ofstream touch(status_file, std::ios::app);
+  }
+  return *from_env;
+}
+
+int ReportCommand(const CommandLine& line) {
+  if (line.args[0] != "merge") {
+    return Usage(absl::StrCat("unknown report command \"", line.args[0],
+                              "\"; rpma-sim report merge SHARD.json..."));
+  }
+  std::vector<std::string> names(line.args.begin() + 1, line.args.end());
+  std::vector<SweepReport> reports;
+  for (const std::string& name : names) {
+    std::ifstream file(name, std::ios::binary);
+    if (!file || std::filesystem::is_directory(name)) {
+      std::fprintf(stderr, "rpma-sim: cannot read %s\n", name.c_str());
+      return kExitUsage;
+    }
+    const std::string text((std::istreambuf_iterator<char>(file)),
+                           std::istreambuf_iterator<char>());
+    absl::StatusOr<SweepReport> report = ParseReport(text);
+    if (!report.ok()) {
+      std::fprintf(stderr, "rpma-sim: %s is not a sweep report: %s\n", name.c_str(),
+                   std::string(report.status().message()).c_str());
+      return kExitUsage;
+    }
+    reports.push_back(*std::move(report));
+  }
+  std::vector<std::string> warnings;
+  absl::StatusOr<SweepReport> merged = MergeReports(reports, names, &warnings);
+  if (!merged.ok()) {
+    std::fprintf(stderr, "rpma-sim: %s\n", std::string(merged.status().message()).c_str());
+    return kExitUsage;
+  }
+  for (const std::string& warning : warnings) {
+    std::fprintf(stderr, "rpma-sim: warning: %s\n", warning.c_str());
+  }
+  std::printf("rpma-sim report merge: %s\n", ShellJoin(merged->program).c_str());
+  if (merged->merged_shards == 0) {
+    std::printf("device %s, the report of a whole sweep (no shards), %zu runs\n",
+                merged->device.c_str(), merged->runs.size());
+  } else {
+    std::printf("device %s, %llu shard reports of %llu, %zu runs of the plan's %llu\n",
+                merged->device.c_str(), static_cast<unsigned long long>(merged->merged_shards),
+                static_cast<unsigned long long>(merged->merged_shards +
+                                                merged->missing_shards.size()),
+                merged->runs.size(), static_cast<unsigned long long>(merged->plan_runs));
+  }
+  std::fputs(FormatTable(*merged).c_str(), stdout);
+  const std::string report_path = absl::GetFlag(FLAGS_report);
+  const std::string junit_path = absl::GetFlag(FLAGS_junit);
+  bool written = true;
+  if (!report_path.empty()) {
+    written = WriteTextFile(report_path, ReportJson(*merged) + "\n", "report") && written;
+    if (written) std::printf("report: %s\n", report_path.c_str());
+  }
+  if (!junit_path.empty()) {
+    written = WriteTextFile(junit_path,
+                            JunitXml(absl::StrCat("rpma-sim sweep ", ShellJoin(merged->program)),
+                                     {ReportJunit(*merged)}),
+                            "junit file") &&
+              written;
+    if (written) std::printf("junit: %s\n", junit_path.c_str());
+  }
+  size_t failed = 0;
+  for (const ReportRun& r : merged->runs) failed += r.fails_sweep ? 1 : 0;
+  if (!merged->missing_shards.empty()) {
+    std::printf("merge INCOMPLETE: no report of shard%s %s of %llu\n",
+                merged->missing_shards.size() > 1 ? "s" : "",
+                absl::StrJoin(merged->missing_shards, ", ").c_str(),
+                static_cast<unsigned long long>(merged->merged_shards +
+                                                merged->missing_shards.size()));
+  }
+  if (merged->clean_run.fails_sweep) {
+    std::printf("sweep FAILED: a clean run failed (%s) without any fault\n  replay: %s\n",
+                merged->clean_run.detail.c_str(), merged->clean_run.replay.c_str());
+  } else if (failed > 0) {
+    std::printf("sweep FAILED: %zu of %zu runs failed the sweep:\n", failed, merged->runs.size());
+    for (const ReportRun& r : merged->runs) {
+      if (!r.fails_sweep) continue;
+      std::printf("%s (%s): %s\n  replay: %s\n", r.class_name.c_str(), r.detail.c_str(),
+                  r.spec.c_str(), r.replay.c_str());
+    }
+  } else if (merged->interrupted) {
+    std::printf("sweep INTERRUPTED: a shard was interrupted\n");
+  } else if (merged->missing_shards.empty()) {
+    std::printf("sweep passed: %zu runs, none failed the sweep\n", merged->runs.size());
+  }
+  if (!written) return 1;
+  return ReportFailed(*merged) ? 1 : 0;
 }
 
 int Sweep(const CommandLine& line, const char* argv0) {
@@ -453,6 +678,10 @@ int Sweep(const CommandLine& line, const char* argv0) {
     options.points.emplace_back(point);
   }
   options.report_path = absl::GetFlag(FLAGS_report);
+  options.junit_path = absl::GetFlag(FLAGS_junit);
+  std::optional<std::optional<Shard>> shard = ShardOfSweep(line);
+  if (!shard.has_value()) return kExitUsage;
+  options.shard = *shard;
   options.leaks = absl::GetFlag(FLAGS_leaks);
   options.lib_dir_flag = absl::GetFlag(FLAGS_lib);
   std::optional<std::string> lib_dir = ResolveLibDir(options.lib_dir_flag, argv0);
@@ -469,9 +698,11 @@ int Sweep(const CommandLine& line, const char* argv0) {
   // One whole sweep per device, one after the other; the worst status wins.
   int status = kSweepPassed;
   const std::string report = options.report_path;
+  const std::string junit = options.junit_path;
   for (size_t i = 0; i < devices->size(); ++i) {
     options.device = (*devices)[i];
     if (!report.empty()) options.report_path = ReportPathFor(report, options.device);
+    if (!junit.empty()) options.junit_path = ReportPathFor(junit, options.device);
     if (i > 0) std::printf("\n");
     std::printf("== device %s (%zu of %zu) ==\n", options.device.c_str(), i + 1,
                 devices->size());
@@ -560,6 +791,7 @@ int Main(int argc, char** argv) {
   if (sub == "devices") return Devices();
   if (sub == "run") return Run(*line, argv[0]);
   if (sub == "sweep") return Sweep(*line, argv[0]);
+  if (sub == "report") return ReportCommand(*line);
   return TraceCommand(*line);
 }
 

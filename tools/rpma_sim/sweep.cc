@@ -19,8 +19,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "tools/rpma_sim/classify.h"
-#include "tools/rpma_sim/json.h"
+#include "tools/rpma_sim/junit.h"
 #include "tools/rpma_sim/process.h"
+#include "tools/rpma_sim/report.h"
+#include "tools/rpma_sim/shard.h"
 #include "tools/rpma_sim/sim_checks.h"
 #include "tools/rpma_sim/sim_env.h"
 #include "tools/rpma_sim/sweep_plan.h"
@@ -118,28 +120,6 @@ struct RunRecord {
   std::string output_tail;  // failing runs only
 };
 
-// Runs per class, per point and in all.
-struct Counts {
-  absl::flat_hash_map<std::string, ClassCounts> by_point;
-  ClassCounts total{};
-};
-
-Counts CountRuns(const std::vector<RunRecord>& runs) {
-  Counts counts;
-  for (const RunRecord& r : runs) {
-    ++counts.by_point[PointLabel(PointHits{r.point, 0, r.prog})]
-                     [static_cast<int>(r.verdict.run_class)];
-    ++counts.total[static_cast<int>(r.verdict.run_class)];
-  }
-  return counts;
-}
-
-uint64_t Sum(const ClassCounts& c) {
-  uint64_t n = 0;
-  for (uint64_t k : c) n += k;
-  return n;
-}
-
 // The sweep of one program.
 class Sweeper final {
  public:
@@ -163,11 +143,25 @@ class Sweeper final {
   void DrawProgress(size_t done, size_t total, const ClassCounts& counts) const;
   void ClearProgress() const;
   void PrintFailure(const RunRecord& record) const;
-  void PrintTable(const std::vector<PointHits>& swept, const std::vector<PointHits>& not_swept,
-                  const std::vector<RunRecord>& runs) const;
-  bool WriteReport(const RunRecord& clean, const std::vector<PointHits>& swept,
-                   const std::vector<PointHits>& not_swept, const std::vector<RunRecord>& runs,
-                   bool interrupted) const;
+  // Whether `record` makes the sweep fail: crashed or hung; leaked with --leaks.
+  bool FailsSweep(const RunRecord& record) const;
+  ReportRun ToReportRun(const RunRecord& record) const;
+  // The sweep as a report: its clean run, the points (with the whole plan's `plan_runs`) and
+  // the runs made.
+  SweepReport MakeReport(const RunRecord& clean, const std::vector<PointHits>& swept,
+                         const std::vector<PointHits>& not_swept,
+                         const std::vector<RunRecord>& runs, uint64_t plan_runs,
+                         bool interrupted) const;
+  // The report of a sweep that stopped after its clean run for `why`: the clean run fails.
+  SweepReport FailedBeforeTheRuns(const RunRecord& clean, absl::string_view why) const {
+    SweepReport report = MakeReport(clean, {}, {}, {}, 0, false);
+    report.clean_run.fails_sweep = true;
+    absl::StrAppend(&report.clean_run.detail, "; ", why);
+    return report;
+  }
+  // Writes the report (--report) and the JUnit XML (--junit) that were asked for; false when
+  // one could not be written (said on stderr).
+  bool WriteOutputs(const SweepReport& report) const;
 
   const SweepOptions& options_;
   std::FILE* out_;
@@ -232,17 +226,24 @@ void Sweeper::Finish(const ChildExit& exit, const std::string& output_path,
 }
 
 void Sweeper::DrawProgress(size_t done, size_t total, const ClassCounts& counts) const {
-  if (!options_.progress) return;
-  size_t filled = total == 0 ? kProgressWidth : done * kProgressWidth / total;
-  std::fprintf(
-      stderr, "\r\033[K[%s%s] %zu/%zu  clean %llu  nonzero %llu  crashed %llu  hung %llu",
-      std::string(filled, '#').c_str(), std::string(kProgressWidth - filled, '.').c_str(), done,
-      total, static_cast<unsigned long long>(counts[0]), static_cast<unsigned long long>(counts[1]),
-      static_cast<unsigned long long>(counts[2]), static_cast<unsigned long long>(counts[3]));
-  if (options_.leaks) {
-    std::fprintf(stderr, "  leaked %llu", static_cast<unsigned long long>(counts[4]));
+  // Not on a terminal (a CI log): a plain line at every tenth of the runs, no bar.
+  const size_t step = std::max<size_t>(1, (total + 9) / 10);
+  if (!options_.progress && (done == 0 || (done % step != 0 && done != total))) return;
+  std::string text = absl::StrCat(done, "/", total);
+  if (options_.shard.has_value()) absl::StrAppend(&text, "  shard ", ShardName(*options_.shard));
+  for (int i = 0; i < kNumRunClasses; ++i) {
+    const RunClass c = static_cast<RunClass>(i);
+    if (c == RunClass::kLeaked && !options_.leaks && counts[i] == 0) continue;
+    absl::StrAppend(&text, "  ", RunClassName(c), " ", counts[i]);
   }
-  std::fprintf(stderr, "  kept %llu", static_cast<unsigned long long>(counts[5]));
+  if (!options_.progress) {
+    std::fprintf(stderr, "rpma-sim sweep: %s\n", text.c_str());
+    std::fflush(stderr);
+    return;
+  }
+  size_t filled = total == 0 ? kProgressWidth : done * kProgressWidth / total;
+  std::fprintf(stderr, "\r\033[K[%s%s] %s", std::string(filled, '#').c_str(),
+               std::string(kProgressWidth - filled, '.').c_str(), text.c_str());
   std::fflush(stderr);
 }
 
@@ -270,155 +271,79 @@ void Sweeper::PrintFailure(const RunRecord& record) const {
   std::fflush(out_);
 }
 
-void Sweeper::PrintTable(const std::vector<PointHits>& swept,
-                         const std::vector<PointHits>& not_swept,
-                         const std::vector<RunRecord>& runs) const {
-  Counts counts = CountRuns(runs);
-  size_t width = 5;  // "total"
-  for (const PointHits& p : swept) width = std::max(width, PointLabel(p).size());
-  auto row = [&](absl::string_view name, const std::string& hits, uint64_t count,
-                 const ClassCounts& c) {
-    std::fprintf(out_, "%-*s %7s %6llu %6llu %8llu %8llu %5llu %7llu %5llu\n",
-                 static_cast<int>(width), std::string(name).c_str(), hits.c_str(),
-                 static_cast<unsigned long long>(count), static_cast<unsigned long long>(c[0]),
-                 static_cast<unsigned long long>(c[1]), static_cast<unsigned long long>(c[2]),
-                 static_cast<unsigned long long>(c[3]), static_cast<unsigned long long>(c[4]),
-                 static_cast<unsigned long long>(c[5]));
-  };
-  std::fprintf(out_, "\n%-*s %7s %6s %6s %8s %8s %5s %7s %5s\n", static_cast<int>(width),
-               "point", "hits", "runs", "clean", "nonzero", "crashed", "hung", "leaked", "kept");
-  uint64_t total_hits = 0;
-  for (const PointHits& p : swept) {
-    const ClassCounts& c = counts.by_point[PointLabel(p)];
-    row(PointLabel(p), absl::StrCat(p.hits), Sum(c), c);
-    total_hits += p.hits;
-  }
-  row("total", absl::StrCat(total_hits), Sum(counts.total), counts.total);
-  if (!not_swept.empty()) {
-    std::fprintf(out_, "not swept (calls that return void and cannot fail): %s\n",
-                 absl::StrJoin(not_swept, ", ", [](std::string* o, const PointHits& p) {
-                   absl::StrAppend(o, PointLabel(p), " (", p.hits, " hits)");
-                 }).c_str());
-  }
+bool Sweeper::FailsSweep(const RunRecord& record) const {
+  // Every failure class (IsFailure) but a leak, which only with --leaks.
+  const RunClass c = record.verdict.run_class;
+  return IsFailure(c) && (c != RunClass::kLeaked || options_.leaks);
 }
 
-void WriteRun(JsonWriter& w, const RunRecord& r) {
-  w.BeginObject();
-  w.Key("point");
-  r.point.empty() ? w.Null() : w.String(r.point);
-  w.Key("prog");
-  r.prog.empty() ? w.Null() : w.String(r.prog);
-  w.Key("nth");
-  r.nth == 0 ? w.Null() : w.Uint(r.nth);
-  w.Key("spec");
-  r.spec.empty() ? w.Null() : w.String(r.spec);
-  w.Key("exit");
-  r.exit.exit_code >= 0 ? w.Int(r.exit.exit_code) : w.Null();
-  w.Key("signal");
-  r.exit.signal != 0 ? w.String(SignalName(r.exit.signal)) : w.Null();
-  w.Key("class");
-  w.String(RunClassName(r.verdict.run_class));
-  w.Key("detail");
-  w.String(r.verdict.detail);
-  w.Key("kept_objects");
-  w.Uint(r.kept_objects);
-  w.Key("duration_ms");
-  w.Double(absl::ToDoubleMilliseconds(r.exit.duration));
-  w.Key("replay");
-  w.String(r.replay);
-  if (!r.output_tail.empty()) {
-    w.Key("output_tail");
-    w.String(r.output_tail);
-  }
-  w.EndObject();
+ReportRun Sweeper::ToReportRun(const RunRecord& r) const {
+  ReportRun out;
+  out.point = r.point;
+  out.prog = r.prog;
+  out.nth = r.nth;
+  out.spec = r.spec;
+  if (r.exit.exit_code >= 0) out.exit_code = r.exit.exit_code;
+  if (r.exit.signal != 0) out.signal = SignalName(r.exit.signal);
+  out.class_name = RunClassName(r.verdict.run_class);
+  out.detail = r.verdict.detail;
+  out.kept_objects = r.kept_objects;
+  out.duration_ms = absl::ToDoubleMilliseconds(r.exit.duration);
+  out.replay = r.replay;
+  out.output_tail = r.output_tail;
+  out.fails_sweep = FailsSweep(r);
+  return out;
 }
 
-bool Sweeper::WriteReport(const RunRecord& clean, const std::vector<PointHits>& swept,
-                          const std::vector<PointHits>& not_swept,
-                          const std::vector<RunRecord>& runs, bool interrupted) const {
-  if (options_.report_path.empty()) return true;
-  JsonWriter w;
-  w.BeginObject();
-  w.Key("program");
-  w.BeginArray();
-  for (const std::string& arg : options_.program) w.String(arg);
-  w.EndArray();
-  w.Key("device");
-  w.String(DeviceName());
-  w.Key("seed");
-  options_.seed.has_value() ? w.Uint(*options_.seed) : w.Null();
-  w.Key("jobs");
-  w.Int(options_.jobs);
-  w.Key("timeout_s");
-  w.Double(absl::ToDoubleSeconds(options_.timeout));
-  w.Key("max_runs");
-  w.Uint(options_.max_runs);
-  w.Key("leak_checker");
-  w.String(LeakCheckerName(checker_));
-  w.Key("interrupted");
-  w.Bool(interrupted);
-  w.Key("clean_run");
-  WriteRun(w, clean);
+SweepReport Sweeper::MakeReport(const RunRecord& clean, const std::vector<PointHits>& swept,
+                                const std::vector<PointHits>& not_swept,
+                                const std::vector<RunRecord>& runs, uint64_t plan_runs,
+                                bool interrupted) const {
+  SweepReport report;
+  report.program = options_.program;
+  report.device = DeviceName();
+  report.seed = options_.seed;
+  report.jobs = options_.jobs;
+  report.timeout_s = absl::ToDoubleSeconds(options_.timeout);
+  report.max_runs = options_.max_runs;
+  report.leak_checker = LeakCheckerName(checker_);
+  report.interrupted = interrupted;
+  report.shard = options_.shard;
+  report.plan_runs = plan_runs;
+  report.clean_run = ToReportRun(clean);
+  // Any failure of the clean run stops the sweep, a leak only with --leaks.
+  report.clean_run.fails_sweep =
+      clean.verdict.run_class != RunClass::kClean &&
+      (clean.verdict.run_class != RunClass::kLeaked || options_.leaks);
+  report.points = swept;
+  report.not_swept = not_swept;
+  for (const RunRecord& r : runs) report.runs.push_back(ToReportRun(r));
+  return report;
+}
 
-  Counts counted = CountRuns(runs);
-  auto counts = [&w](const ClassCounts& c) {
-    w.Key("runs");
-    w.Uint(Sum(c));
-    for (int i = 0; i < kNumRunClasses; ++i) {
-      w.Key(RunClassName(static_cast<RunClass>(i)));
-      w.Uint(c[i]);
+bool Sweeper::WriteOutputs(const SweepReport& report) const {
+  bool ok = true;
+  auto write = [&](const std::string& path, const std::string& text, const char* what) {
+    std::ofstream file(path, std::ios::trunc);
+    file << text;
+    file.close();
+    if (!file) {
+      std::fprintf(stderr, "rpma-sim: cannot write the %s %s\n", what, path.c_str());
+      ok = false;
+      return;
     }
+    std::fprintf(out_, "%s: %s\n", what, path.c_str());
   };
-  w.Key("points");
-  w.BeginArray();
-  for (const PointHits& p : swept) {
-    w.NewlineBeforeNext();
-    w.BeginObject();
-    w.Key("point");
-    w.String(p.point);
-    w.Key("prog");
-    p.prog.empty() ? w.Null() : w.String(p.prog);
-    w.Key("hits");
-    w.Uint(p.hits);
-    counts(counted.by_point[PointLabel(p)]);
-    w.EndObject();
+  if (!options_.report_path.empty()) {
+    write(options_.report_path, ReportJson(report) + "\n", "report");
   }
-  w.EndArray();
-  w.Key("not_swept");
-  w.BeginArray();
-  for (const PointHits& p : not_swept) {
-    w.BeginObject();
-    w.Key("point");
-    w.String(p.point);
-    w.Key("hits");
-    w.Uint(p.hits);
-    w.Key("reason");
-    w.String("returns void: cannot fail");
-    w.EndObject();
+  if (!options_.junit_path.empty()) {
+    write(options_.junit_path,
+          JunitXml(absl::StrCat("rpma-sim sweep ", ShellJoin(options_.program)),
+                   {ReportJunit(report)}),
+          "junit");
   }
-  w.EndArray();
-  w.Key("totals");
-  w.BeginObject();
-  counts(counted.total);
-  w.EndObject();
-  w.Key("runs");
-  w.BeginArray();
-  for (const RunRecord& r : runs) {
-    w.NewlineBeforeNext();
-    WriteRun(w, r);
-  }
-  w.EndArray();
-  w.EndObject();
-
-  std::ofstream file(options_.report_path, std::ios::trunc);
-  file << w.text() << "\n";
-  file.close();
-  if (!file) {
-    std::fprintf(stderr, "rpma-sim: cannot write the report %s\n", options_.report_path.c_str());
-    return false;
-  }
-  std::fprintf(out_, "report: %s\n", options_.report_path.c_str());
-  return true;
+  return ok;
 }
 
 int Sweeper::Run() {
@@ -447,14 +372,17 @@ int Sweeper::Run() {
   }
 
   std::fprintf(out_, "rpma-sim sweep: %s\n", ShellJoin(options_.program).c_str());
-  std::fprintf(out_, "device %s, seed %s, %d at a time, timeout %s per run, leak check: %s\n",
+  std::fprintf(out_, "device %s, seed %s, %d at a time, timeout %s per run, leak check: %s%s\n",
                DeviceName().c_str(),
                options_.seed.has_value() ? absl::StrCat(*options_.seed).c_str()
                                          : "(the simulator's default)",
                options_.jobs, absl::FormatDuration(options_.timeout).c_str(),
                checker_ == LeakChecker::kAsan       ? "LeakSanitizer (the program has ASan)"
                : checker_ == LeakChecker::kValgrind ? "valgrind --leak-check=full"
-                                                    : "off (--leaks turns it on)");
+                                                    : "off (--leaks turns it on)",
+               options_.shard.has_value()
+                   ? absl::StrCat(", shard ", ShardName(*options_.shard)).c_str()
+                   : "");
 
   // 1. The clean run, which counts the hits of every point.
   RunRecord clean;
@@ -477,7 +405,7 @@ int Sweeper::Run() {
       clean.verdict.run_class == RunClass::kRacy || (options_.leaks && clean.verdict.run_class == RunClass::kLeaked)) {
     PrintFailure(clean);
     std::fprintf(out_, "the program fails without any fault: no sweep\n");
-    WriteReport(clean, {}, {}, {}, false);
+    WriteOutputs(MakeReport(clean, {}, {}, {}, 0, false));
     return kSweepFailed;
   }
   if (clean.verdict.run_class == RunClass::kNonzero) {
@@ -490,7 +418,7 @@ int Sweeper::Run() {
     if (!clean.output_tail.empty()) {
       std::fprintf(out_, "  its output ends with:\n%s", LastLines(clean.output_tail, 10).c_str());
     }
-    WriteReport(clean, {}, {}, {}, false);
+    WriteOutputs(MakeReport(clean, {}, {}, {}, 0, false));
     return kSweepFailed;
   }
   if (clean.verdict.run_class == RunClass::kLeaked) {
@@ -527,6 +455,7 @@ int Sweeper::Run() {
     }
     if (swept.empty()) {
       std::fprintf(out_, "none of the --points can be failed: no sweep\n");
+      WriteOutputs(FailedBeforeTheRuns(clean, "none of the --points can be failed: no sweep"));
       return kSweepFailed;
     }
   } else if (swept.empty() && not_swept.empty()) {
@@ -535,11 +464,13 @@ int Sweeper::Run() {
                  "librpma on the simulated NIC?\n",
                  stats_text.empty() ? "the simulator wrote no hit counts" : "all counts are 0",
                  options_.program[0].c_str());
+    WriteOutputs(FailedBeforeTheRuns(clean, "the clean run hit no fault point: no sweep"));
     return kSweepFailed;
   }
 
-  // 2. One run per hit to fail (bounded by --max-runs).
+  // 2. One run per hit to fail (bounded by --max-runs), then this shard's part of them.
   std::vector<PlannedRun> plan = PlanSweep(swept, options_.max_runs);
+  const uint64_t plan_runs = plan.size();
   uint64_t possible = 0;
   for (const PointHits& p : swept) possible += p.hits;
   std::fprintf(out_, "%zu points hit (%llu hits); %zu runs", swept.size() + not_swept.size(),
@@ -548,6 +479,11 @@ int Sweeper::Run() {
     std::fprintf(out_, " of %llu possible (--max-runs=%llu, shared fairly between the points)",
                  static_cast<unsigned long long>(possible),
                  static_cast<unsigned long long>(options_.max_runs));
+  }
+  if (options_.shard.has_value()) {
+    plan = TakeShard(plan, *options_.shard);
+    std::fprintf(out_, "; shard %s runs %zu of them", ShardName(*options_.shard).c_str(),
+                 plan.size());
   }
   std::fprintf(out_, "\n");
   std::fflush(out_);
@@ -595,14 +531,13 @@ int Sweeper::Run() {
   }
 
   // 3. The table, the verdict and the report.
-  PrintTable(swept, not_swept, runs);
+  const SweepReport report = MakeReport(clean, swept, not_swept, runs, plan_runs, interrupted);
+  std::fputs(FormatTable(report).c_str(), out_);
   // A leak fails the sweep only when asked for (--leaks); a program built with ASan reports
   // leaks by itself, and those show in the table and get a replay line either way.
-  uint64_t failures = counts[static_cast<int>(RunClass::kCrashed)] +
-                      counts[static_cast<int>(RunClass::kHung)] +
-                      counts[static_cast<int>(RunClass::kRacy)] +
-                      (options_.leaks ? counts[static_cast<int>(RunClass::kLeaked)] : 0);
-  bool report_ok = WriteReport(clean, swept, not_swept, runs, interrupted);
+  const uint64_t failures = std::count_if(runs.begin(), runs.end(),
+                                          [this](const RunRecord& r) { return FailsSweep(r); });
+  bool report_ok = WriteOutputs(report);
   if (interrupted) {
     std::fprintf(out_, "sweep INTERRUPTED after %zu of %zu runs\n", done, plan.size());
     return kSweepInterrupted;
@@ -626,7 +561,12 @@ int Sweeper::Run() {
     absl::StrAppend(&verdict, "; in ", kept, " the NIC kept what a failed destroy call left, "
                     "as a real provider does");
   }
-  std::fprintf(out_, "sweep passed: %zu runs, %s\n", runs.size(), verdict.c_str());
+  std::fprintf(out_, "sweep passed: %zu runs%s, %s\n", runs.size(),
+               options_.shard.has_value()
+                   ? absl::StrCat(" (shard ", ShardName(*options_.shard), " of ", plan_runs, ")")
+                         .c_str()
+                   : "",
+               verdict.c_str());
   return report_ok ? kSweepPassed : kSweepFailed;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "tools/rpma_sim/shard.h"
 
 namespace softrpma::rpma_sim {
 
@@ -30,11 +31,15 @@ struct SweepOptions {
   uint64_t max_runs = 0;                       // 0: one run per hit of every point
   std::vector<std::string> points;             // sweep only these points; empty: every point hit
   std::string report_path;                     // JSON report; "" for none
+  std::string junit_path;                      // JUnit XML, a test case per run; "" for none
+  std::optional<Shard> shard;                  // run only this part of the plan; none: all
   bool leaks = false;                          // look for leaks (ASan's LeakSanitizer or valgrind)
   std::string lib_dir;                         // softrpma's librpma.so.0 directory, "" for none
   std::string lib_dir_flag;                    // --lib as the user gave it (for replay lines)
   std::string tool = "rpma-sim";               // how replay lines call rpma-sim
-  bool progress = false;                       // draw a progress bar on stderr (a terminal)
+  // Stderr is a terminal: draw a progress bar there; otherwise print a plain progress line at
+  // every tenth of the runs (CI logs).
+  bool progress = false;
 };
 
 // Exit statuses of RunSweep.
