@@ -1,5 +1,6 @@
 // Completion queues and completion channels of the simulator, through the Backend interface:
-// creation limits, empty polls, overflow (IBV_EVENT_CQ_ERR), arming, the eventfd, O_NONBLOCK, event counting.
+// creation limits, empty polls, overflow (IBV_EVENT_CQ_ERR), arming, the eventfd, O_NONBLOCK,
+// event counting.
 
 #include <fcntl.h>
 
@@ -209,7 +210,8 @@ TEST_F(CqTest, SolicitedOnly_FiresOnErrorCompletion) {
 
   ibv_sge sge = local_->Sge(0, 8);
   ASSERT_EQ(PostWrite(backend_, conn_.active.qp(), 2, &sge, 1, remote_->addr(), 0xdead), 0);
-  ExecutePosted(backend_, conn_.active.send_cq);  // an unexpected error kicks no waiter (cq.h, Kick)
+  // An unexpected error kicks no waiter (cq.h, Kick): it comes at the next poll point.
+  ExecutePosted(backend_, conn_.active.send_cq);
 
   EXPECT_TRUE(FdReadable(conn_.active.comp_channel->fd));
   ibv_cq* cq = nullptr;

@@ -534,10 +534,10 @@ void ProgressRemoteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRE
 void DrainIncomingLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
 
 // THE PROGRESS STEP of one QP: executes its send queue from the head until it is empty, the
-// head waits for a receive, or (asynchronous execution) the head's time has not come. Every WR executes here and nowhere else. The seeded scheduler
-// (sched.h) acts on what this produces: each completion gets a seeded ready time from the QP's
-// CompletionTimer and the CQ orders completions by it, so QPs sharing a CQ interleave as the
-// seed says. A WR carrying a wc_status fault completes with that status without executing.
+// head waits for a receive, or (asynchronous execution) the head's time has not come. Every WR
+// executes here and nowhere else. The seeded scheduler (sched.h) acts on what this produces:
+// each completion gets a seeded ready time from the QP's CompletionTimer and the CQ orders
+// completions by it, so QPs sharing a CQ interleave as the seed says. A WR carrying a wc_status fault completes with that status without executing.
 // REQUIRES: link->mu held.
 void ProgressQpLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   if (link->remote != nullptr) return ProgressRemoteLocked(link, qp);
@@ -1388,7 +1388,9 @@ int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr, const WrFault& fa
 
 int PostSrqRecv(SimSrq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   if (RaceDetectorOn() && CurrentExecutionMode() == ExecutionMode::kAsync) {
-    for (const ibv_recv_wr* w = wr; w != nullptr; w = w->next) PoisonReceive(srq->pd, w, srq->max_sge);
+    for (const ibv_recv_wr* w = wr; w != nullptr; w = w->next) {
+      PoisonReceive(srq->pd, w, srq->max_sge);
+    }
   }
   int err = 0;
   std::vector<std::weak_ptr<SimLink>> waiters;

@@ -24,7 +24,8 @@
 //     the READ target) -> IBV_WC_LOC_PROT_ERR, and the remote range against the responder QP's
 //     PD (rkey, range, REMOTE_WRITE / REMOTE_READ) -> IBV_WC_REM_ACCESS_ERR with the remote
 //     memory untouched; as IB's class C errors, the responder's QP goes to ERROR as well
-//     (its posted receives flush), also across processes. A zero-length operation checks no key (as the IB spec says).
+//     (its posted receives flush), also across processes. A zero-length operation checks no
+//     key (as the IB spec says).
 //   * SEND and WRITE_WITH_IMM consume the responder's oldest receive (its own or its SRQ's).
 //     With none posted the WR waits at the head of the send queue, with the WRs behind it
 //     (receiver-not-ready retried forever, as with rnr_retry = 7). A receive too small gives
