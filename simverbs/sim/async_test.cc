@@ -4,6 +4,7 @@
 // changed between post and execution and poisons READ and receive buffers.
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,45 @@ using ::testing::Not;
 constexpr int kRemoteAccess =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 
+// A connection with a 64-byte local buffer (source / READ target) and receive buffer on the
+// active side and the passive side respectively, and a 64-byte remote region; the write /
+// read helpers post one SGE of `local` at `offset` to the same offset of `remote`.
+struct Peers {
+  explicit Peers(Backend* b) : backend(b), conn(b) {
+    absl::Status status = conn.Connect(ConnectionOptions());
+    EXPECT_TRUE(status.ok()) << status;
+    local.emplace(b, conn.active.pd, 64, IBV_ACCESS_LOCAL_WRITE);
+    in.emplace(b, conn.passive.pd, 64, IBV_ACCESS_LOCAL_WRITE);
+    remote.emplace(b, conn.passive.pd, 64, kRemoteAccess);
+  }
+  int Write(uint64_t wr_id, uint32_t offset, uint32_t length,
+            unsigned int flags = IBV_SEND_SIGNALED) {
+    ibv_sge sge = local->Sge(offset, length);
+    return PostWrite(backend, conn.active.qp(), wr_id, &sge, 1, remote->addr(offset),
+                     remote->mr()->rkey, flags);
+  }
+  int Read(uint64_t wr_id, uint32_t offset, uint32_t length) {
+    ibv_sge sge = local->Sge(offset, length);
+    return PostRead(backend, conn.active.qp(), wr_id, &sge, 1, remote->addr(offset),
+                    remote->mr()->rkey);
+  }
+  int Send(uint64_t wr_id, uint32_t offset, uint32_t length, unsigned int flags) {
+    ibv_sge sge = local->Sge(offset, length);
+    return PostSendMsg(backend, conn.active.qp(), wr_id, &sge, 1, flags);
+  }
+  int Recv(uint64_t wr_id) {
+    ibv_sge sge = in->Sge(0, 64);
+    return PostRecvBuf(backend, conn.passive.qp(), wr_id, &sge, 1);
+  }
+  size_t PollSends() { return PollAll(backend, conn.active.send_cq).size(); }
+
+  Backend* backend;
+  TestConnection conn;
+  std::optional<TestBuffer> local;
+  std::optional<TestBuffer> in;
+  std::optional<TestBuffer> remote;
+};
+
 // Restores the process's execution settings after each test.
 class AsyncTest : public ::testing::Test {
  protected:
@@ -34,88 +74,59 @@ class AsyncTest : public ::testing::Test {
     SetSeed(kDefaultSeed);
   }
 
-  void Connect(TestConnection* conn) {
-    absl::Status status = conn->Connect(ConnectionOptions());
-    ASSERT_TRUE(status.ok()) << status;
-  }
-
   Backend* backend_ = SimBackend();
 };
 
 TEST_F(AsyncTest, DefaultIsAsync_WriteExecutesAfterThePostAtTheNextPoll) {
   EXPECT_EQ(CurrentExecutionMode(), ExecutionMode::kAsync);
-  TestConnection conn(backend_);
-  Connect(&conn);
-  TestBuffer local(backend_, conn.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
-  TestBuffer remote(backend_, conn.passive.pd, 16, kRemoteAccess);
-  std::memcpy(local.data(), "new", 3);
-  ibv_sge sge = local.Sge(0, 3);
+  Peers p(backend_);
+  std::memcpy(p.local->data(), "new", 3);
 
-  ASSERT_EQ(PostWrite(backend_, conn.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey),
-            0);
+  ASSERT_EQ(p.Write(1, 0, 3), 0);
 
-  EXPECT_EQ(remote.data()[0], 0) << "the write executed inside ibv_post_send";
-  EXPECT_THAT(PollAll(backend_, conn.active.send_cq),
+  EXPECT_EQ(p.remote->data()[0], 0) << "the write executed inside ibv_post_send";
+  EXPECT_THAT(PollAll(backend_, p.conn.active.send_cq),
               ElementsAre(Field(&ibv_wc::status, IBV_WC_SUCCESS)));
-  EXPECT_EQ(std::memcmp(remote.data(), "new", 3), 0);
+  EXPECT_EQ(std::memcmp(p.remote->data(), "new", 3), 0);
 }
 
 // The bug asynchronous execution exists to show: the source reused before the completion.
 TEST_F(AsyncTest, SourceReusedBeforeTheCompletion_TheNicSendsTheNewBytes) {
-  TestConnection conn(backend_);
-  Connect(&conn);
-  TestBuffer local(backend_, conn.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
-  TestBuffer remote(backend_, conn.passive.pd, 16, kRemoteAccess);
-  std::memcpy(local.data(), "old", 3);
-  ibv_sge sge = local.Sge(0, 3);
-  ASSERT_EQ(PostWrite(backend_, conn.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey),
-            0);
+  Peers p(backend_);
+  std::memcpy(p.local->data(), "old", 3);
+  ASSERT_EQ(p.Write(1, 0, 3), 0);
 
-  std::memcpy(local.data(), "NEW", 3);
-  ASSERT_EQ(PollAll(backend_, conn.active.send_cq).size(), 1u);
+  std::memcpy(p.local->data(), "NEW", 3);
+  ASSERT_EQ(p.PollSends(), 1u);
 
-  EXPECT_EQ(std::memcmp(remote.data(), "NEW", 3), 0);
+  EXPECT_EQ(std::memcmp(p.remote->data(), "NEW", 3), 0);
 }
 
 TEST_F(AsyncTest, Eager_ExecutesInsideThePost) {
   SetExecutionMode(ExecutionMode::kEager);
-  TestConnection conn(backend_);
-  Connect(&conn);
-  TestBuffer local(backend_, conn.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
-  TestBuffer remote(backend_, conn.passive.pd, 16, kRemoteAccess);
-  std::memcpy(local.data(), "old", 3);
-  ibv_sge sge = local.Sge(0, 3);
+  Peers p(backend_);
+  std::memcpy(p.local->data(), "old", 3);
 
-  ASSERT_EQ(PostWrite(backend_, conn.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey),
-            0);
-  std::memcpy(local.data(), "NEW", 3);
+  ASSERT_EQ(p.Write(1, 0, 3), 0);
+  std::memcpy(p.local->data(), "NEW", 3);
 
-  EXPECT_EQ(std::memcmp(remote.data(), "old", 3), 0);
-  EXPECT_EQ(PollAll(backend_, conn.active.send_cq).size(), 1u);
+  EXPECT_EQ(std::memcmp(p.remote->data(), "old", 3), 0);
+  EXPECT_EQ(p.PollSends(), 1u);
 }
 
 // Whether the first of two writes executed by the two post points after it (the second write,
 // a receive posted on the peer), for one seed; `qp_num`: the writer's QP.
 bool FirstWriteExecutedAtTheNextPosts(Backend* backend, uint64_t seed, uint32_t* qp_num) {
   SetSeed(seed);  // before the QPs are made: their choosers are seeded then
-  TestConnection conn(backend);
-  EXPECT_TRUE(conn.Connect(ConnectionOptions()).ok());
-  *qp_num = conn.active.qp()->qp_num;
-  TestBuffer local(backend, conn.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
-  TestBuffer remote(backend, conn.passive.pd, 16, kRemoteAccess);
-  TestBuffer in(backend, conn.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE);
-  std::memcpy(local.data(), "x", 1);
-  ibv_sge sge = local.Sge(0, 1);
-  EXPECT_EQ(PostWrite(backend, conn.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey),
-            0);
-  ibv_sge other = local.Sge(8, 1);
-  EXPECT_EQ(PostWrite(backend, conn.active.qp(), 2, &other, 1, remote.addr(8), remote.mr()->rkey),
-            0);
-  ibv_sge recv = in.Sge(0, 16);
-  EXPECT_EQ(PostRecvBuf(backend, conn.passive.qp(), 3, &recv, 1), 0);
-  const bool executed = remote.data()[0] == 'x';
-  EXPECT_EQ(PollAll(backend, conn.active.send_cq).size(), 2u);
-  EXPECT_EQ(remote.data()[0], 'x');  // a poll point executes everything posted before it
+  Peers p(backend);
+  *qp_num = p.conn.active.qp()->qp_num;
+  std::memcpy(p.local->data(), "x", 1);
+  EXPECT_EQ(p.Write(1, 0, 1), 0);
+  EXPECT_EQ(p.Write(2, 8, 1), 0);
+  EXPECT_EQ(p.Recv(3), 0);
+  const bool executed = p.remote->data()[0] == 'x';
+  EXPECT_EQ(p.PollSends(), 2u);
+  EXPECT_EQ(p.remote->data()[0], 'x');  // a poll point executes everything posted before it
   return executed;
 }
 
@@ -140,135 +151,96 @@ TEST_F(AsyncTest, TheSeedChoosesThePostPoint) {
 TEST_F(AsyncTest, InOrderPerQp_ALaterWrWaitsForAnEarlierOne) {
   for (uint64_t seed = 1; seed <= 16; ++seed) {
     SetSeed(seed);
-    TestConnection conn(backend_);
-    Connect(&conn);
-    TestBuffer local(backend_, conn.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
-    TestBuffer remote(backend_, conn.passive.pd, 16, kRemoteAccess);
-    std::memcpy(local.data(), "ab", 2);
-    ibv_sge first = local.Sge(0, 1);
-    ibv_sge second = local.Sge(1, 1);
-    ASSERT_EQ(
-        PostWrite(backend_, conn.active.qp(), 1, &first, 1, remote.addr(0), remote.mr()->rkey),
-        0);
+    Peers p(backend_);
+    std::memcpy(p.local->data(), "ab", 2);
+    ASSERT_EQ(p.Write(1, 0, 1), 0);
     for (int i = 0; i < 4; ++i) {  // post points: each may execute the WRs whose time came
-      ASSERT_EQ(
-          PostWrite(backend_, conn.active.qp(), 2, &second, 1, remote.addr(1), remote.mr()->rkey),
-          0);
-      EXPECT_FALSE(remote.data()[1] == 'b' && remote.data()[0] != 'a') << "seed " << seed;
+      ASSERT_EQ(p.Write(2, 1, 1), 0);
+      EXPECT_FALSE(p.remote->data()[1] == 'b' && p.remote->data()[0] != 'a') << "seed " << seed;
     }
-    ASSERT_EQ(PollAll(backend_, conn.active.send_cq).size(), 5u);
+    ASSERT_EQ(p.PollSends(), 5u);
   }
 }
 
 // A program waiting in poll(2) on the completion channel is woken to execute what it waits for.
 TEST_F(AsyncTest, ArmedChannelFdBecomesReadable_GetCqEventExecutesAndDelivers) {
-  TestConnection conn(backend_);
-  Connect(&conn);
-  TestBuffer local(backend_, conn.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
-  TestBuffer remote(backend_, conn.passive.pd, 16, kRemoteAccess);
-  ASSERT_EQ(backend_->IbvReqNotifyCq(conn.active.send_cq, 0), 0);
-  const int fd = conn.active.comp_channel->fd;
+  Peers p(backend_);
+  ASSERT_EQ(backend_->IbvReqNotifyCq(p.conn.active.send_cq, 0), 0);
+  const int fd = p.conn.active.comp_channel->fd;
   EXPECT_FALSE(FdReadable(fd));
-  ibv_sge sge = local.Sge(0, 4);
 
-  ASSERT_EQ(PostWrite(backend_, conn.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey),
-            0);
+  ASSERT_EQ(p.Write(1, 0, 4), 0);
 
   EXPECT_TRUE(FdReadable(fd));
   ibv_cq* cq = nullptr;
   void* context = nullptr;
-  ASSERT_EQ(backend_->IbvGetCqEvent(conn.active.comp_channel, &cq, &context), 0);
-  EXPECT_EQ(cq, conn.active.send_cq);
+  ASSERT_EQ(backend_->IbvGetCqEvent(p.conn.active.comp_channel, &cq, &context), 0);
+  EXPECT_EQ(cq, p.conn.active.send_cq);
   backend_->IbvAckCqEvents(cq, 1);
-  EXPECT_THAT(PollAll(backend_, conn.active.send_cq), ElementsAre(Field(&ibv_wc::wr_id, 1u)));
+  EXPECT_THAT(PollAll(backend_, p.conn.active.send_cq), ElementsAre(Field(&ibv_wc::wr_id, 1u)));
   EXPECT_FALSE(FdReadable(fd));
 }
 
 // An unsignaled write completes nowhere: the channel is not woken for it.
 TEST_F(AsyncTest, UnsignaledWrite_KicksNoChannel) {
-  TestConnection conn(backend_);
-  Connect(&conn);
-  TestBuffer local(backend_, conn.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
-  TestBuffer remote(backend_, conn.passive.pd, 16, kRemoteAccess);
-  ASSERT_EQ(backend_->IbvReqNotifyCq(conn.active.send_cq, 0), 0);
-  ibv_sge sge = local.Sge(0, 4);
+  Peers p(backend_);
+  ASSERT_EQ(backend_->IbvReqNotifyCq(p.conn.active.send_cq, 0), 0);
 
-  ASSERT_EQ(PostWrite(backend_, conn.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey,
-                      /*flags=*/0),
-            0);
+  ASSERT_EQ(p.Write(1, 0, 4, /*flags=*/0), 0);
 
-  EXPECT_FALSE(FdReadable(conn.active.comp_channel->fd));
-  EXPECT_TRUE(PollAll(backend_, conn.active.send_cq).empty());
+  EXPECT_FALSE(FdReadable(p.conn.active.comp_channel->fd));
+  EXPECT_EQ(p.PollSends(), 0u);
 }
 
 // A thread blocked in ibv_get_cq_event of the receiver gets the message a SEND posted later
 // brings: the post kicks the receiver's armed channel.
 TEST_F(AsyncTest, BlockedReceiver_WokenBySendPostedAfterItSlept) {
-  TestConnection conn(backend_);
-  Connect(&conn);
-  TestBuffer out(backend_, conn.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
-  TestBuffer in(backend_, conn.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE);
-  ibv_sge recv = in.Sge(0, 16);
-  ASSERT_EQ(PostRecvBuf(backend_, conn.passive.qp(), 7, &recv, 1), 0);
-  ASSERT_EQ(backend_->IbvReqNotifyCq(conn.passive.recv_cq, 0), 0);
+  Peers p(backend_);
+  ASSERT_EQ(p.Recv(7), 0);
+  ASSERT_EQ(backend_->IbvReqNotifyCq(p.conn.passive.recv_cq, 0), 0);
   ibv_cq* got = nullptr;
   std::thread receiver([&] {
     void* context = nullptr;
-    EXPECT_EQ(backend_->IbvGetCqEvent(conn.passive.comp_channel, &got, &context), 0);
+    EXPECT_EQ(backend_->IbvGetCqEvent(p.conn.passive.comp_channel, &got, &context), 0);
     if (got != nullptr) backend_->IbvAckCqEvents(got, 1);
   });
-  std::memcpy(out.data(), "hi", 2);
-  ibv_sge send = out.Sge(0, 2);
-  ASSERT_EQ(PostSendMsg(backend_, conn.active.qp(), 8, &send, 1, /*flags=*/0), 0);
+  std::memcpy(p.local->data(), "hi", 2);
+  ASSERT_EQ(p.Send(8, 0, 2, /*flags=*/0), 0);
   receiver.join();
 
-  EXPECT_EQ(got, conn.passive.recv_cq);
-  EXPECT_THAT(PollAll(backend_, conn.passive.recv_cq),
+  EXPECT_EQ(got, p.conn.passive.recv_cq);
+  EXPECT_THAT(PollAll(backend_, p.conn.passive.recv_cq),
               ElementsAre(Field(&ibv_wc::byte_len, 2u)));
-  EXPECT_EQ(std::memcmp(in.data(), "hi", 2), 0);
+  EXPECT_EQ(std::memcmp(p.in->data(), "hi", 2), 0);
 }
 
 TEST_F(AsyncTest, RaceDetector_ReportsTheChangedBytesOfTheSource) {
   SetRaceDetector(true);
-  TestConnection conn(backend_);
-  Connect(&conn);
-  TestBuffer local(backend_, conn.active.pd, 64, IBV_ACCESS_LOCAL_WRITE);
-  TestBuffer remote(backend_, conn.passive.pd, 64, kRemoteAccess);
-  std::memset(local.data(), 'a', 32);
-  ibv_sge sge = local.Sge(0, 32);
-  ASSERT_EQ(PostWrite(backend_, conn.active.qp(), 0x2a, &sge, 1, remote.addr(), remote.mr()->rkey),
-            0);
-  std::memcpy(local.data() + 4, "XYZ", 3);
+  Peers p(backend_);
+  std::memset(p.local->data(), 'a', 32);
+  ASSERT_EQ(p.Write(0x2a, 0, 32), 0);
+  std::memcpy(p.local->data() + 4, "XYZ", 3);
 
   ::testing::internal::CaptureStderr();
-  ASSERT_EQ(PollAll(backend_, conn.active.send_cq).size(), 1u);
+  ASSERT_EQ(p.PollSends(), 1u);
   const std::string err = ::testing::internal::GetCapturedStderr();
 
   EXPECT_THAT(err, HasSubstr("softrpma-sim: race: qp " +
-                             std::to_string(conn.active.qp()->qp_num) +
+                             std::to_string(p.conn.active.qp()->qp_num) +
                              " wr_id 0x2a IBV_WR_RDMA_WRITE: source bytes [4, 7) of 32"));
 }
 
 TEST_F(AsyncTest, RaceDetector_SilentWhenTheSourceWaitsForItsCompletion) {
   SetRaceDetector(true);
-  TestConnection conn(backend_);
-  Connect(&conn);
-  TestBuffer local(backend_, conn.active.pd, 64, IBV_ACCESS_LOCAL_WRITE);
-  TestBuffer out(backend_, conn.active.pd, 64, IBV_ACCESS_LOCAL_WRITE);
-  TestBuffer in(backend_, conn.passive.pd, 64, IBV_ACCESS_LOCAL_WRITE);
-  TestBuffer remote(backend_, conn.passive.pd, 64, kRemoteAccess);
-  ibv_sge sge = local.Sge(0, 32);
-  ibv_sge recv = in.Sge(0, 64);
-  ibv_sge send = out.Sge(0, 8);
+  Peers p(backend_);
 
   ::testing::internal::CaptureStderr();
-  ASSERT_EQ(PostWrite(backend_, conn.active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey),
-            0);
-  ASSERT_EQ(PostRecvBuf(backend_, conn.passive.qp(), 2, &recv, 1), 0);
-  ASSERT_EQ(PostSendMsg(backend_, conn.active.qp(), 3, &send, 1), 0);
-  ASSERT_EQ(PollAll(backend_, conn.active.send_cq).size(), 2u);
-  ASSERT_EQ(PollAll(backend_, conn.passive.recv_cq).size(), 1u);
-  std::memset(local.data(), 'z', 32);  // after the completion: no race
+  ASSERT_EQ(p.Write(1, 0, 32), 0);
+  ASSERT_EQ(p.Recv(2), 0);
+  ASSERT_EQ(p.Send(3, 32, 8, IBV_SEND_SIGNALED), 0);
+  ASSERT_EQ(p.PollSends(), 2u);
+  ASSERT_EQ(PollAll(backend_, p.conn.passive.recv_cq).size(), 1u);
+  std::memset(p.local->data(), 'z', 64);  // after the completions: no race
   const std::string err = ::testing::internal::GetCapturedStderr();
 
   EXPECT_THAT(err, Not(HasSubstr("race")));
@@ -276,26 +248,19 @@ TEST_F(AsyncTest, RaceDetector_SilentWhenTheSourceWaitsForItsCompletion) {
 
 TEST_F(AsyncTest, RaceDetector_ReadDestinationAndReceiveBufferHoldPoisonUntilTheCompletion) {
   SetRaceDetector(true);
-  TestConnection conn(backend_);
-  Connect(&conn);
-  TestBuffer local(backend_, conn.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
-  TestBuffer remote(backend_, conn.passive.pd, 16, kRemoteAccess);
-  TestBuffer in(backend_, conn.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE);
-  std::memcpy(remote.data(), "remote", 6);
-  ibv_sge read = local.Sge(0, 6);
-  ibv_sge recv = in.Sge(0, 16);
+  Peers p(backend_);
+  std::memcpy(p.remote->data(), "remote", 6);
 
-  ASSERT_EQ(PostRead(backend_, conn.active.qp(), 1, &read, 1, remote.addr(), remote.mr()->rkey),
-            0);
-  EXPECT_EQ(local.data()[0], kRacePoison);
-  EXPECT_EQ(local.data()[5], kRacePoison);
-  EXPECT_EQ(local.data()[6], 0);  // outside the READ
+  ASSERT_EQ(p.Read(1, 0, 6), 0);
+  EXPECT_EQ(p.local->data()[0], kRacePoison);
+  EXPECT_EQ(p.local->data()[5], kRacePoison);
+  EXPECT_EQ(p.local->data()[6], 0);  // outside the READ
 
-  ASSERT_EQ(PostRecvBuf(backend_, conn.passive.qp(), 2, &recv, 1), 0);
-  EXPECT_EQ(in.data()[0], kRacePoison);
-  EXPECT_EQ(in.data()[15], kRacePoison);
-  ASSERT_EQ(PollAll(backend_, conn.active.send_cq).size(), 1u);
-  EXPECT_EQ(std::memcmp(local.data(), "remote", 6), 0);
+  ASSERT_EQ(p.Recv(2), 0);
+  EXPECT_EQ(p.in->data()[0], kRacePoison);
+  EXPECT_EQ(p.in->data()[63], kRacePoison);
+  ASSERT_EQ(p.PollSends(), 1u);
+  EXPECT_EQ(std::memcmp(p.local->data(), "remote", 6), 0);
 }
 
 TEST(ExecutionModeTest, Parse) {

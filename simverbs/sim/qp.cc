@@ -254,13 +254,9 @@ void CheckOverflowLocked(SimQp* qp) {
   }
 }
 
-// The local memory of `wqe` (inline data, or its SGEs checked against `pd` with
-// `need_access`). Returns false on a protection error. REQUIRES: pd->mu held (shared).
-bool GatherLocal(SimQp* qp, SendWqe& wqe, int need_access, Segments* out) {
-  if (wqe.is_inline) {
-    out->Add(wqe.inline_data.data(), wqe.length);
-    return true;
-  }
+// The memory of the SGEs of `wqe`, each checked against qp's PD with `need_access`. Returns
+// false on a protection error. REQUIRES: pd->mu held (shared).
+bool GatherSges(SimQp* qp, const SendWqe& wqe, int need_access, Segments* out) {
   for (int i = 0; i < wqe.num_sge; ++i) {
     const ibv_sge& sge = wqe.sges[i];
     if (sge.length == 0) continue;
@@ -268,6 +264,15 @@ bool GatherLocal(SimQp* qp, SendWqe& wqe, int need_access, Segments* out) {
     out->Add(AsPtr(sge.addr), sge.length);
   }
   return true;
+}
+
+// The local memory of `wqe`: its inline data, or its SGEs (GatherSges).
+bool GatherLocal(SimQp* qp, SendWqe& wqe, int need_access, Segments* out) {
+  if (wqe.is_inline) {
+    out->Add(wqe.inline_data.data(), wqe.length);
+    return true;
+  }
+  return GatherSges(qp, wqe, need_access, out);
 }
 
 // The result of executing the head of a send queue.
@@ -364,18 +369,6 @@ bool ConsumesReceive(ibv_wr_opcode opcode) {
          opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
 }
 
-// The SGEs of `wqe` that name registered memory with `need_access`, or false (the WR will fail
-// with a protection error when it executes; the detector leaves it alone).
-bool ValidLocalSges(SimQp* qp, const SendWqe& wqe, int need_access, Segments* out) {
-  for (int i = 0; i < wqe.num_sge; ++i) {
-    const ibv_sge& sge = wqe.sges[i];
-    if (sge.length == 0) continue;
-    if (qp->pd->FindLocal(sge.lkey, sge.addr, sge.length, need_access) == nullptr) return false;
-    out->Add(AsPtr(sge.addr), sge.length);
-  }
-  return true;
-}
-
 // At post time: keeps the source bytes of a WRITE / SEND, poisons the destination of a READ.
 // REQUIRES: the race detector is on; wqe is not inline.
 void WatchAtPost(SimQp* qp, SendWqe& wqe) {
@@ -385,7 +378,8 @@ void WatchAtPost(SimQp* qp, SendWqe& wqe) {
   if (!is_read && !ReadsLocalSource(wqe.opcode)) return;
   PdReadLocks pd_lock(qp->pd, nullptr);
   Segments local;
-  if (!ValidLocalSges(qp, wqe, is_read ? IBV_ACCESS_LOCAL_WRITE : 0, &local)) return;
+  // A WR that will fail with a protection error when it executes is left alone.
+  if (!GatherSges(qp, wqe, is_read ? IBV_ACCESS_LOCAL_WRITE : 0, &local)) return;
   if (is_read) {
     for (int i = 0; i < local.count; ++i) {
       std::memset(local.pieces[i].ptr, kRacePoison, local.pieces[i].length);

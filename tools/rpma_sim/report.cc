@@ -100,23 +100,20 @@ class Fields final {
     return v != nullptr ? v->text : "";
   }
   std::optional<uint64_t> Uint(absl::string_view key, bool nullable = false) {
-    const JsonValue* v = Get(key, JsonValue::Kind::kNumber, nullable,
-                             nullable ? "a whole number >= 0 or null" : "a whole number >= 0");
-    if (v == nullptr) return std::nullopt;
-    uint64_t n = 0;
-    if (!absl::SimpleAtoi(v->text, &n)) {
-      Fail(key, "a whole number >= 0");
-      return std::nullopt;
-    }
-    return n;
+    return Whole<uint64_t>(key, nullable, "a whole number >= 0");
   }
   std::optional<int64_t> Int(absl::string_view key, bool nullable = false) {
-    const JsonValue* v = Get(key, JsonValue::Kind::kNumber, nullable,
-                             nullable ? "a whole number or null" : "a whole number");
+    return Whole<int64_t>(key, nullable, "a whole number");
+  }
+  // A whole number of type T (`what`: "a whole number", ...), or null when `nullable`.
+  template <typename T>
+  std::optional<T> Whole(absl::string_view key, bool nullable, const std::string& what) {
+    const std::string expected = nullable ? what + " or null" : what;
+    const JsonValue* v = Get(key, JsonValue::Kind::kNumber, nullable, expected.c_str());
     if (v == nullptr) return std::nullopt;
-    int64_t n = 0;
+    T n = 0;
     if (!absl::SimpleAtoi(v->text, &n)) {
-      Fail(key, "a whole number");
+      Fail(key, what.c_str());
       return std::nullopt;
     }
     return n;
