@@ -156,10 +156,18 @@ struct Run {
     Note(who, std::string("woken by the ") + (is_rcq ? "receive CQ" : "CQ"));
     int got = 0;
     CALL(who, rpma_cq_get_wc(cq, 1, wc, &got));
+    // verbs defines byte_len only for receives, RDMA READ and atomics (the simulator hands out
+    // poison elsewhere, as a NIC leaves whatever was there).
+    const bool has_byte_len =
+        wc->status == IBV_WC_SUCCESS &&
+        (wc->opcode == IBV_WC_RECV || wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ||
+         wc->opcode == IBV_WC_RDMA_READ);
     char line[160];
     std::snprintf(line, sizeof(line),
-                  "completion: wr_id=%#" PRIx64 " status=%s opcode=%s byte_len=%u qp_num=%u",
-                  wc->wr_id, ibv_wc_status_str(wc->status), OpcodeName(wc->opcode), wc->byte_len,
+                  "completion: wr_id=%#" PRIx64 " status=%s opcode=%s%s qp_num=%u", wc->wr_id,
+                  ibv_wc_status_str(wc->status),
+                  wc->status == IBV_WC_SUCCESS ? OpcodeName(wc->opcode) : "(undefined)",
+                  has_byte_len ? (" byte_len=" + std::to_string(wc->byte_len)).c_str() : "",
                   wc->qp_num);
     Note(who, line);
     return wc->status == IBV_WC_SUCCESS ? 0 : Fail("work completion status");
