@@ -124,7 +124,11 @@ int rdma_listen(rdma_cm_id* id, int backlog) {
 
 int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* qp_init_attr) {
   Backend* backend = B();
-  return backend == nullptr ? -1 : Result(backend->RdmaCreateQpEx(id, qp_init_attr));
+  if (backend == nullptr) return -1;
+  const int err = backend->RdmaCreateQpEx(id, qp_init_attr);
+  if (err != 0) return Fail(err);
+  softrpma_shim_qp_made(id->qp, id);
+  return 0;
 }
 
 int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
@@ -145,7 +149,10 @@ int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
 }
 
 void rdma_destroy_qp(rdma_cm_id* id) {
-  if (Backend* backend = B()) backend->RdmaDestroyQp(id);
+  Backend* backend = B();
+  if (backend == nullptr || id == nullptr) return;
+  if (id->qp != nullptr) softrpma_shim_qp_gone(id->qp);
+  backend->RdmaDestroyQp(id);
 }
 
 int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {

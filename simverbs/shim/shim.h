@@ -54,10 +54,10 @@
 //   ibv_dofork_range; ibv_get_sysfs_path, ibv_read_sysfs_file (real files); the kern-abi copies
 //   ibv_copy_qp_attr_from_kern, ibv_copy_ah_attr_from_kern, ibv_copy_path_rec_from_kern,
 //   ibv_copy_path_rec_to_kern.
+//   ibv_destroy_qp on a QP that rdma_create_qp made (EINVAL on any other).
 // WHAT FAILS CLEANLY, as a provider without the feature (NULL + errno EOPNOTSUPP, or EOPNOTSUPP
-// returned): ibv_create_qp and ibv_modify_qp / ibv_query_qp / ibv_destroy_qp on a QP (the
-// simulator makes RC QPs through rdma_create_qp only; the Backend has no out-of-band QP
-// connection yet), ibv_query_qp_data_in_order (0: no guarantee), ibv_modify_srq, ibv_query_srq,
+// returned): ibv_create_qp, ibv_modify_qp and ibv_query_qp (the simulator makes RC QPs through
+// rdma_create_qp only; the Backend has no out-of-band QP connection yet), ibv_query_qp_data_in_order (0: no guarantee), ibv_modify_srq, ibv_query_srq,
 // ibv_resize_cq, ibv_rereg_mr, ibv_reg_mr_iova* with iova != addr, ibv_reg_dmabuf_mr,
 // address handles (ibv_create_ah, ibv_create_ah_from_wc, ibv_init_ah_from_wc, ibv_destroy_ah:
 // the simulator has no UD), multicast (ibv_attach_mcast, ibv_detach_mcast),
@@ -81,6 +81,11 @@ extern "C" {
 // reason on stderr) when the RPMA_SIM_* environment is malformed. Exported by the shim's
 // libibverbs.so.1 (SOFTRPMA_SHIM_PRIVATE_1) for its librdmacm.so.1; not for applications.
 softrpma::Backend* softrpma_shim_backend(void);
+
+// The QPs rdma_create_qp made, so that ibv_destroy_qp on one of them works as on rdma-core
+// (there it is rdma_destroy_qp's own step). Called by the shim's librdmacm.so.1. Thread-safe.
+void softrpma_shim_qp_made(ibv_qp* qp, rdma_cm_id* id);
+void softrpma_shim_qp_gone(ibv_qp* qp);
 
 }  // extern "C"
 

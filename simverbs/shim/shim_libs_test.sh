@@ -2,7 +2,7 @@
 # The shim's two libraries as the dynamic linker sees them: rdma-core 44's sonames; every
 # public function of Debian's libibverbs.so.1 / librdmacm.so.1 (their default @@ versions,
 # read from the installed libraries) exported with the same version; nothing else exported but
-# ibv_query_gid_type and softrpma_shim_backend; and no DT_NEEDED that could recurse into the
+# ibv_query_gid_type and softrpma_shim_*; and no DT_NEEDED that could recurse into the
 # real libraries or into the shim itself (libibverbs.so.1 needs neither; librdmacm.so.1 needs
 # only libibverbs.so.1, the shim's beside it).
 # Usage: shim_libs_test.sh <lib/libibverbs.so.1> <lib/librdmacm.so.1>
@@ -40,7 +40,7 @@ compare() {  # compare <real> <shim> <allowed extra regex>
   [[ -z "$unexpected" ]] || fail "$(basename "$shim") also exports: $(echo $unexpected)"
 }
 if [[ -e "$real_dir/libibverbs.so.1" && -e "$real_dir/librdmacm.so.1" ]]; then
-  compare "$(readlink -f "$real_dir/libibverbs.so.1")" "$verbs" '^softrpma_shim_backend@@SOFTRPMA_SHIM_PRIVATE_1$'
+  compare "$(readlink -f "$real_dir/libibverbs.so.1")" "$verbs" '^softrpma_shim_(backend|qp_made|qp_gone)@@SOFTRPMA_SHIM_PRIVATE_1$'
   compare "$(readlink -f "$real_dir/librdmacm.so.1")" "$rdmacm" '^$'
   defined "$verbs" | grep -qx 'ibv_query_gid_type@@IBVERBS_PRIVATE_34' ||
     fail "ibv_query_gid_type@@IBVERBS_PRIVATE_34 (ibv_devinfo's) is not exported"

@@ -14,7 +14,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "simverbs/backend.h"
+#include "simverbs/mutex.h"
 #include "simverbs/shim/shim.h"
 #include "simverbs/sim/sim_backend.h"
 
@@ -112,6 +115,37 @@ void FillGid(ibv_gid* gid) {
   std::memcpy(&gid->raw[12], &loopback, sizeof(loopback));
 }
 
+// The QPs of rdma_create_qp, by QP (softrpma_shim_qp_made).
+class QpIds final {
+ public:
+  void Add(ibv_qp* qp, rdma_cm_id* id) {
+    softrpma::MutexLock lock(&mu_);
+    ids_[qp] = id;
+  }
+  void Remove(ibv_qp* qp) {
+    softrpma::MutexLock lock(&mu_);
+    ids_.erase(qp);
+  }
+  // The id of `qp`, forgotten; nullptr when rdma_create_qp did not make it.
+  rdma_cm_id* Take(ibv_qp* qp) {
+    softrpma::MutexLock lock(&mu_);
+    auto it = ids_.find(qp);
+    if (it == ids_.end()) return nullptr;
+    rdma_cm_id* id = it->second;
+    ids_.erase(it);
+    return id;
+  }
+
+ private:
+  softrpma::Mutex mu_;
+  absl::flat_hash_map<ibv_qp*, rdma_cm_id*> ids_ ABSL_GUARDED_BY(mu_);
+};
+
+QpIds& TheQpIds() {
+  static QpIds* ids = new QpIds();  // never destroyed: used until exit
+  return *ids;
+}
+
 }  // namespace
 }  // namespace softrpma::shim
 
@@ -126,6 +160,11 @@ using softrpma::shim::ToErrno;
 extern "C" {
 
 softrpma::Backend* softrpma_shim_backend(void) { return TheBackend(); }
+
+void softrpma_shim_qp_made(ibv_qp* qp, rdma_cm_id* id) {
+  softrpma::shim::TheQpIds().Add(qp, id);
+}
+void softrpma_shim_qp_gone(ibv_qp* qp) { softrpma::shim::TheQpIds().Remove(qp); }
 
 // ---- Devices ---------------------------------------------------------------------------------
 
@@ -402,7 +441,15 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) { return EOPNOTS
 int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
   return EOPNOTSUPP;
 }
-int ibv_destroy_qp(ibv_qp* qp) { return EOPNOTSUPP; }
+// What rdma_destroy_qp does for a QP of rdma_create_qp (the id's qp becomes NULL there too).
+int ibv_destroy_qp(ibv_qp* qp) {
+  Backend* backend = TheBackend();
+  if (backend == nullptr || qp == nullptr) return EINVAL;
+  rdma_cm_id* id = softrpma::shim::TheQpIds().Take(qp);
+  if (id == nullptr) return EINVAL;
+  backend->RdmaDestroyQp(id);
+  return 0;
+}
 
 ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
   Backend* backend = TheBackend();
