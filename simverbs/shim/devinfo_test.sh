@@ -29,7 +29,11 @@ run() {  # run <name> <env...> -- <command...>: output in $dir/<name>.{out,err,r
 rc() { cat "$dir/$1.rc"; }
 # A clean failure: non-zero, neither timeout's 124 nor a signal's 128 + n (the tools exit 255
 # for a -1 from main).
-failed_cleanly() { local r; r="$(rc "$1")"; [[ "$r" != 0 && "$r" != 124 ]] && ! ((r > 128 && r <= 192)); }
+failed_cleanly() {
+  local r
+  r="$(rc "$1")"
+  [[ "$r" != 0 && "$r" != 124 ]] && ! ((r > 128 && r <= 192))
+}
 has() {  # has <name> <extended regex>: the output of run <name> has a line matching it
   grep -Eq -- "$2" "$dir/$1.out" || fail "$1: no line matches '$2'; output:
 $(cat "$dir/$1.out" "$dir/$1.err")"
@@ -74,7 +78,8 @@ has rxe 'max_inline_data|max_qp_wr:[[:space:]]+'  # starts and answers
 # A device or port that does not exist: the tool's own error, exit status not a signal.
 run nodev -- ibv_devinfo -d mlx5_0
 failed_cleanly nodev || fail "ibv_devinfo -d mlx5_0 exited $(rc nodev)"
-grep -q "mlx5_0" "$dir/nodev.err" || fail "ibv_devinfo -d mlx5_0 did not say why: $(cat "$dir/nodev.err")"
+grep -q "mlx5_0" "$dir/nodev.err" ||
+  fail "ibv_devinfo -d mlx5_0 did not say why: $(cat "$dir/nodev.err")"
 run noport -- ibv_devinfo -i 2
 failed_cleanly noport || fail "ibv_devinfo -i 2 exited $(rc noport)"
 

@@ -19,7 +19,8 @@ trap cleanup EXIT
 
 export LD_LIBRARY_PATH="$libdir" RPMA_BACKEND=ibverbs RPMA_SIM_FABRIC="shim-librpma-$$-$RANDOM"
 unset RPMA_SIM_DEVICE RPMA_SIM_FAULTS RPMA_SIM_SCENARIO RPMA_SIM_TRACE
-ldd "$peer" | grep -q "$libdir/libibverbs.so.1" || fail "peer does not load the shim: $(ldd "$peer")"
+ldd "$peer" | grep -q "$libdir/libibverbs.so.1" ||
+  fail "peer does not load the shim: $(ldd "$peer")"
 
 timeout 30 "$peer" server 127.0.0.1 7214 >"$dir/server.out" 2>&1 &
 server_pid=$!

@@ -11,8 +11,10 @@ libdir="$(cd "$(dirname "$1")" && pwd)"
 dir="${TEST_TMPDIR:-$(mktemp -d)}"
 failures=0
 fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
-command -v rping >/dev/null ||
-  { echo "FAILED: rping is not installed (package rdmacm-utils: tools/ci/install_deps.sh)"; exit 1; }
+if ! command -v rping >/dev/null; then
+  echo "FAILED: rping is not installed (package rdmacm-utils: tools/ci/install_deps.sh)"
+  exit 1
+fi
 
 server_pid=""
 cleanup() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; }

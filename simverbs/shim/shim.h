@@ -37,7 +37,8 @@
 // SOFTRPMA_SHIM_PRIVATE_1), so that a program using both libraries has one simulated NIC. Only
 // the extern "C" functions the version scripts name are exported; everything else (the sim, absl,
 // libstdc++'s inline code) is local. softrpma's own librpma.so.0, loaded beside the shim,
-// finds the ibv_* / rdma_* functions its ibverbs backend uses here.
+// finds the ibv_* / rdma_* functions its ibverbs backend uses here (librpma_on_shim_test runs it
+// with RPMA_BACKEND=ibverbs).
 //
 // WHAT WORKS on the simulated NIC (libibverbs.so.1):
 //   ibv_get_device_list, ibv_free_device_list, ibv_get_device_name, ibv_get_device_guid,
@@ -57,7 +58,8 @@
 //   ibv_destroy_qp on a QP that rdma_create_qp made (EINVAL on any other).
 // WHAT FAILS CLEANLY, as a provider without the feature (NULL + errno EOPNOTSUPP, or EOPNOTSUPP
 // returned): ibv_create_qp, ibv_modify_qp and ibv_query_qp (the simulator makes RC QPs through
-// rdma_create_qp only; the Backend has no out-of-band QP connection yet), ibv_query_qp_data_in_order (0: no guarantee), ibv_modify_srq, ibv_query_srq,
+// rdma_create_qp only; the Backend has no out-of-band QP connection yet),
+// ibv_query_qp_data_in_order (0: no guarantee), ibv_modify_srq, ibv_query_srq,
 // ibv_resize_cq, ibv_rereg_mr, ibv_reg_mr_iova* with iova != addr, ibv_reg_dmabuf_mr,
 // address handles (ibv_create_ah, ibv_create_ah_from_wc, ibv_init_ah_from_wc, ibv_destroy_ah:
 // the simulator has no UD), multicast (ibv_attach_mcast, ibv_detach_mcast),

@@ -28,7 +28,8 @@ fi
 if needed "$rdmacm" | grep -q '^librdmacm\.so'; then
   fail "the shim's librdmacm needs itself"
 fi
-needed "$rdmacm" | grep -qx 'libibverbs.so.1' || fail "the shim's librdmacm does not need libibverbs.so.1"
+needed "$rdmacm" | grep -qx 'libibverbs.so.1' ||
+  fail "the shim's librdmacm does not need libibverbs.so.1"
 
 compare() {  # compare <real> <shim> <allowed extra regex>
   local real="$1" shim="$2" extra="$3"
@@ -40,12 +41,14 @@ compare() {  # compare <real> <shim> <allowed extra regex>
   [[ -z "$unexpected" ]] || fail "$(basename "$shim") also exports: $(echo $unexpected)"
 }
 if [[ -e "$real_dir/libibverbs.so.1" && -e "$real_dir/librdmacm.so.1" ]]; then
-  compare "$(readlink -f "$real_dir/libibverbs.so.1")" "$verbs" '^softrpma_shim_(backend|qp_made|qp_gone)@@SOFTRPMA_SHIM_PRIVATE_1$'
+  compare "$(readlink -f "$real_dir/libibverbs.so.1")" "$verbs" \
+    '^softrpma_shim_(backend|qp_made|qp_gone)@@SOFTRPMA_SHIM_PRIVATE_1$'
   compare "$(readlink -f "$real_dir/librdmacm.so.1")" "$rdmacm" '^$'
   defined "$verbs" | grep -qx 'ibv_query_gid_type@@IBVERBS_PRIVATE_34' ||
     fail "ibv_query_gid_type@@IBVERBS_PRIVATE_34 (ibv_devinfo's) is not exported"
 else
-  fail "rdma-core's libraries are not in $real_dir (libibverbs1, librdmacm1): nothing to compare with"
+  fail "rdma-core's libraries are not in $real_dir (libibverbs1, librdmacm1): nothing to" \
+    "compare with"
 fi
 
 # Loaded in place of the real ones, the shim resolves everything it refers to.

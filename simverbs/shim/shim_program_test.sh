@@ -6,7 +6,9 @@
 set -u
 libdir="$(cd "$(dirname "$1")" && pwd)"
 program="$2"
-LD_LIBRARY_PATH="$libdir" ldd "$program" | grep -q "$libdir/libibverbs.so.1" ||
-  { echo "FAILED: $program does not load the shim: $(LD_LIBRARY_PATH="$libdir" ldd "$program")"; exit 1; }
+if ! LD_LIBRARY_PATH="$libdir" ldd "$program" | grep -q "$libdir/libibverbs.so.1"; then
+  echo "FAILED: $program does not load the shim: $(LD_LIBRARY_PATH="$libdir" ldd "$program")"
+  exit 1
+fi
 env -u RPMA_SIM_DEVICE -u RPMA_SIM_FAULTS -u RPMA_SIM_SCENARIO RPMA_SIM_FABRIC="shim-program-$$" \
   LD_LIBRARY_PATH="$libdir" timeout 30 "$program"

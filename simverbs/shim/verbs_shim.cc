@@ -82,7 +82,7 @@ constexpr uint8_t kPortNum = 1;
 constexpr uint32_t kPortCapCmSup = 1u << 16;  // IB_PORT_CM_SUP (ib_user_verbs.h's IB_PORT_*)
 constexpr uint32_t kMaxMsgSize = 0x800000;    // RXE_PORT_MAX_MSG_SZ
 constexpr uint8_t kPhysStateLinkUp = 5;       // IB_PORT_PHYS_STATE_LINK_UP (IBA 14.2.5.6)
-constexpr uint16_t kDefaultPkey = 0xffff;     // the full-membership default partition (IBA 10.9.1.2)
+constexpr uint16_t kDefaultPkey = 0xffff;     // the default partition, full member (IBA 10.9.1.2)
 
 void FillPort(ibv_port_attr* attr) {
   std::memset(attr, 0, sizeof(*attr));
@@ -273,8 +273,8 @@ ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_
   }
   if (max_entries == 0) return 0;
   if (entries == nullptr) return -EINVAL;
-  return _ibv_query_gid_ex(context, softrpma::shim::kPortNum, 0, entries, 0, entry_size) == 0 ? 1
-                                                                                             : -EINVAL;
+  const int err = _ibv_query_gid_ex(context, softrpma::shim::kPortNum, 0, entries, 0, entry_size);
+  return err == 0 ? 1 : -err;
 }
 
 int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
@@ -432,7 +432,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
   return backend == nullptr ? EINVAL : ToErrno(backend->IbvDestroySrq(srq));
 }
 
-// ---- QPs: made by rdma_create_qp only (shim.h) ---------------------------------------------------
+// ---- QPs: made by rdma_create_qp only (shim.h) ----------------------------------------------
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
   return NullWithErrno<ibv_qp>(EOPNOTSUPP);
