@@ -45,6 +45,9 @@ class SignalFd final {
   // read(2).
   int Wait(softrpma::Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
+  // The threads sleeping in Wait now. REQUIRES: the owner's mutex held.
+  int waiters() const { return waiters_; }
+
  private:
   int fd_ = -1;
   // Guarded by the owner's mutex.
