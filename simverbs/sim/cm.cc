@@ -139,15 +139,22 @@ void ConnectionManager::DestroyEventChannel(SimEventChannel* channel) {
     }
   }
   std::deque<PendingCmEvent> events;
+  bool has_waiters = false;
   {
     softrpma::MutexLock channel_lock(&channel->mu);
     events.swap(channel->events);
+    has_waiters = channel->signal.waiters() > 0;
   }
   for (const PendingCmEvent& event : events) {
     if (event.type == RDMA_CM_EVENT_CONNECT_REQUEST) {
       DropRequestLocked(event.id, kRejectConsumer, nullptr, 0, /*free_it=*/true);
     }
   }
+  // A thread still asleep in rdma_get_cm_event on the channel (rping's CM thread when its main
+  // thread cleans up) sleeps on, as on rdma-core, whose close(2) of the fd does not wake a
+  // read(2) blocked on it: the channel (its memory and fd) is kept until exit rather than
+  // freed under the sleeper, which would wake with EBADF or on a reused fd.
+  if (has_waiters) return;
   Delete(channel);
 }
 

@@ -10,8 +10,11 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -111,6 +114,37 @@ TEST_F(CmTest, AsyncId_ResolveQueuesEvents) {
 
   EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
   backend_->RdmaDestroyEventChannel(channel);
+}
+
+// rdma-core's rdma_destroy_event_channel closes the fd, which does not wake a thread blocked in
+// rdma_get_cm_event's read(2) on it: that thread sleeps on (rping destroys its channel so while
+// its CM thread waits). The simulator keeps the channel for the sleeper instead of freeing it
+// under it (which woke it with EBADF, or on a reused fd).
+TEST_F(CmTest, DestroyEventChannel_WithAWaiter_TheWaiterSleepsOn) {
+  rdma_event_channel* channel = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateEventChannel(&channel), 0);
+  std::atomic<bool> returned{false};
+  std::thread waiter([this, channel, &returned] {
+    rdma_cm_event* event = nullptr;
+    backend_->RdmaGetCmEvent(channel, &event);
+    returned.store(true);
+  });
+  SimEventChannel* sim_channel = to_sim(channel);
+  for (;;) {  // until the waiter sleeps in the channel's read(2)
+    {
+      softrpma::MutexLock lock(&sim_channel->mu);
+      if (sim_channel->signal.waiters() > 0) break;
+    }
+    std::this_thread::yield();
+  }
+
+  const int fd = channel->fd;
+  backend_->RdmaDestroyEventChannel(channel);
+
+  EXPECT_NE(fcntl(fd, F_GETFD), -1) << "the sleeper's fd was closed under it";
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(returned.load());
+  waiter.detach();  // asleep until the test process exits, as with rdma-core
 }
 
 TEST_F(CmTest, BindAddr_SpecificSetsVerbs_WildcardDoesNot) {

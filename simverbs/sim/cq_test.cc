@@ -3,6 +3,7 @@
 // event counting.
 
 #include <fcntl.h>
+#include <pthread.h>
 
 #include <cstring>
 #include <thread>
@@ -13,6 +14,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "simverbs/backend.h"
+#include "simverbs/mutex.h"
+#include "simverbs/sim/cq.h"
 #include "simverbs/sim/test_util.h"
 
 namespace softrpma::sim::testing {
@@ -47,6 +50,45 @@ class CqTest : public ::testing::Test {
   std::unique_ptr<TestBuffer> local_;
   std::unique_ptr<TestBuffer> remote_;
 };
+
+// A program may pthread_cancel a thread asleep in ibv_get_cq_event (rping's CQ thread is written
+// for it: pthread_testcancel before each wait). The channel is left as before: no waiter counted
+// (which would keep its fd readable with no event), its mutex free, and a later wait works.
+TEST_F(CqTest, GetCqEvent_SleeperCancelled_ChannelLeftUsable) {
+  ibv_context* ctx = SimContext();
+  ASSERT_NE(ctx, nullptr);
+  ibv_comp_channel* channel = nullptr;
+  ASSERT_EQ(backend_->IbvCreateCompChannel(ctx, &channel), 0);
+  ibv_cq* cq = nullptr;
+  ASSERT_EQ(backend_->IbvCreateCq(ctx, 4, nullptr, channel, 0, &cq), 0);
+  std::thread sleeper([this, channel] {
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    backend_->IbvGetCqEvent(channel, &ev_cq, &ev_ctx);
+  });
+  SimCompChannel* sim_channel = to_sim(channel);
+  for (;;) {  // until the sleeper is in the channel's read(2)
+    {
+      softrpma::MutexLock lock(&sim_channel->mu);
+      if (sim_channel->signal.waiters() > 0) break;
+    }
+    std::this_thread::yield();
+  }
+
+  ASSERT_EQ(pthread_cancel(sleeper.native_handle()), 0);
+  sleeper.join();
+
+  {
+    softrpma::MutexLock lock(&sim_channel->mu);  // free again (a leaked lock would hang here)
+    EXPECT_EQ(sim_channel->signal.waiters(), 0);
+  }
+  ASSERT_EQ(fcntl(channel->fd, F_SETFL, fcntl(channel->fd, F_GETFL) | O_NONBLOCK), 0);
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  EXPECT_EQ(backend_->IbvGetCqEvent(channel, &ev_cq, &ev_ctx), EAGAIN);
+  EXPECT_EQ(backend_->IbvDestroyCq(cq), 0);
+  EXPECT_EQ(backend_->IbvDestroyCompChannel(channel), 0);
+}
 
 TEST_F(CqTest, CreateCq_CqeOutOfRange_Einval) {
   ibv_context* ctx = SimContext();

@@ -40,13 +40,27 @@ void SignalFd::Lower() {
 int SignalFd::Wait(softrpma::Mutex* mu) {
   ++waiters_;
   mu->Unlock();
+  // Re-takes `mu` and leaves the waiters when the read ends, also when pthread_cancel ends it
+  // (read(2) is a cancellation point, and glibc cancels by unwinding the thread, destructors
+  // run): the caller's lock guard then unlocks a mutex it holds, and no waiter is left counted
+  // that would keep Lower from ever lowering the counter (the fd would stay readable).
+  struct Rejoin {
+    SignalFd* self;
+    softrpma::Mutex* mu;
+    ~Rejoin() {
+      mu->Lock();
+      --self->waiters_;
+    }
+  };
   uint64_t value = 0;
   ssize_t n;
-  while ((n = read(fd_, &value, sizeof(value))) < 0 && errno == EINTR) {
+  int err;
+  {
+    Rejoin rejoin{this, mu};
+    while ((n = read(fd_, &value, sizeof(value))) < 0 && errno == EINTR) {
+    }
+    err = n < 0 ? errno : 0;
   }
-  const int err = n < 0 ? errno : 0;
-  mu->Lock();
-  --waiters_;
   if (n > 0) raised_ = false;  // taken: the caller raises it again if it leaves events queued
   return err == EWOULDBLOCK ? EAGAIN : err;
 }

@@ -42,8 +42,12 @@ class SignalFd final {
   // Sleeps until an event may be there (see the file comment): releases `mu` (the owner's
   // mutex, held on entry and on return) around one read(2) of the eventfd. Returns 0 (look at
   // the queue again), EAGAIN at once when the user set O_NONBLOCK on the fd, or the errno of
-  // read(2).
+  // read(2). A pthread_cancel of the sleeper (read is a cancellation point) re-takes `mu` as
+  // the thread unwinds, so the caller's lock guard finds it held.
   int Wait(softrpma::Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  // The threads sleeping in Wait now. REQUIRES: the owner's mutex held.
+  int waiters() const { return waiters_; }
 
  private:
   int fd_ = -1;

@@ -486,6 +486,11 @@ class SimBackend final : public Backend {
 
   bool IsOurs(ibv_context* ctx) const { return ctx == &device_.context; }
 
+ public:
+  ibv_context* context() { return &device_.context; }
+
+ private:
+
   FaultInjector& faults_;
   SimDevice device_;
   SimCq dummy_cq_;
@@ -706,6 +711,12 @@ absl::StatusOr<Backend*> GetSimBackend() {
   backend->InstallContextOps();
   g_backend.store(backend, std::memory_order_release);
   return backend;
+}
+
+absl::StatusOr<ibv_context*> GetSimContext() {
+  absl::StatusOr<Backend*> backend = GetSimBackend();
+  if (!backend.ok()) return backend.status();
+  return static_cast<SimBackend*>(*backend)->context();
 }
 
 }  // namespace softrpma::sim

@@ -33,6 +33,11 @@ namespace softrpma::sim {
 // Thread-safe.
 absl::StatusOr<Backend*> GetSimBackend();
 
+// The simulated device's context (the one ibv_context of the process), started as
+// GetSimBackend() starts it, with the same errors. For the verbs shim (simverbs/shim/), whose
+// ibv_open_device hands it out. Thread-safe.
+absl::StatusOr<ibv_context*> GetSimContext();
+
 }  // namespace softrpma::sim
 
 #endif  // SOFTRPMA_SIMVERBS_SIM_SIM_BACKEND_H_

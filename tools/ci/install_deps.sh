@@ -17,6 +17,8 @@ packages=(
   libbenchmark-dev
   libibverbs-dev
   librdmacm-dev
+  ibverbs-utils      # ibv_devices, ibv_devinfo: //simverbs/shim:devinfo_test runs them on the shim
+  rdmacm-utils       # rping: the verbs shim's rdma_cm test
 )
 if [[ "${SOFTRPMA_WITH_DISTRO_LIBRPMA:-0}" == 1 ]]; then
   # Only for the test that runs a program built against the distro's librpma on ours.

@@ -1,0 +1,325 @@
+// rdmacm_shim.cc: librdmacm.so.1 of the verbs shim (shim.h has the model). Thin: every call goes
+// to the Backend that the shim's libibverbs.so.1 hands out (softrpma_shim_backend), so that
+// rdma_cm ids and the verbs objects of a program live on one simulated NIC. librdmacm's
+// convention is put back on top of the Backend's: 0, or -1 with errno (NULL + errno for
+// rdma_create_event_channel and rdma_get_devices).
+//
+// WHAT WORKS: rdma_getaddrinfo, rdma_freeaddrinfo, rdma_create_event_channel,
+// rdma_destroy_event_channel, rdma_create_id, rdma_destroy_id, rdma_migrate_id, rdma_bind_addr,
+// rdma_resolve_addr, rdma_resolve_route, rdma_listen, rdma_create_qp, rdma_create_qp_ex,
+// rdma_destroy_qp, rdma_connect, rdma_accept, rdma_reject (and rdma_reject_ece, ECE ignored),
+// rdma_disconnect, rdma_get_cm_event, rdma_ack_cm_event, rdma_event_str, rdma_get_src_port,
+// rdma_get_dst_port, rdma_get_devices, rdma_free_devices; rpoll (no fd is an rsocket here, so
+// it is poll(2)).
+// WHAT FAILS CLEANLY (-1 + errno ENOSYS, or NULL + ENOSYS): rdma_create_ep, rdma_destroy_ep
+// (does nothing), rdma_get_request, rdma_create_srq(_ex), rdma_destroy_srq (nothing),
+// rdma_establish, rdma_init_qp_attr, rdma_notify, rdma_set_option, multicast
+// (rdma_join_multicast(_ex), rdma_leave_multicast), rdma_set_local_ece / rdma_get_remote_ece
+// (EOPNOTSUPP), and the rsockets API but rpoll (rsocket, rbind, ..., riowrite).
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rsocket.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "simverbs/backend.h"
+#include "simverbs/shim/shim.h"
+
+// verbs.h's inline wrapper would call ibv_static_providers, which the shim has not.
+#undef ibv_get_device_list
+
+namespace {
+
+using softrpma::Backend;
+
+// -1 with errno from a Backend error (a getaddrinfo failure keeps its EAI_* code in errno, as
+// librdmacm has it; kNoErrno becomes EIO).
+int Fail(int err) {
+  if (softrpma::IsGaiError(err)) {
+    errno = softrpma::GaiCode(err);
+  } else {
+    errno = err == softrpma::kNoErrno ? EIO : err;
+  }
+  return -1;
+}
+int Result(int err) { return err == 0 ? 0 : Fail(err); }
+
+// NULL when the simulator cannot start (errno EINVAL, its message on stderr).
+Backend* B() { return softrpma_shim_backend(); }
+
+int NotSupported(int err = ENOSYS) {
+  errno = err;
+  return -1;
+}
+
+}  // namespace
+
+extern "C" {
+
+int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
+                     rdma_addrinfo** res) {
+  Backend* backend = B();
+  return backend == nullptr ? -1 : Result(backend->RdmaGetaddrinfo(node, service, hints, res));
+}
+
+void rdma_freeaddrinfo(rdma_addrinfo* res) {
+  if (Backend* backend = B()) backend->RdmaFreeaddrinfo(res);
+}
+
+rdma_event_channel* rdma_create_event_channel(void) {
+  Backend* backend = B();
+  if (backend == nullptr) return nullptr;
+  rdma_event_channel* channel = nullptr;
+  const int err = backend->RdmaCreateEventChannel(&channel);
+  if (err != 0) {
+    Fail(err);
+    return nullptr;
+  }
+  return channel;
+}
+
+void rdma_destroy_event_channel(rdma_event_channel* channel) {
+  if (Backend* backend = B()) backend->RdmaDestroyEventChannel(channel);
+}
+
+int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
+                   rdma_port_space ps) {
+  Backend* backend = B();
+  return backend == nullptr ? -1 : Result(backend->RdmaCreateId(channel, id, context, ps));
+}
+
+int rdma_destroy_id(rdma_cm_id* id) {
+  Backend* backend = B();
+  return backend == nullptr ? -1 : Result(backend->RdmaDestroyId(id));
+}
+
+int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
+  Backend* backend = B();
+  return backend == nullptr ? -1 : Result(backend->RdmaMigrateId(id, channel));
+}
+
+int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
+  Backend* backend = B();
+  return backend == nullptr ? -1 : Result(backend->RdmaBindAddr(id, addr));
+}
+
+int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, int timeout_ms) {
+  Backend* backend = B();
+  return backend == nullptr ? -1
+                            : Result(backend->RdmaResolveAddr(id, src_addr, dst_addr, timeout_ms));
+}
+
+int rdma_resolve_route(rdma_cm_id* id, int timeout_ms) {
+  Backend* backend = B();
+  return backend == nullptr ? -1 : Result(backend->RdmaResolveRoute(id, timeout_ms));
+}
+
+int rdma_listen(rdma_cm_id* id, int backlog) {
+  Backend* backend = B();
+  return backend == nullptr ? -1 : Result(backend->RdmaListen(id, backlog));
+}
+
+int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* qp_init_attr) {
+  Backend* backend = B();
+  if (backend == nullptr) return -1;
+  const int err = backend->RdmaCreateQpEx(id, qp_init_attr);
+  if (err != 0) return Fail(err);
+  softrpma_shim_qp_made(id->qp, id);
+  return 0;
+}
+
+int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
+  if (id == nullptr || qp_init_attr == nullptr) return Fail(EINVAL);
+  ibv_qp_init_attr_ex attr_ex = {};
+  attr_ex.qp_context = qp_init_attr->qp_context;
+  attr_ex.send_cq = qp_init_attr->send_cq;
+  attr_ex.recv_cq = qp_init_attr->recv_cq;
+  attr_ex.srq = qp_init_attr->srq;
+  attr_ex.cap = qp_init_attr->cap;
+  attr_ex.qp_type = qp_init_attr->qp_type;
+  attr_ex.sq_sig_all = qp_init_attr->sq_sig_all;
+  attr_ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+  attr_ex.pd = pd;
+  if (rdma_create_qp_ex(id, &attr_ex) != 0) return -1;
+  qp_init_attr->cap = attr_ex.cap;  // the granted capabilities, as librdmacm writes them back
+  return 0;
+}
+
+void rdma_destroy_qp(rdma_cm_id* id) {
+  Backend* backend = B();
+  if (backend == nullptr || id == nullptr) return;
+  if (id->qp != nullptr) softrpma_shim_qp_gone(id->qp);
+  backend->RdmaDestroyQp(id);
+}
+
+int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
+  Backend* backend = B();
+  return backend == nullptr ? -1 : Result(backend->RdmaConnect(id, conn_param));
+}
+
+int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
+  Backend* backend = B();
+  return backend == nullptr ? -1 : Result(backend->RdmaAccept(id, conn_param));
+}
+
+int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
+  Backend* backend = B();
+  return backend == nullptr ? -1
+                            : Result(backend->RdmaReject(id, private_data, private_data_len));
+}
+
+int rdma_reject_ece(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
+  return rdma_reject(id, private_data, private_data_len);
+}
+
+int rdma_disconnect(rdma_cm_id* id) {
+  Backend* backend = B();
+  return backend == nullptr ? -1 : Result(backend->RdmaDisconnect(id));
+}
+
+int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
+  Backend* backend = B();
+  return backend == nullptr ? -1 : Result(backend->RdmaGetCmEvent(channel, event));
+}
+
+int rdma_ack_cm_event(rdma_cm_event* event) {
+  Backend* backend = B();
+  return backend == nullptr ? -1 : Result(backend->RdmaAckCmEvent(event));
+}
+
+const char* rdma_event_str(rdma_cm_event_type event) {
+  switch (event) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED: return "RDMA_CM_EVENT_ADDR_RESOLVED";
+    case RDMA_CM_EVENT_ADDR_ERROR: return "RDMA_CM_EVENT_ADDR_ERROR";
+    case RDMA_CM_EVENT_ROUTE_RESOLVED: return "RDMA_CM_EVENT_ROUTE_RESOLVED";
+    case RDMA_CM_EVENT_ROUTE_ERROR: return "RDMA_CM_EVENT_ROUTE_ERROR";
+    case RDMA_CM_EVENT_CONNECT_REQUEST: return "RDMA_CM_EVENT_CONNECT_REQUEST";
+    case RDMA_CM_EVENT_CONNECT_RESPONSE: return "RDMA_CM_EVENT_CONNECT_RESPONSE";
+    case RDMA_CM_EVENT_CONNECT_ERROR: return "RDMA_CM_EVENT_CONNECT_ERROR";
+    case RDMA_CM_EVENT_UNREACHABLE: return "RDMA_CM_EVENT_UNREACHABLE";
+    case RDMA_CM_EVENT_REJECTED: return "RDMA_CM_EVENT_REJECTED";
+    case RDMA_CM_EVENT_ESTABLISHED: return "RDMA_CM_EVENT_ESTABLISHED";
+    case RDMA_CM_EVENT_DISCONNECTED: return "RDMA_CM_EVENT_DISCONNECTED";
+    case RDMA_CM_EVENT_DEVICE_REMOVAL: return "RDMA_CM_EVENT_DEVICE_REMOVAL";
+    case RDMA_CM_EVENT_MULTICAST_JOIN: return "RDMA_CM_EVENT_MULTICAST_JOIN";
+    case RDMA_CM_EVENT_MULTICAST_ERROR: return "RDMA_CM_EVENT_MULTICAST_ERROR";
+    case RDMA_CM_EVENT_ADDR_CHANGE: return "RDMA_CM_EVENT_ADDR_CHANGE";
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT: return "RDMA_CM_EVENT_TIMEWAIT_EXIT";
+    default: return "UNKNOWN EVENT";
+  }
+}
+
+namespace {
+__be16 PortOf(const sockaddr* addr) {
+  if (addr->sa_family == AF_INET) return reinterpret_cast<const sockaddr_in*>(addr)->sin_port;
+  if (addr->sa_family == AF_INET6) return reinterpret_cast<const sockaddr_in6*>(addr)->sin6_port;
+  return 0;
+}
+}  // namespace
+
+__be16 rdma_get_src_port(rdma_cm_id* id) {
+  return id != nullptr ? PortOf(&id->route.addr.src_addr) : 0;
+}
+__be16 rdma_get_dst_port(rdma_cm_id* id) {
+  return id != nullptr ? PortOf(&id->route.addr.dst_addr) : 0;
+}
+
+ibv_context** rdma_get_devices(int* num_devices) {
+  int count = 0;
+  ibv_device** devices = ibv_get_device_list(&count);
+  if (devices == nullptr) return nullptr;
+  ibv_context** list = static_cast<ibv_context**>(calloc(static_cast<size_t>(count) + 1,
+                                                         sizeof(ibv_context*)));
+  if (list == nullptr) {
+    ibv_free_device_list(devices);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  for (int i = 0; i < count; ++i) list[i] = ibv_open_device(devices[i]);
+  ibv_free_device_list(devices);
+  if (num_devices != nullptr) *num_devices = count;
+  return list;
+}
+
+void rdma_free_devices(ibv_context** list) { free(list); }
+
+// ---- Not modelled ---------------------------------------------------------------------------
+
+int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd,
+                   ibv_qp_init_attr* qp_init_attr) {
+  return NotSupported();
+}
+void rdma_destroy_ep(rdma_cm_id* id) {}
+int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** id) { return NotSupported(); }
+int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
+  return NotSupported();
+}
+int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) { return NotSupported(); }
+void rdma_destroy_srq(rdma_cm_id* id) {}
+int rdma_establish(rdma_cm_id* id) { return NotSupported(); }
+int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
+  return NotSupported();
+}
+int rdma_notify(rdma_cm_id* id, ibv_event_type event) { return NotSupported(); }
+int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval, size_t optlen) {
+  return NotSupported();
+}
+int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* context) { return NotSupported(); }
+int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* mc_join_attr, void* context) {
+  return NotSupported();
+}
+int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) { return NotSupported(); }
+int rdma_set_local_ece(rdma_cm_id* id, ibv_ece* ece) { return NotSupported(EOPNOTSUPP); }
+int rdma_get_remote_ece(rdma_cm_id* id, ibv_ece* ece) { return NotSupported(EOPNOTSUPP); }
+
+// ---- rsockets: none; rpoll on plain fds is poll(2) -----------------------------------------
+
+int rpoll(pollfd* fds, nfds_t nfds, int timeout) { return poll(fds, nfds, timeout); }
+int rsocket(int domain, int type, int protocol) { return NotSupported(); }
+int rbind(int socket, const sockaddr* addr, socklen_t addrlen) { return NotSupported(); }
+int rlisten(int socket, int backlog) { return NotSupported(); }
+int raccept(int socket, sockaddr* addr, socklen_t* addrlen) { return NotSupported(); }
+int rconnect(int socket, const sockaddr* addr, socklen_t addrlen) { return NotSupported(); }
+int rshutdown(int socket, int how) { return NotSupported(); }
+int rclose(int socket) { return NotSupported(); }
+ssize_t rrecv(int socket, void* buf, size_t len, int flags) { return NotSupported(); }
+ssize_t rrecvfrom(int socket, void* buf, size_t len, int flags, sockaddr* src_addr,
+                  socklen_t* addrlen) {
+  return NotSupported();
+}
+ssize_t rrecvmsg(int socket, msghdr* msg, int flags) { return NotSupported(); }
+ssize_t rsend(int socket, const void* buf, size_t len, int flags) { return NotSupported(); }
+ssize_t rsendto(int socket, const void* buf, size_t len, int flags, const sockaddr* dest_addr,
+                socklen_t addrlen) {
+  return NotSupported();
+}
+ssize_t rsendmsg(int socket, const msghdr* msg, int flags) { return NotSupported(); }
+ssize_t rread(int socket, void* buf, size_t count) { return NotSupported(); }
+ssize_t rreadv(int socket, const iovec* iov, int iovcnt) { return NotSupported(); }
+ssize_t rwrite(int socket, const void* buf, size_t count) { return NotSupported(); }
+ssize_t rwritev(int socket, const iovec* iov, int iovcnt) { return NotSupported(); }
+int rselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, timeval* timeout) {
+  return NotSupported();
+}
+int rgetpeername(int socket, sockaddr* addr, socklen_t* addrlen) { return NotSupported(); }
+int rgetsockname(int socket, sockaddr* addr, socklen_t* addrlen) { return NotSupported(); }
+int rsetsockopt(int socket, int level, int optname, const void* optval, socklen_t optlen) {
+  return NotSupported();
+}
+int rgetsockopt(int socket, int level, int optname, void* optval, socklen_t* optlen) {
+  return NotSupported();
+}
+int rfcntl(int socket, int cmd, ...) { return NotSupported(); }
+off_t riomap(int socket, void* buf, size_t len, int prot, int flags, off_t offset) {
+  return NotSupported();
+}
+int riounmap(int socket, void* buf, size_t len) { return NotSupported(); }
+size_t riowrite(int socket, const void* buf, size_t count, off_t offset, int flags) {
+  errno = ENOSYS;
+  return 0;
+}
+
+}  // extern "C"

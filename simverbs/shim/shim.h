@@ -1,0 +1,94 @@
+// shim.h: the verbs shim, the simulated NIC behind the verbs API itself. Two shared libraries,
+// libibverbs.so.1 and librdmacm.so.1, with rdma-core 44's sonames and symbol versions
+// (libibverbs.map, librdmacm.map), that a program built against Debian's libibverbs-dev /
+// librdmacm-dev loads in place of rdma-core's through LD_LIBRARY_PATH, unrebuilt:
+//
+//   LD_LIBRARY_PATH=bazel-bin/simverbs/shim/lib ibv_devinfo        (//simverbs/shim:verbs_lib_dir)
+//
+// THE MODEL. The shim is a face of the simulator, not a second one: every call goes to the sim
+// Backend (GetSimBackend(), sim_backend.h) or to the simulated device's context
+// (GetSimContext()), with the verbs error conventions put back on top of the Backend's one
+// convention (create: NULL + errno; post/notify/destroy/modify: the errno returned;
+// ibv_get_cq_event: -1 + errno; ibv_poll_cq: a negative count). The inline verbs
+// (ibv_post_send, ibv_post_recv, ibv_post_srq_recv, ibv_poll_cq, ibv_req_notify_cq) never reach
+// the shim: verbs.h calls them through context->ops, which the simulator fills
+// (SimBackend::InstallContextOps). The inline extended verbs of verbs.h (ibv_create_cq_ex,
+// ibv_query_device_ex, ibv_query_port, ibv_alloc_td, ...) look for a struct verbs_context around
+// the context; the simulated context is a plain ibv_context (abi_compat == NULL), so they take
+// their legacy path or fail with EOPNOTSUPP / ENOSYS by themselves, as with an old provider.
+//
+// ONE DEVICE. ibv_get_device_list gives one device, "softrpma_sim0", of the profile that
+// RPMA_SIM_DEVICE names (mlx5 by default: docs/DEVICES.md); the first call starts the simulated
+// NIC and reads the RPMA_SIM_* environment (a malformed variable: NULL + EINVAL, with the
+// simulator's message on stderr). ibv_open_device returns the one simulated context each time;
+// ibv_close_device does not destroy it (objects of the process stay usable until exit). One
+// port, 1, ACTIVE, link layer Ethernet (the simulated NIC is reached at IP addresses through
+// rdma_cm, as RoCE and iWARP are), with rxe's port values (kernel
+// drivers/infiniband/sw/rxe/rxe_param.h, enum rxe_port_param) except the GID table, which holds
+// the one GID ::ffff:127.0.0.1 (RoCE v2), and pkey table, which holds the default pkey 0xffff.
+//
+// LINKING. The simulator is inside libibverbs.so.1, statically, built without the ibverbs
+// backend (the shim depends on //simverbs/sim:sim_backend, never on //simverbs:backend_registry),
+// and the simulator's code calls no libibverbs or librdmacm function, so the shim's
+// libibverbs.so.1 has no DT_NEEDED on any libibverbs or librdmacm and cannot recurse into
+// itself (shim_libs_test.sh checks both libraries' NEEDED entries). librdmacm.so.1 is thin:
+// it needs the shim's libibverbs.so.1 (as rdma-core's librdmacm needs rdma-core's libibverbs)
+// and reaches the same simulator through softrpma_shim_backend (version
+// SOFTRPMA_SHIM_PRIVATE_1), so that a program using both libraries has one simulated NIC. Only
+// the extern "C" functions the version scripts name are exported; everything else (the sim, absl,
+// libstdc++'s inline code) is local. softrpma's own librpma.so.0, loaded beside the shim,
+// finds the ibv_* / rdma_* functions its ibverbs backend uses here (librpma_on_shim_test runs it
+// with RPMA_BACKEND=ibverbs).
+//
+// WHAT WORKS on the simulated NIC (libibverbs.so.1):
+//   ibv_get_device_list, ibv_free_device_list, ibv_get_device_name, ibv_get_device_guid,
+//   ibv_get_device_index, ibv_open_device, ibv_close_device, ibv_query_device, ibv_query_port,
+//   ibv_query_gid, ibv_query_gid_type, _ibv_query_gid_ex, _ibv_query_gid_table, ibv_query_pkey,
+//   ibv_get_pkey_index, ibv_alloc_pd, ibv_dealloc_pd, ibv_reg_mr, ibv_reg_mr_iova and
+//   ibv_reg_mr_iova2 (iova equal to addr), ibv_dereg_mr, ibv_create_comp_channel,
+//   ibv_destroy_comp_channel, ibv_create_cq, ibv_destroy_cq, ibv_get_cq_event,
+//   ibv_ack_cq_events, ibv_get_async_event, ibv_ack_async_event, ibv_create_srq,
+//   ibv_destroy_srq, ibv_qp_to_qp_ex; the strings and rates (ibv_wc_status_str,
+//   ibv_event_type_str, ibv_node_type_str, ibv_port_state_str, ibv_rate_to_mult,
+//   mult_to_ibv_rate, ibv_rate_to_mbps, mbps_to_ibv_rate); ibv_fork_init,
+//   ibv_is_fork_initialized (IBV_FORK_UNNEEDED: no pinned pages), ibv_dontfork_range,
+//   ibv_dofork_range; ibv_get_sysfs_path, ibv_read_sysfs_file (real files); the kern-abi copies
+//   ibv_copy_qp_attr_from_kern, ibv_copy_ah_attr_from_kern, ibv_copy_path_rec_from_kern,
+//   ibv_copy_path_rec_to_kern.
+//   ibv_destroy_qp on a QP that rdma_create_qp made (EINVAL on any other).
+// WHAT FAILS CLEANLY, as a provider without the feature (NULL + errno EOPNOTSUPP, or EOPNOTSUPP
+// returned): ibv_create_qp, ibv_modify_qp and ibv_query_qp (the simulator makes RC QPs through
+// rdma_create_qp only; the Backend has no out-of-band QP connection yet),
+// ibv_query_qp_data_in_order (0: no guarantee), ibv_modify_srq, ibv_query_srq,
+// ibv_resize_cq, ibv_rereg_mr, ibv_reg_mr_iova* with iova != addr, ibv_reg_dmabuf_mr,
+// address handles (ibv_create_ah, ibv_create_ah_from_wc, ibv_init_ah_from_wc, ibv_destroy_ah:
+// the simulator has no UD), multicast (ibv_attach_mcast, ibv_detach_mcast),
+// ibv_resolve_eth_l2_from_gid, ibv_query_ece / ibv_set_ece, ibv_import_device / _pd / _mr / _dm
+// (ibv_unimport_* do nothing).
+// NOT EXPORTED: the compat @IBVERBS_1.0 twins (binaries of libibverbs 1.0) and the provider
+// interface of IBVERBS_PRIVATE_34 except ibv_query_gid_type (ibv_devinfo calls it).
+//
+// librdmacm.so.1: see rdmacm_shim.cc's top comment for what works and what fails.
+//
+// Thread-safety: as the Backend's (backend.h); the device list is made once, under a lock.
+
+#ifndef SOFTRPMA_SIMVERBS_SHIM_SHIM_H_
+#define SOFTRPMA_SIMVERBS_SHIM_SHIM_H_
+
+#include "simverbs/backend.h"
+
+extern "C" {
+
+// The process's simulated NIC as a Backend, started on first use; NULL (errno EINVAL, the
+// reason on stderr) when the RPMA_SIM_* environment is malformed. Exported by the shim's
+// libibverbs.so.1 (SOFTRPMA_SHIM_PRIVATE_1) for its librdmacm.so.1; not for applications.
+softrpma::Backend* softrpma_shim_backend(void);
+
+// The QPs rdma_create_qp made, so that ibv_destroy_qp on one of them works as on rdma-core
+// (there it is rdma_destroy_qp's own step). Called by the shim's librdmacm.so.1. Thread-safe.
+void softrpma_shim_qp_made(ibv_qp* qp, rdma_cm_id* id);
+void softrpma_shim_qp_gone(ibv_qp* qp);
+
+}  // extern "C"
+
+#endif  // SOFTRPMA_SIMVERBS_SHIM_SHIM_H_

@@ -1,0 +1,65 @@
+#!/bin/bash
+# The shim's two libraries as the dynamic linker sees them: rdma-core 44's sonames; every
+# public function of Debian's libibverbs.so.1 / librdmacm.so.1 (their default @@ versions,
+# read from the installed libraries) exported with the same version; nothing else exported but
+# ibv_query_gid_type and softrpma_shim_*; and no DT_NEEDED that could recurse into the
+# real libraries or into the shim itself (libibverbs.so.1 needs neither; librdmacm.so.1 needs
+# only libibverbs.so.1, the shim's beside it).
+# Usage: shim_libs_test.sh <lib/libibverbs.so.1> <lib/librdmacm.so.1>
+set -u
+verbs="$1"
+rdmacm="$2"
+failures=0
+fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+real_dir=/usr/lib/x86_64-linux-gnu
+
+defined() {  # defined <lib>: its defined dynamic symbols as name@@VERSION, sorted
+  readelf --dyn-syms -W "$1" | awk '$7 != "UND" && $8 ~ /@@/ {print $8}' | sort
+}
+needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
+soname() { readelf -d "$1" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p'; }
+
+[[ "$(soname "$verbs")" == libibverbs.so.1 ]] || fail "libibverbs soname: $(soname "$verbs")"
+[[ "$(soname "$rdmacm")" == librdmacm.so.1 ]] || fail "librdmacm soname: $(soname "$rdmacm")"
+
+if needed "$verbs" | grep -Eq '^lib(ibverbs|rdmacm)\.so'; then
+  fail "the shim's libibverbs needs: $(needed "$verbs" | tr '\n' ' ')"
+fi
+if needed "$rdmacm" | grep -q '^librdmacm\.so'; then
+  fail "the shim's librdmacm needs itself"
+fi
+needed "$rdmacm" | grep -qx 'libibverbs.so.1' ||
+  fail "the shim's librdmacm does not need libibverbs.so.1"
+
+compare() {  # compare <real> <shim> <allowed extra regex>
+  local real="$1" shim="$2" extra="$3"
+  local missing
+  missing="$(comm -23 <(defined "$real" | grep -v "@@IBVERBS_PRIVATE_") <(defined "$shim"))"
+  [[ -z "$missing" ]] || fail "$(basename "$shim") lacks: $(echo $missing)"
+  local unexpected
+  unexpected="$(comm -13 <(defined "$real") <(defined "$shim") | grep -Ev "$extra")"
+  [[ -z "$unexpected" ]] || fail "$(basename "$shim") also exports: $(echo $unexpected)"
+}
+if [[ -e "$real_dir/libibverbs.so.1" && -e "$real_dir/librdmacm.so.1" ]]; then
+  compare "$(readlink -f "$real_dir/libibverbs.so.1")" "$verbs" \
+    '^softrpma_shim_(backend|qp_made|qp_gone)@@SOFTRPMA_SHIM_PRIVATE_1$'
+  compare "$(readlink -f "$real_dir/librdmacm.so.1")" "$rdmacm" '^$'
+  defined "$verbs" | grep -qx 'ibv_query_gid_type@@IBVERBS_PRIVATE_34' ||
+    fail "ibv_query_gid_type@@IBVERBS_PRIVATE_34 (ibv_devinfo's) is not exported"
+else
+  fail "rdma-core's libraries are not in $real_dir (libibverbs1, librdmacm1): nothing to" \
+    "compare with"
+fi
+
+# Loaded in place of the real ones, the shim resolves everything it refers to.
+dir="$(cd "$(dirname "$verbs")" && pwd)"
+for lib in "$verbs" "$rdmacm"; do
+  out="$(LD_LIBRARY_PATH="$dir" timeout 20 ldd -r "$lib" 2>&1)"
+  if grep -q "undefined symbol\|not found" <<<"$out"; then fail "ldd -r $lib: $out"; fi
+done
+
+if ((failures > 0)); then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "PASS: sonames, symbol versions and DT_NEEDED of the shim"

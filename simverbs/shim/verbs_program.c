@@ -1,0 +1,209 @@
+/* verbs_program.c: a C program built against Debian's libibverbs-dev / librdmacm-dev (linked
+ * with rdma-core's libraries, as any verbs program is) that shim_program_test runs with the
+ * shim's directory on LD_LIBRARY_PATH. Each check is one line of shim.h's lists: what works
+ * works, and what fails fails with the errno that a provider without the feature gives (bad
+ * input: the verbs error, never a crash). Prints one line per failed check and exits 1 if any. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rsocket.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+
+static int failures;
+
+#define CHECK(cond)                                                         \
+  do {                                                                      \
+    if (!(cond)) {                                                          \
+      printf("FAILED line %d: %s (errno %d: %s)\n", __LINE__, #cond, errno, \
+             strerror(errno));                                              \
+      failures++;                                                           \
+    }                                                                       \
+  } while (0)
+
+/* A NULL result with that errno. */
+#define CHECK_NULL_ERRNO(expr, err) \
+  do {                              \
+    errno = 0;                      \
+    void* got_ = (void*)(expr);     \
+    CHECK(got_ == NULL);            \
+    CHECK(errno == (err));          \
+  } while (0)
+
+static void Devices(void) {
+  int n = -1;
+  struct ibv_device** list = ibv_get_device_list(&n);
+  CHECK(list != NULL);
+  if (list == NULL) return;
+  CHECK(n == 1);
+  CHECK(list[1] == NULL);
+  CHECK(strcmp(ibv_get_device_name(list[0]), "softrpma_sim0") == 0);
+  CHECK(ibv_get_device_name(NULL) == NULL);
+  CHECK(ibv_get_device_index(list[0]) == 0);
+  CHECK(ibv_get_device_guid(list[0]) != 0);
+  CHECK_NULL_ERRNO(ibv_open_device(NULL), ENODEV);
+
+  struct ibv_context* ctx = ibv_open_device(list[0]);
+  CHECK(ctx != NULL);
+  ibv_free_device_list(list);
+  if (ctx == NULL) return;
+
+  struct ibv_device_attr attr;
+  CHECK(ibv_query_device(ctx, &attr) == 0);
+  CHECK(attr.phys_port_cnt == 1);
+  CHECK(ibv_query_device(NULL, &attr) == EINVAL);
+  /* The inline extended query takes its legacy path (no verbs_context around the context). */
+  struct ibv_device_attr_ex attr_ex;
+  CHECK(ibv_query_device_ex(ctx, NULL, &attr_ex) == 0);
+  CHECK(attr_ex.orig_attr.max_qp_wr == attr.max_qp_wr);
+
+  struct ibv_port_attr port;
+  CHECK(ibv_query_port(ctx, 1, &port) == 0);
+  CHECK(port.state == IBV_PORT_ACTIVE);
+  CHECK(port.link_layer == IBV_LINK_LAYER_ETHERNET);
+  CHECK(port.gid_tbl_len == 1);
+  CHECK(ibv_query_port(ctx, 2, &port) == EINVAL);
+  CHECK(ibv_query_port(ctx, 0, &port) == EINVAL);
+
+  union ibv_gid gid;
+  CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0);
+  CHECK(gid.raw[10] == 0xff && gid.raw[11] == 0xff && gid.raw[12] == 127 && gid.raw[15] == 1);
+  CHECK(ibv_query_gid(ctx, 1, 1, &gid) == -1);
+  CHECK(ibv_query_gid(ctx, 2, 0, &gid) == -1);
+  struct ibv_gid_entry entry;
+  CHECK(ibv_query_gid_ex(ctx, 1, 0, &entry, 0) == 0);
+  CHECK(entry.gid_type == IBV_GID_TYPE_ROCE_V2);
+  CHECK(ibv_query_gid_ex(ctx, 1, 5, &entry, 0) == ENODATA);
+  struct ibv_gid_entry table[4];
+  CHECK(ibv_query_gid_table(ctx, table, 4, 0) == 1);
+
+  __be16 pkey = 0;
+  CHECK(ibv_query_pkey(ctx, 1, 0, &pkey) == 0);
+  CHECK(ntohs(pkey) == 0xffff);
+  CHECK(ibv_query_pkey(ctx, 1, 1, &pkey) == -1);
+  CHECK(ibv_get_pkey_index(ctx, 1, htons(0xffff)) == 0);
+
+  /* PD, MR, CQ, channel. */
+  CHECK_NULL_ERRNO(ibv_alloc_pd(NULL), EINVAL);
+  struct ibv_pd* pd = ibv_alloc_pd(ctx);
+  CHECK(pd != NULL);
+  static char buf[4096];
+  CHECK_NULL_ERRNO(ibv_reg_mr(pd, buf, 0, IBV_ACCESS_LOCAL_WRITE), EINVAL);
+  CHECK_NULL_ERRNO(ibv_reg_mr_iova(pd, buf, sizeof(buf), 0x1000, IBV_ACCESS_LOCAL_WRITE),
+                   EOPNOTSUPP);
+  struct ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+  CHECK(mr != NULL);
+  CHECK(ibv_dealloc_pd(pd) == EBUSY);
+  CHECK_NULL_ERRNO(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, 0), EOPNOTSUPP);
+
+  CHECK_NULL_ERRNO(ibv_create_cq(ctx, 0, NULL, NULL, 0), EINVAL);
+  struct ibv_comp_channel* channel = ibv_create_comp_channel(ctx);
+  CHECK(channel != NULL);
+  struct ibv_cq* cq = ibv_create_cq(ctx, 16, NULL, channel, 0);
+  CHECK(cq != NULL);
+  struct ibv_cq* plain_cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+  CHECK(plain_cq != NULL);
+  struct ibv_wc wc;
+  CHECK(ibv_poll_cq(cq, 1, &wc) == 0); /* inline: through the context's ops */
+  CHECK(ibv_req_notify_cq(cq, 0) == 0);
+  CHECK(ibv_req_notify_cq(plain_cq, 0) == EINVAL); /* no channel */
+  CHECK(fcntl(channel->fd, F_SETFL, fcntl(channel->fd, F_GETFL) | O_NONBLOCK) == 0);
+  struct ibv_cq* ev_cq = NULL;
+  void* ev_ctx = NULL;
+  errno = 0;
+  CHECK(ibv_get_cq_event(channel, &ev_cq, &ev_ctx) == -1);
+  CHECK(errno == EAGAIN);
+  CHECK(ibv_destroy_comp_channel(channel) == EBUSY);
+  CHECK(ibv_resize_cq(cq, 32) == EOPNOTSUPP);
+  /* The extended CQ needs a verbs_context: the inline verb fails by itself. */
+  struct ibv_cq_init_attr_ex cq_attr = {.cqe = 16};
+  CHECK_NULL_ERRNO(ibv_create_cq_ex(ctx, &cq_attr), EOPNOTSUPP);
+
+  /* No out-of-band QPs, no UD, no multicast. */
+  struct ibv_qp_init_attr qp_attr = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+                                     .cap = {.max_send_wr = 1, .max_recv_wr = 1,
+                                             .max_send_sge = 1, .max_recv_sge = 1}};
+  CHECK_NULL_ERRNO(ibv_create_qp(pd, &qp_attr), EOPNOTSUPP);
+  CHECK(ibv_modify_qp(NULL, NULL, 0) == EOPNOTSUPP);
+  CHECK(ibv_destroy_qp(NULL) == EINVAL);
+  struct ibv_ah_attr ah_attr;
+  memset(&ah_attr, 0, sizeof(ah_attr));
+  CHECK_NULL_ERRNO(ibv_create_ah(pd, &ah_attr), EOPNOTSUPP);
+  CHECK(ibv_attach_mcast(NULL, &gid, 0) == EOPNOTSUPP);
+  CHECK_NULL_ERRNO(ibv_import_pd(ctx, 1), EOPNOTSUPP);
+
+  /* A bad argument to an async event call. */
+  struct ibv_async_event async_event;
+  errno = 0;
+  CHECK(ibv_get_async_event(NULL, &async_event) == -1);
+  CHECK(errno == EINVAL);
+
+  CHECK(ibv_destroy_cq(plain_cq) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+  CHECK(ibv_destroy_comp_channel(channel) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+  CHECK(ibv_dealloc_pd(pd) == 0);
+  CHECK(ibv_close_device(ctx) == 0);
+  CHECK(ibv_close_device(NULL) == EINVAL);
+
+  /* Helpers. */
+  CHECK(strcmp(ibv_wc_status_str(IBV_WC_SUCCESS), "success") == 0);
+  CHECK(ibv_wc_status_str((enum ibv_wc_status)1000) != NULL);
+  CHECK(ibv_event_type_str(IBV_EVENT_CQ_ERR) != NULL);
+  CHECK(ibv_rate_to_mult(IBV_RATE_10_GBPS) == 4);
+  CHECK(mult_to_ibv_rate(4) == IBV_RATE_10_GBPS);
+  CHECK(ibv_rate_to_mbps(IBV_RATE_100_GBPS) == 103125);
+  CHECK(mbps_to_ibv_rate(103125) == IBV_RATE_100_GBPS);
+  CHECK(mult_to_ibv_rate(3) == IBV_RATE_MAX);
+  CHECK(ibv_fork_init() == 0);
+  CHECK(ibv_is_fork_initialized() == IBV_FORK_UNNEEDED);
+}
+
+static void Cm(void) {
+  struct rdma_event_channel* channel = rdma_create_event_channel();
+  CHECK(channel != NULL);
+  struct rdma_cm_id* id = NULL;
+  CHECK(rdma_create_id(channel, &id, NULL, RDMA_PS_TCP) == 0);
+  errno = 0;
+  CHECK(rdma_create_id(channel, NULL, NULL, RDMA_PS_TCP) == -1);
+  CHECK(errno == EINVAL);
+  errno = 0;
+  CHECK(rdma_get_cm_event(NULL, NULL) == -1);
+  CHECK(errno == EINVAL);
+  errno = 0;
+  CHECK(rdma_create_qp(id, NULL, NULL) == -1);
+  CHECK(errno == EINVAL);
+  errno = 0;
+  CHECK(rdma_connect(id, NULL) == -1); /* no route resolved */
+  CHECK(errno == EINVAL);
+  struct ibv_qp_attr qp_attr;
+  int mask = 0;
+  errno = 0;
+  CHECK(rdma_init_qp_attr(id, &qp_attr, &mask) == -1);
+  CHECK(errno == ENOSYS);
+  errno = 0;
+  CHECK(rsocket(AF_INET, SOCK_STREAM, 0) == -1);
+  CHECK(errno == ENOSYS);
+  int n = 0;
+  struct ibv_context** devices = rdma_get_devices(&n);
+  CHECK(devices != NULL && n == 1 && devices[0] != NULL && devices[1] == NULL);
+  rdma_free_devices(devices);
+  CHECK(strcmp(rdma_event_str(RDMA_CM_EVENT_ESTABLISHED), "RDMA_CM_EVENT_ESTABLISHED") == 0);
+  CHECK(rdma_destroy_id(id) == 0);
+  rdma_destroy_event_channel(channel);
+}
+
+int main(void) {
+  Devices();
+  Cm();
+  if (failures > 0) {
+    printf("%d check(s) failed\n", failures);
+    return 1;
+  }
+  printf("PASS\n");
+  return 0;
+}
