@@ -6,6 +6,9 @@
 # Usage: devinfo_test.sh <lib/libibverbs.so.1 of //simverbs/shim:verbs_lib_dir>
 set -u
 libdir="$(cd "$(dirname "$1")" && pwd)"
+# shellcheck source=simverbs/shim/sanitizer_env.sh
+source "$(dirname "$0")/sanitizer_env.sh"
+preload_sanitizer_runtime "$libdir/libibverbs.so.1"
 dir="${TEST_TMPDIR:-$(mktemp -d)}"
 failures=0
 fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
