@@ -146,10 +146,35 @@ QpIds& TheQpIds() {
   return *ids;
 }
 
+// The fields ibv_sa_path_rec and the kernel's ib_user_path_rec share by name, converted each to
+// the destination's type (the GIDs differ in form and are copied by the callers).
+template <typename Dst, typename Src>
+void CopyPathRecScalars(Dst* dst, const Src* src) {
+  dst->dlid = static_cast<decltype(dst->dlid)>(src->dlid);
+  dst->slid = static_cast<decltype(dst->slid)>(src->slid);
+  dst->raw_traffic = static_cast<decltype(dst->raw_traffic)>(src->raw_traffic);
+  dst->flow_label = static_cast<decltype(dst->flow_label)>(src->flow_label);
+  dst->hop_limit = static_cast<decltype(dst->hop_limit)>(src->hop_limit);
+  dst->traffic_class = static_cast<decltype(dst->traffic_class)>(src->traffic_class);
+  dst->reversible = static_cast<decltype(dst->reversible)>(src->reversible);
+  dst->numb_path = static_cast<decltype(dst->numb_path)>(src->numb_path);
+  dst->pkey = static_cast<decltype(dst->pkey)>(src->pkey);
+  dst->sl = static_cast<decltype(dst->sl)>(src->sl);
+  dst->mtu_selector = static_cast<decltype(dst->mtu_selector)>(src->mtu_selector);
+  dst->mtu = static_cast<decltype(dst->mtu)>(src->mtu);
+  dst->rate_selector = static_cast<decltype(dst->rate_selector)>(src->rate_selector);
+  dst->rate = static_cast<decltype(dst->rate)>(src->rate);
+  dst->packet_life_time_selector =
+      static_cast<decltype(dst->packet_life_time_selector)>(src->packet_life_time_selector);
+  dst->packet_life_time = static_cast<decltype(dst->packet_life_time)>(src->packet_life_time);
+  dst->preference = static_cast<decltype(dst->preference)>(src->preference);
+}
+
 }  // namespace
 }  // namespace softrpma::shim
 
 using softrpma::Backend;
+using softrpma::shim::CopyPathRecScalars;
 using softrpma::shim::IsTheContext;
 using softrpma::shim::IsTheDevice;
 using softrpma::shim::NullWithErrno;
@@ -708,45 +733,13 @@ void ibv_copy_qp_attr_from_kern(ibv_qp_attr* dst, ib_uverbs_qp_attr* src) {
 void ibv_copy_path_rec_from_kern(ibv_sa_path_rec* dst, ib_user_path_rec* src) {
   std::memcpy(dst->dgid.raw, src->dgid, sizeof(dst->dgid.raw));
   std::memcpy(dst->sgid.raw, src->sgid, sizeof(dst->sgid.raw));
-  dst->dlid = src->dlid;
-  dst->slid = src->slid;
-  dst->raw_traffic = static_cast<int>(src->raw_traffic);
-  dst->flow_label = src->flow_label;
-  dst->hop_limit = src->hop_limit;
-  dst->traffic_class = src->traffic_class;
-  dst->reversible = static_cast<int>(src->reversible);
-  dst->numb_path = src->numb_path;
-  dst->pkey = src->pkey;
-  dst->sl = src->sl;
-  dst->mtu_selector = src->mtu_selector;
-  dst->mtu = src->mtu;
-  dst->rate_selector = src->rate_selector;
-  dst->rate = src->rate;
-  dst->packet_life_time_selector = src->packet_life_time_selector;
-  dst->packet_life_time = src->packet_life_time;
-  dst->preference = src->preference;
+  CopyPathRecScalars(dst, src);
 }
 
 void ibv_copy_path_rec_to_kern(ib_user_path_rec* dst, ibv_sa_path_rec* src) {
   std::memcpy(dst->dgid, src->dgid.raw, sizeof(dst->dgid));
   std::memcpy(dst->sgid, src->sgid.raw, sizeof(dst->sgid));
-  dst->dlid = src->dlid;
-  dst->slid = src->slid;
-  dst->raw_traffic = static_cast<uint32_t>(src->raw_traffic);
-  dst->flow_label = src->flow_label;
-  dst->hop_limit = src->hop_limit;
-  dst->traffic_class = src->traffic_class;
-  dst->reversible = static_cast<uint32_t>(src->reversible);
-  dst->numb_path = src->numb_path;
-  dst->pkey = src->pkey;
-  dst->sl = src->sl;
-  dst->mtu_selector = src->mtu_selector;
-  dst->mtu = src->mtu;
-  dst->rate_selector = src->rate_selector;
-  dst->rate = src->rate;
-  dst->packet_life_time_selector = src->packet_life_time_selector;
-  dst->packet_life_time = src->packet_life_time;
-  dst->preference = src->preference;
+  CopyPathRecScalars(dst, src);
 }
 
 }  // extern "C"

@@ -372,7 +372,6 @@ bool ConsumesReceive(ibv_wr_opcode opcode) {
 // At post time: keeps the source bytes of a WRITE / SEND, poisons the destination of a READ.
 // REQUIRES: the race detector is on; wqe is not inline.
 void WatchAtPost(SimQp* qp, SendWqe& wqe) {
-  wqe.has_posted_bytes = false;
   if (wqe.length == 0) return;
   const bool is_read = wqe.opcode == IBV_WR_RDMA_READ;
   if (!is_read && !ReadsLocalSource(wqe.opcode)) return;
@@ -392,7 +391,6 @@ void WatchAtPost(SimQp* qp, SendWqe& wqe) {
     std::memcpy(wqe.posted_bytes.data() + offset, local.pieces[i].ptr, local.pieces[i].length);
     offset += local.pieces[i].length;
   }
-  wqe.has_posted_bytes = true;
 }
 
 // At execution: reports source bytes that changed since the post (one line per WR).
@@ -465,7 +463,7 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
   if (!GatherLocal(qp, wqe, is_read ? IBV_ACCESS_LOCAL_WRITE : 0, &local)) {
     return Done(IBV_WC_LOC_PROT_ERR);
   }
-  if (wqe.has_posted_bytes) CheckRace(qp, wqe, local);
+  if (!wqe.posted_bytes.empty()) CheckRace(qp, wqe, local);
   const Delivery delivery{&qp->link, qp->qp.qp_num, wqe.solicited,
                           wqe.opcode == IBV_WR_SEND_WITH_IMM ||
                               wqe.opcode == IBV_WR_RDMA_WRITE_WITH_IMM,
@@ -1241,7 +1239,7 @@ int PostSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault&
     }
     wqe.post_seq = ++qp->posted_seq;
     wqe.release_at = 0;
-    wqe.has_posted_bytes = false;
+    wqe.posted_bytes.clear();  // (keeps its capacity for the slot's next WR)
     if (in_process) link->unexecuted.fetch_add(1, std::memory_order_acq_rel);
     if (deferred) {
       const uint64_t wait = qp->chooser.NextDeferral();

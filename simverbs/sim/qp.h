@@ -167,8 +167,8 @@ struct SendWqe {
   // at once (eager mode, a remote link).
   uint64_t post_seq = 0;
   uint64_t release_at = 0;
-  // The race detector: the source bytes as posted; compared when the WR executes.
-  bool has_posted_bytes = false;
+  // The race detector: the source bytes as posted, compared when the WR executes (empty: not
+  // watched; a watched WR has at least one byte).
   std::vector<uint8_t> posted_bytes;
 };
 
