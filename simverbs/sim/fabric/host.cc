@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -126,6 +127,9 @@ struct Watch {
 
 struct Fabric {
   int epoll_fd = -1;
+  // Posted by the thread once it runs: until then the thread's start-up (its stack, its TLS,
+  // a sanitizer's bookkeeping) may hold allocator locks, and a fork would copy them held.
+  sem_t started;
   uint64_t next_token = 1;
   absl::flat_hash_map<uint64_t, Watch> watches;
 };
@@ -133,8 +137,21 @@ struct Fabric {
 softrpma::Mutex g_mu;
 Fabric* g_fabric ABSL_GUARDED_BY(g_mu) = nullptr;
 
-void AtForkPrepare() ABSL_NO_THREAD_SAFETY_ANALYSIS { g_mu.Lock(); }
-void AtForkParent() ABSL_NO_THREAD_SAFETY_ANALYSIS { g_mu.Unlock(); }
+// Held by the fabric thread from each wake-up until it sleeps in epoll_wait again, and taken
+// (before g_mu) by a fork: the child is never a copy of the thread half-way through its work.
+// Otherwise a lock that thread held at the fork (one of ours, or one of an allocator without
+// fork handlers, such as GCC 12's AddressSanitizer) stays held in the child forever, and the
+// child hangs on its first use of it.
+softrpma::Mutex g_work_mu ABSL_ACQUIRED_BEFORE(g_mu);
+
+void AtForkPrepare() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  g_work_mu.Lock();
+  g_mu.Lock();
+}
+void AtForkParent() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  g_mu.Unlock();
+  g_work_mu.Unlock();
+}
 // The child: the parent's sockets are not ours. Close them (the parent keeps its own copies),
 // forget the parent's fabric (its thread does not exist here) and start afresh on first use.
 void AtForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -142,6 +159,7 @@ void AtForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   Fabric* fabric = g_fabric;
   g_fabric = nullptr;  // leaked: objects of the parent may still point at it
   g_mu.Unlock();
+  g_work_mu.Unlock();
   if (fabric == nullptr) return;
   close(fabric->epoll_fd);
   for (const auto& [token, watch] : fabric->watches) {
@@ -177,13 +195,17 @@ int GetFabric(Fabric** out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_t thread;
+  sem_init(&fabric->started, 0, 0);
   const int err = pthread_create(&thread, &attr, &RunFabric, fabric);
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (err != 0) {
+    sem_destroy(&fabric->started);
     close(fabric->epoll_fd);
     delete fabric;
     return err;
+  }
+  while (sem_wait(&fabric->started) != 0 && errno == EINTR) {
   }
   g_fabric = fabric;
   *out = fabric;
@@ -280,12 +302,14 @@ void AcceptAll(const std::shared_ptr<Listener::State>& listener) {
 void* RunFabric(void* arg) {
   Fabric* fabric = static_cast<Fabric*>(arg);
   const int epoll_fd = fabric->epoll_fd;
+  sem_post(&fabric->started);
   epoll_event events[64];
   // Connections with news that a busy poller is about to read (Conn::kBusyPollWindowNs).
   absl::flat_hash_map<uint64_t, std::shared_ptr<Conn>> deferred;
   while (true) {
     const int n = epoll_wait(epoll_fd, events, 64, deferred.empty() ? -1 : 1);
     if (n < 0 && errno != EINTR) return nullptr;
+    softrpma::MutexLock work(&g_work_mu);
     for (auto it = deferred.begin(); it != deferred.end();) {
       if (Conn::Internal::PollerActive(*it->second)) {
         ++it;
