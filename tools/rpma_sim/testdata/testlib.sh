@@ -54,11 +54,26 @@ expect_status() {
   if [[ "$2" == "$3" ]]; then pass "$1"; else fail "$1" "exit status $3, expected $2"; fi
 }
 
-# Runs "$@", its stdout in $out, stderr in $err, exit status in $status; never fails.
+# Each program `run` starts is killed after this many seconds (three quarters of the test's
+# own timeout): a hang is then a failed check that shows what the program printed, and the
+# checks after it still run, rather than a test that Bazel kills with nothing to read.
+run_timeout=$(( ${TEST_TIMEOUT:-300} * 3 / 4 ))
+
+# Runs "$@", its stdout in $out, stderr in $err, exit status in $status; never fails. A program
+# still running after $run_timeout seconds is killed: status 124 and a line in $err.
 run() {
   out="" err="" status=0
-  out="$("$@" 2>"$work/stderr")" || status=$?
+  if [[ "$(type -t "$1")" == file ]]; then
+    out="$(timeout --kill-after=5 "$run_timeout" "$@" 2>"$work/stderr")" || status=$?
+  else
+    out="$("$@" 2>"$work/stderr")" || status=$?
+  fi
   err="$(cat "$work/stderr")"
+  if [[ "$status" == 124 ]]; then
+    local killed="testlib: killed after ${run_timeout} s: $*"
+    err="${err:+$err$'\n'}$killed"
+    echo "$killed" >&2
+  fi
 }
 
 # The flags a C program compiled here needs to load our librpma.so.0 when that is built with a
