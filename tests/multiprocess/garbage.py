@@ -9,7 +9,11 @@ import sys
 
 MAGIC = 0x52504D31
 HEADER = struct.Struct("=IHHIIQQQIi")  # wire.h: wire::Header
-CONNECT_BODY_LEN = 4 + 4 + 128 + 128 + 56
+# wire.h: wire::ConnectBody up to its addresses (qp_num, srq, private_data_len,
+# responder_resources, initiator_depth, pid, reserved, probe_addr), then src, dst (two
+# sockaddr_storage) and the private data.
+CONNECT_HEAD = struct.Struct("=IBBBBiIQ")
+CONNECT_BODY_LEN = CONNECT_HEAD.size + 128 + 128 + 56
 
 
 def header(type_, body_len, magic=MAGIC, length=0):
@@ -27,7 +31,7 @@ CASES = {
     "connect body of the wrong size": header(1, 10) + bytes(10),
     "connect body with a bad family": header(1, CONNECT_BODY_LEN) + bytes(CONNECT_BODY_LEN),
     "private data longer than the REQ carries": header(1, CONNECT_BODY_LEN)
-    + struct.pack("=IBBBB", 17, 0, 200, 0, 0) + sockaddr_in(1) + sockaddr_in(2) + bytes(56),
+    + CONNECT_HEAD.pack(17, 0, 200, 0, 0, 0, 0, 0) + sockaddr_in(1) + sockaddr_in(2) + bytes(56),
     "a request before any connection": header(16, 4) + b"evil",
     "a 4 GiB read": header(18, 0, length=1 << 32),
 }
