@@ -46,6 +46,8 @@ struct Listener::State {
 
 namespace {
 
+// A listener's abstract socket name is "softrpma/<fabric>/<[IPv6]:port>" in sun_path's 107
+// bytes: 40 leaves room for the longest address.
 constexpr size_t kMaxFabricName = 40;
 // A message body is read into memory this much at a time (Conn::Internal::ReadLocked).
 constexpr size_t kBodyChunkBytes = size_t{1} << 20;

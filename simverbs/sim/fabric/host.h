@@ -58,7 +58,7 @@ inline constexpr char kFabricEnvVar[] = "RPMA_SIM_FABRIC";
 // then goes through the socket); "1" or unset: on where the kernel allows it (CanReach).
 inline constexpr char kCmaEnvVar[] = "RPMA_SIM_CMA";
 
-// Sets the fabric's name from RPMA_SIM_FABRIC (1 to 64 characters of [A-Za-z0-9._-]), or the
+// Sets the fabric's name from RPMA_SIM_FABRIC (1 to 40 characters of [A-Za-z0-9._-]), or the
 // default when it is unset or empty: "uid<uid>", or "uid<uid>-test-<hash of TEST_TMPDIR>"
 // inside a Bazel test (Bazel runs tests side by side; each gets a fabric of its own).
 // Also reads RPMA_SIM_CMA. Errors: InvalidArgument naming the bad value. Call before the
