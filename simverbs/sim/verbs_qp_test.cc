@@ -5,13 +5,19 @@
 #include <infiniband/verbs.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "simverbs/backend.h"
+#include "simverbs/mutex.h"
+#include "simverbs/sim/fabric/host.h"
+#include "simverbs/sim/fabric/wire.h"
 #include "simverbs/sim/qp.h"
 #include "simverbs/sim/sim_backend.h"
 #include "simverbs/sim/test_util.h"
@@ -320,6 +326,87 @@ TEST_F(VerbsQpTest, GidNobodyHasEndsInRetryExceeded) {
   ASSERT_EQ(PostWrite(backend_, a_.qp, 1, &sge, 1, 0x1000, 1), 0);
   EXPECT_THAT(PollN(backend_, a_.cq, 1),
               ElementsAre(Field(&ibv_wc::status, IBV_WC_RETRY_EXC_ERR)));
+}
+
+// A hostile peer at this process's endpoint: what it gets back.
+class Recorder final : public host::Conn::Handler {
+ public:
+  void OnMessage(const wire::Header& header, const uint8_t* body) override {
+    softrpma::MutexLock lock(&mu);
+    got.push_back(header);
+  }
+  void OnClosed() override {
+    softrpma::MutexLock lock(&mu);
+    closed = true;
+  }
+  softrpma::Mutex mu;
+  std::vector<wire::Header> got;
+  bool closed = false;
+};
+
+std::string OurEndpoint() {
+  const ibv_gid gid = OurGid();
+  std::string name = "gid-";
+  char hex[3];
+  for (uint8_t byte : gid.raw) {
+    std::snprintf(hex, sizeof(hex), "%02x", byte);
+    name += hex;
+  }
+  return name;
+}
+
+bool WaitFor(Recorder* recorder, size_t messages, bool closed) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      softrpma::MutexLock lock(&recorder->mu);
+      if (recorder->got.size() >= messages && recorder->closed == closed) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+TEST_F(VerbsQpTest, EndpointAnswersAnUnknownQpAndClosesOnAMessageBeforeTheBind) {
+  // A write before any kQpBind: the connection ends, nothing is answered.
+  auto first = std::make_shared<Recorder>();
+  std::shared_ptr<host::Conn> conn;
+  ASSERT_EQ(host::DialEndpoint(OurEndpoint(), first, &conn), 0);
+  wire::Header write = wire::MakeHeader(wire::Type::kWrite);
+  write.seq = 1;
+  conn->Send(write, nullptr, 0);
+  EXPECT_TRUE(WaitFor(first.get(), 0, true));
+  conn->Close();
+
+  // A bind of a version this one does not know: the same.
+  auto second = std::make_shared<Recorder>();
+  ASSERT_EQ(host::DialEndpoint(OurEndpoint(), second, &conn), 0);
+  wire::QpBindBody bind;
+  std::memset(&bind, 0, sizeof(bind));
+  bind.version = wire::kQpBindVersion + 1;
+  bind.dst_qp_num = a_.qp->qp_num;
+  wire::Header header = wire::MakeHeader(wire::Type::kQpBind);
+  header.body_len = sizeof(bind);
+  iovec iov{&bind, sizeof(bind)};
+  conn->Send(header, &iov, 1);
+  EXPECT_TRUE(WaitFor(second.get(), 0, true));
+  conn->Close();
+
+  // A good bind to a QP that is not connected to the sender: each request is dropped, as a
+  // real responder drops it (answered RETRY_EXC_ERR: the requester's retries run out).
+  auto third = std::make_shared<Recorder>();
+  ASSERT_EQ(host::DialEndpoint(OurEndpoint(), third, &conn), 0);
+  bind.version = wire::kQpBindVersion;
+  conn->Send(header, &iov, 1);
+  conn->Send(write, nullptr, 0);
+  ASSERT_TRUE(WaitFor(third.get(), 1, false));
+  {
+    softrpma::MutexLock lock(&third->mu);
+    EXPECT_EQ(third->got[0].type, static_cast<uint16_t>(wire::Type::kAck));
+    EXPECT_EQ(third->got[0].seq, 1u);
+    EXPECT_EQ(third->got[0].status, IBV_WC_RETRY_EXC_ERR);
+  }
+  conn->Close();
 }
 
 TEST_F(VerbsQpTest, GidIsThisProcesssLoopbackAddress) {
