@@ -1768,6 +1768,89 @@ std::shared_ptr<host::Conn> ResetLocked(SimQp* qp) {
   return conn;
 }
 
+// INIT -> RTR toward QP `attr->dest_qp_num` of this process (qp.h). Returns 0 or EINVAL
+// (the QP left INIT meanwhile).
+int BindLocal(SimQp* qp, const ibv_qp_attr& attr, int mask) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  VerbsQps& qps = TheVerbsQps();
+  softrpma::MutexLock registry_lock(&qps.mu);  // one binding at a time: two RTRs meet
+  std::shared_ptr<SimLink> old_link = qp->link;
+  std::shared_ptr<SimLink> partner_link;
+  if (auto it = qps.links.find(attr.dest_qp_num); it != qps.links.end()) {
+    partner_link = it->second.lock();
+  }
+  if (partner_link == old_link) partner_link = nullptr;
+  // Both links, in address order.
+  SimLink* locks[2] = {old_link.get(), partner_link.get()};
+  if (locks[1] != nullptr && locks[1] < locks[0]) std::swap(locks[0], locks[1]);
+  for (SimLink* l : locks) {
+    if (l != nullptr) l->mu.Lock();
+  }
+  int err = 0;
+  std::shared_ptr<SimLink> target;
+  if (qp->state != IBV_QPS_INIT) {
+    err = EINVAL;
+  } else {
+    uint8_t own_gid[16];
+    ProcessGid(own_gid);
+    SimQp* partner = nullptr;
+    int free_side = -1;
+    if (partner_link != nullptr && partner_link->remote == nullptr) {
+      for (int i = 0; i < 2; ++i) {
+        SimQp* side = partner_link->side[i];
+        if (side != nullptr && side->qp.qp_num == attr.dest_qp_num) partner = side;
+      }
+      if (partner != nullptr) {
+        free_side = 1 - partner->side;
+        if (partner_link->side[free_side] != nullptr || !partner->verbs ||
+            (partner->state != IBV_QPS_RTR && partner->state != IBV_QPS_RTS) ||
+            partner->verbs_attr.dest_qp_num != qp->qp.qp_num ||
+            std::memcmp(partner->verbs_attr.ah_attr.grh.dgid.raw, own_gid, 16) != 0) {
+          partner = nullptr;  // not (yet) bound back to us: wait alone
+        }
+      }
+    }
+    const bool alone = old_link->side[1 - qp->side] == nullptr;
+    if (partner != nullptr) {
+      old_link->side[qp->side] = nullptr;
+      partner_link->side[free_side] = qp;
+      qp->side = free_side;
+      target = partner_link;
+    } else if (!alone) {
+      // Still in the link of an earlier binding (RESET since): a link of its own.
+      old_link->side[qp->side] = nullptr;
+      target = std::make_shared<SimLink>();
+      softrpma::MutexLock lock(&target->mu);
+      target->side[0] = qp;
+      qp->side = 0;
+    } else {
+      target = old_link;
+    }
+    qp->link = target;
+    qps.links[qp->qp.qp_num] = target;
+    if (TraceOn()) {
+      TraceEvent("qp_bind qp=%u dest_qp=%u local=1 linked=%d", qp->qp.qp_num, attr.dest_qp_num,
+                 partner != nullptr ? 1 : 0);
+    }
+  }
+  for (SimLink* l : locks) {
+    if (l != nullptr) l->mu.Unlock();
+  }
+  if (err != 0) return err;
+  if (target != old_link) {
+    // Where the poll points of asynchronous execution find it (no link lock held: AddLink
+    // takes the set's lock, which RunPollPoint holds while it takes links' locks).
+    for (SimCq* cq : {qp->send_cq, qp->recv_cq}) {
+      AddLink(&cq->links, target);
+      if (cq->channel != nullptr) AddLink(&cq->channel->links, target);
+    }
+  }
+  softrpma::MutexLock lock(&target->mu);
+  RecordAttrs(qp, attr, mask);
+  SetStateLocked(qp, IBV_QPS_RTR);
+  ProgressLinkLocked(target.get());
+  return 0;
+}
+
 }  // namespace
 
 int CreateVerbsQp(SimPd* pd, ibv_qp_init_attr* attr, SimQp** qp) {
@@ -1845,6 +1928,11 @@ int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask) {
   std::shared_ptr<host::Conn> conn;
   if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
     const uint8_t* dgid = attr->ah_attr.grh.dgid.raw;
+    uint8_t own_gid[16];
+    ProcessGid(own_gid);
+    if (std::memcmp(dgid, own_gid, sizeof(own_gid)) == 0 && attr->dest_qp_num != qp->qp.qp_num) {
+      return BindLocal(qp, *attr, attr_mask);
+    }
     int32_t pid = 0;
     if (GidPid(dgid, &pid)) {
       auto end = std::make_shared<DialEnd>(qp->link);

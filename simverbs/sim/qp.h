@@ -261,7 +261,9 @@ struct SimQp final {
   SimSrq* srq;  // may be nullptr
   ibv_qp_cap cap;
   bool sq_sig_all;
-  std::shared_ptr<SimLink> link;  // never changes after creation
+  // Never changes after creation, except for a QP of ibv_create_qp at its RTR toward a QP of
+  // this process (ModifyVerbsQp), when no other thread may use the QP.
+  std::shared_ptr<SimLink> link;
   int side;                       // this QP's index in link->side
 
   // Send-queue slots in use: posted and not yet retired by a polled completion. Incremented
@@ -345,9 +347,12 @@ void SetQpError(SimQp* qp);
 // MAX_QP_RD_ATOMIC; INIT->INIT and RTS->RTS take their optional attributes; any state goes to
 // ERR or RESET with STATE alone; anything else is EINVAL. The AV must carry a GRH (is_global,
 // sgid_index 0): the port is Ethernet. Receives may be posted from INIT, sends from RTS.
-// At RTR the QP is bound to (dgid, dest_qp_num). A GID of this simulator names a process
-// (ProcessGid): every process that creates such a QP listens on the fabric endpoint named
-// after its GID; RTR dials the endpoint of dgid (its own process's too: one code path), sends
+// At RTR the QP is bound to (dgid, dest_qp_num). dgid our own (ProcessGid): the QP joins the
+// link of QP dest_qp_num if that one is RTR/RTS and bound back to it (else it waits alone,
+// and its sends find no responder: IBV_WC_RETRY_EXC_ERR), an in-process link as the CM's, with
+// asynchronous execution and the race detector; a QP bound to itself goes the cross-process
+// way. A GID of this simulator names a process: every process that creates such a QP listens
+// on the fabric endpoint named after its GID; RTR toward another process dials it, sends
 // a kQpBind naming dest_qp_num, and the QP's link becomes a remote link over that connection
 // (the remote data path below): requests go out on it and their responses come back on it,
 // while the peer's requests arrive on the connection the peer dialed and are answered there.

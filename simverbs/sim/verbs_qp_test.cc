@@ -259,6 +259,8 @@ TEST_F(VerbsQpTest, ReceivesFromInitSendsOnlyInRts) {
 
 TEST_F(VerbsQpTest, WriteSendReadMoveData) {
   ConnectPair();
+  // Two QPs of one process: one in-process link, as the CM's (no fabric connection).
+  EXPECT_EQ(to_sim(a_.qp)->link, to_sim(b_.qp)->link);
   TestBuffer a_buf(backend_, a_.pd, 64, kRemoteAccess);
   TestBuffer b_buf(backend_, b_.pd, 64, kRemoteAccess);
   std::memcpy(a_buf.data(), "written by a", 13);
@@ -289,6 +291,39 @@ TEST_F(VerbsQpTest, WriteSendReadMoveData) {
   EXPECT_EQ(got[0].byte_len, 6u);
   EXPECT_EQ(got[0].src_qp, a_.qp->qp_num);
   EXPECT_STREQ(reinterpret_cast<char*>(b_buf.data() + 48), "hello");
+}
+
+TEST_F(VerbsQpTest, QpBoundToItselfLoopsBack) {
+  ASSERT_EQ(Modify(a_.qp, InitAttr(), kInitMask), 0);
+  ASSERT_EQ(Modify(a_.qp, RtrAttr(a_.qp->qp_num, OurGid()), kRtrMask), 0);
+  ASSERT_EQ(Modify(a_.qp, RtsAttr(), kRtsMask), 0);
+  TestBuffer buf(backend_, a_.pd, 64, kRemoteAccess);
+  std::memcpy(buf.data(), "loop", 5);
+  ibv_sge sge = buf.Sge(0, 5);
+  ASSERT_EQ(PostWrite(backend_, a_.qp, 1, &sge, 1, buf.addr(32), buf.mr()->rkey), 0);
+  EXPECT_THAT(PollN(backend_, a_.cq, 1), ElementsAre(Field(&ibv_wc::status, IBV_WC_SUCCESS)));
+  EXPECT_STREQ(reinterpret_cast<char*>(buf.data() + 32), "loop");
+}
+
+TEST_F(VerbsQpTest, ResetAndRebindToAnotherQp) {
+  ConnectPair();
+  ibv_qp_attr to_reset;
+  std::memset(&to_reset, 0, sizeof(to_reset));
+  to_reset.qp_state = IBV_QPS_RESET;
+  for (Side* side : {&a_, &b_}) ASSERT_EQ(Modify(side->qp, to_reset, IBV_QP_STATE), 0);
+  // a and b again, b binding first this time.
+  for (Side* side : {&a_, &b_}) ASSERT_EQ(Modify(side->qp, InitAttr(), kInitMask), 0);
+  ASSERT_EQ(Modify(b_.qp, RtrAttr(a_.qp->qp_num, OurGid()), kRtrMask), 0);
+  ASSERT_EQ(Modify(a_.qp, RtrAttr(b_.qp->qp_num, OurGid()), kRtrMask), 0);
+  for (Side* side : {&a_, &b_}) ASSERT_EQ(Modify(side->qp, RtsAttr(), kRtsMask), 0);
+  EXPECT_EQ(to_sim(a_.qp)->link, to_sim(b_.qp)->link);
+  TestBuffer a_buf(backend_, a_.pd, 64, kRemoteAccess);
+  TestBuffer b_buf(backend_, b_.pd, 64, kRemoteAccess);
+  std::memcpy(b_buf.data(), "again", 6);
+  ibv_sge src = b_buf.Sge(0, 6);
+  ASSERT_EQ(PostWrite(backend_, b_.qp, 1, &src, 1, a_buf.addr(0), a_buf.mr()->rkey), 0);
+  EXPECT_THAT(PollN(backend_, b_.cq, 1), ElementsAre(Field(&ibv_wc::status, IBV_WC_SUCCESS)));
+  EXPECT_STREQ(reinterpret_cast<char*>(a_buf.data()), "again");
 }
 
 TEST_F(VerbsQpTest, AbsentQpNumberEndsInRetryExceeded) {
