@@ -1768,6 +1768,32 @@ std::shared_ptr<host::Conn> ResetLocked(SimQp* qp) {
   return conn;
 }
 
+// Moves `qp` (INIT) out of a link it shares with another QP into a new link of its own.
+// Returns EINVAL when it left INIT meanwhile.
+int LeaveSharedLink(SimQp* qp) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  VerbsQps& qps = TheVerbsQps();
+  softrpma::MutexLock registry_lock(&qps.mu);
+  std::shared_ptr<SimLink> old_link = qp->link;
+  std::shared_ptr<SimLink> fresh;
+  {
+    softrpma::MutexLock lock(&old_link->mu);
+    if (qp->state != IBV_QPS_INIT) return EINVAL;
+    if (old_link->side[1 - qp->side] == nullptr) return 0;
+    old_link->side[qp->side] = nullptr;
+    fresh = std::make_shared<SimLink>();
+    softrpma::MutexLock fresh_lock(&fresh->mu);
+    fresh->side[0] = qp;
+    qp->side = 0;
+    qp->link = fresh;
+    qps.links[qp->qp.qp_num] = fresh;
+  }
+  for (SimCq* cq : {qp->send_cq, qp->recv_cq}) {
+    AddLink(&cq->links, fresh);
+    if (cq->channel != nullptr) AddLink(&cq->channel->links, fresh);
+  }
+  return 0;
+}
+
 // INIT -> RTR toward QP `attr->dest_qp_num` of this process (qp.h). Returns 0 or EINVAL
 // (the QP left INIT meanwhile).
 int BindLocal(SimQp* qp, const ibv_qp_attr& attr, int mask) ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -1933,6 +1959,10 @@ int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask) {
     if (std::memcmp(dgid, own_gid, sizeof(own_gid)) == 0 && attr->dest_qp_num != qp->qp.qp_num) {
       return BindLocal(qp, *attr, attr_mask);
     }
+    // Still in the in-process link of an earlier binding (RESET since): a link of its own
+    // first, which becomes a remote link below.
+    if (int err = LeaveSharedLink(qp); err != 0) return err;
+    link = qp->link.get();
     int32_t pid = 0;
     if (GidPid(dgid, &pid)) {
       auto end = std::make_shared<DialEnd>(qp->link);

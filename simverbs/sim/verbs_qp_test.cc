@@ -326,6 +326,24 @@ TEST_F(VerbsQpTest, ResetAndRebindToAnotherQp) {
   EXPECT_STREQ(reinterpret_cast<char*>(a_buf.data()), "again");
 }
 
+TEST_F(VerbsQpTest, ResetThenBoundToItselfLeavesTheSharedLink) {
+  ConnectPair();
+  ibv_qp_attr to_reset;
+  std::memset(&to_reset, 0, sizeof(to_reset));
+  to_reset.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(Modify(a_.qp, to_reset, IBV_QP_STATE), 0);
+  ASSERT_EQ(Modify(a_.qp, InitAttr(), kInitMask), 0);
+  ASSERT_EQ(Modify(a_.qp, RtrAttr(a_.qp->qp_num, OurGid()), kRtrMask), 0);
+  ASSERT_EQ(Modify(a_.qp, RtsAttr(), kRtsMask), 0);
+  EXPECT_NE(to_sim(a_.qp)->link, to_sim(b_.qp)->link);
+  TestBuffer buf(backend_, a_.pd, 64, kRemoteAccess);
+  std::memcpy(buf.data(), "mine", 5);
+  ibv_sge sge = buf.Sge(0, 5);
+  ASSERT_EQ(PostWrite(backend_, a_.qp, 1, &sge, 1, buf.addr(32), buf.mr()->rkey), 0);
+  EXPECT_THAT(PollN(backend_, a_.cq, 1), ElementsAre(Field(&ibv_wc::status, IBV_WC_SUCCESS)));
+  EXPECT_STREQ(reinterpret_cast<char*>(buf.data() + 32), "mine");
+}
+
 TEST_F(VerbsQpTest, AbsentQpNumberEndsInRetryExceeded) {
   ASSERT_EQ(Modify(a_.qp, InitAttr(), kInitMask), 0);
   ASSERT_EQ(Modify(a_.qp, RtrAttr(0xabcdef, OurGid()), kRtrMask), 0);  // nobody has it
