@@ -456,7 +456,8 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
   if (peer != nullptr) CheckOverflowLocked(peer);
   // A responder not ready yet (the active side has not processed the connect response) drops
   // what arrives, and the requester retries: the WR waits until the responder is RTS.
-  if (peer != nullptr && peer->state == IBV_QPS_INIT) return kWait;
+  // (A QP of ibv_modify_qp back in INIT after a RESET is not ready either: dropped.)
+  if (peer != nullptr && peer->state == IBV_QPS_INIT && !peer->verbs) return kWait;
   // (A QP of ibv_modify_qp receives from RTR on.)
   if (peer == nullptr || (peer->state != IBV_QPS_RTS && peer->state != IBV_QPS_RTR)) {
     return kRetryExceeded;
