@@ -5,6 +5,8 @@
 //   * RC only. A QP is INIT after creation, RTS once the connection manager established its
 //     connection, ERROR after its own rdma_disconnect, an error completion or an overflow of one
 //     of its CQs.
+//     (A QP of ibv_create_qp is RESET after creation and is moved by ibv_modify_qp instead:
+//     "QPs of ibv_create_qp" below.)
 //   * Execution is in order per QP and happens inside the "progress step" of a QP
 //     (ProgressQpLocked in qp.cc): its send queue is executed from its head until it is empty,
 //     its head must wait for a receive, or (asynchronous execution, the default; sched.h) its
