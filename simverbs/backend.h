@@ -125,6 +125,21 @@ class Backend {
   // ibv_post_srq_recv(srq, wr, &bad_wr). Errors: ENOMEM (queue full), EINVAL.
   virtual int IbvPostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) = 0;
 
+  // ---- Queue pairs made and connected by verbs (no CM) --------------------------------------
+
+  // ibv_create_qp(pd, attr): a QP in RESET; writes the granted capabilities back into
+  // attr->cap. Errors: EINVAL, ENOMEM, EOPNOTSUPP (a QP type the provider has not).
+  virtual int IbvCreateQp(ibv_pd* pd, ibv_qp_init_attr* attr, ibv_qp** qp) = 0;
+  // ibv_modify_qp(qp, attr, attr_mask). Errors: EINVAL (a transition or attribute mask the
+  // QP's state does not allow, a bad attribute value).
+  virtual int IbvModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) = 0;
+  // ibv_query_qp(qp, attr, attr_mask, init_attr). Errors: EINVAL.
+  virtual int IbvQueryQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
+                         ibv_qp_init_attr* init_attr) = 0;
+  // ibv_destroy_qp(qp) of a QP of IbvCreateQp (one of RdmaCreateQpEx: RdmaDestroyQp).
+  // Errors: EINVAL, EBUSY.
+  virtual int IbvDestroyQp(ibv_qp* qp) = 0;
+
   // ---- Queue pairs: the data path -----------------------------------------------------------
 
   // ibv_post_send(qp, wr, &bad_wr). Errors: ENOMEM (send queue full), EINVAL (QP not ready to

@@ -51,6 +51,10 @@ class MockBackend : public Backend {
   MOCK_METHOD(int, IbvCreateSrq, (ibv_pd*, ibv_srq_init_attr*, ibv_srq**), (override));
   MOCK_METHOD(int, IbvDestroySrq, (ibv_srq*), (override));
   MOCK_METHOD(int, IbvPostSrqRecv, (ibv_srq*, ibv_recv_wr*, ibv_recv_wr**), (override));
+  MOCK_METHOD(int, IbvCreateQp, (ibv_pd*, ibv_qp_init_attr*, ibv_qp**), (override));
+  MOCK_METHOD(int, IbvModifyQp, (ibv_qp*, ibv_qp_attr*, int), (override));
+  MOCK_METHOD(int, IbvQueryQp, (ibv_qp*, ibv_qp_attr*, int, ibv_qp_init_attr*), (override));
+  MOCK_METHOD(int, IbvDestroyQp, (ibv_qp*), (override));
   MOCK_METHOD(int, IbvPostSend, (ibv_qp*, ibv_send_wr*, ibv_send_wr**), (override));
   MOCK_METHOD(int, IbvPostRecv, (ibv_qp*, ibv_recv_wr*, ibv_recv_wr**), (override));
   MOCK_METHOD(int, IbvQpToQpEx, (ibv_qp*, ibv_qp_ex**), (override));

@@ -102,6 +102,18 @@ class IbverbsBackend final : public Backend {
     return ConvertReturnedErrno(::ibv_post_srq_recv(srq, wr, bad_wr));
   }
 
+  int IbvCreateQp(ibv_pd* pd, ibv_qp_init_attr* attr, ibv_qp** qp) override {
+    return ConvertNullErrno([&] { return ::ibv_create_qp(pd, attr); }, qp);
+  }
+  int IbvModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) override {
+    return ConvertReturnedErrno(::ibv_modify_qp(qp, attr, attr_mask));
+  }
+  int IbvQueryQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
+                 ibv_qp_init_attr* init_attr) override {
+    return ConvertReturnedErrno(::ibv_query_qp(qp, attr, attr_mask, init_attr));
+  }
+  int IbvDestroyQp(ibv_qp* qp) override { return ConvertReturnedErrno(::ibv_destroy_qp(qp)); }
+
   int IbvPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) override {
     return ConvertReturnedErrno(::ibv_post_send(qp, wr, bad_wr));
   }

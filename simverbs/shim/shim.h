@@ -25,7 +25,10 @@
 // port, 1, ACTIVE, link layer Ethernet (the simulated NIC is reached at IP addresses through
 // rdma_cm, as RoCE and iWARP are), with rxe's port values (kernel
 // drivers/infiniband/sw/rxe/rxe_param.h, enum rxe_port_param) except the GID table, which holds
-// the one GID ::ffff:127.0.0.1 (RoCE v2), and pkey table, which holds the default pkey 0xffff.
+// one GID, this process's own ::ffff:127.a.b.c (RoCE v2; a.b.c are the low 24 bits of the pid,
+// so every process's GID differs and names it: all of 127/8 is loopback, so it is still a
+// local IPv4-mapped address; sim::ProcessGid), and pkey table, which holds the default pkey
+// 0xffff.
 //
 // LINKING. The simulator is inside libibverbs.so.1, statically, built without the ibverbs
 // backend (the shim depends on //simverbs/sim:sim_backend, never on //simverbs:backend_registry),
@@ -55,10 +58,17 @@
 //   ibv_dofork_range; ibv_get_sysfs_path, ibv_read_sysfs_file (real files); the kern-abi copies
 //   ibv_copy_qp_attr_from_kern, ibv_copy_ah_attr_from_kern, ibv_copy_path_rec_from_kern,
 //   ibv_copy_path_rec_to_kern.
-//   ibv_destroy_qp on a QP that rdma_create_qp made (EINVAL on any other).
+//   ibv_destroy_qp on a QP that rdma_create_qp made (what rdma_destroy_qp does).
+//   QPs WITHOUT THE CM: ibv_create_qp (RC only: UC, UD, raw packet, XRC give EOPNOTSUPP),
+//   ibv_modify_qp (RESET -> INIT -> RTR -> RTS with the attribute masks the kernel's
+//   ib_modify_qp_is_ok demands, any state -> ERR / RESET; the RTR's AV needs a GRH, is_global 1
+//   and sgid_index 0, as on any RoCE port: ibv_rc_pingpong needs `-g 0`), ibv_query_qp (what
+//   was set) and ibv_destroy_qp. At RTR the QP is bound to (dgid, dest_qp_num): the process of
+//   that GID, through the fabric (RPMA_SIM_FABRIC; docs/FABRIC.md), so two processes that
+//   exchanged QPN and GID themselves (ibv_rc_pingpong; perftest without -R) talk.
 // WHAT FAILS CLEANLY, as a provider without the feature (NULL + errno EOPNOTSUPP, or EOPNOTSUPP
-// returned): ibv_create_qp, ibv_modify_qp and ibv_query_qp (the simulator makes RC QPs through
-// rdma_create_qp only; the Backend has no out-of-band QP connection yet),
+// returned): ibv_create_qp_ex with more than IBV_QP_INIT_ATTR_PD in comp_mask (the inline
+// verbs.h call finds no create_qp_ex; with the PD alone it is ibv_create_qp),
 // ibv_query_qp_data_in_order (0: no guarantee), ibv_modify_srq, ibv_query_srq,
 // ibv_resize_cq, ibv_rereg_mr, ibv_reg_mr_iova* with iova != addr, ibv_reg_dmabuf_mr,
 // address handles (ibv_create_ah, ibv_create_ah_from_wc, ibv_init_ah_from_wc, ibv_destroy_ah:

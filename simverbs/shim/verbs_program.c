@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <stdint.h>
+#include <unistd.h>
 
 static int failures;
 
@@ -71,7 +73,11 @@ static void Devices(void) {
 
   union ibv_gid gid;
   CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0);
-  CHECK(gid.raw[10] == 0xff && gid.raw[11] == 0xff && gid.raw[12] == 127 && gid.raw[15] == 1);
+  /* This process's own GID: ::ffff:127.a.b.c, a.b.c the low 24 bits of the pid. */
+  const unsigned pid = (unsigned)getpid() & 0xffffff;
+  CHECK(gid.raw[10] == 0xff && gid.raw[11] == 0xff && gid.raw[12] == 127 &&
+        gid.raw[13] == (pid >> 16) && gid.raw[14] == ((pid >> 8) & 0xff) &&
+        gid.raw[15] == (pid & 0xff));
   CHECK(ibv_query_gid(ctx, 1, 1, &gid) == -1);
   CHECK(ibv_query_gid(ctx, 2, 0, &gid) == -1);
   struct ibv_gid_entry entry;
@@ -123,12 +129,68 @@ static void Devices(void) {
   struct ibv_cq_init_attr_ex cq_attr = {.cqe = 16};
   CHECK_NULL_ERRNO(ibv_create_cq_ex(ctx, &cq_attr), EOPNOTSUPP);
 
-  /* No out-of-band QPs, no UD, no multicast. */
-  struct ibv_qp_init_attr qp_attr = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+  /* An RC QP without the CM, connected to itself (loopback: dgid is our own, dest_qp_num its
+   * own number) through RESET -> INIT -> RTR -> RTS; a write moves bytes. No UD, no
+   * multicast. */
+  struct ibv_qp_init_attr qp_attr = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
                                      .cap = {.max_send_wr = 1, .max_recv_wr = 1,
                                              .max_send_sge = 1, .max_recv_sge = 1}};
   CHECK_NULL_ERRNO(ibv_create_qp(pd, &qp_attr), EOPNOTSUPP);
-  CHECK(ibv_modify_qp(NULL, NULL, 0) == EOPNOTSUPP);
+  qp_attr.qp_type = IBV_QPT_RC;
+  struct ibv_qp* qp = ibv_create_qp(pd, &qp_attr);
+  CHECK(qp != NULL);
+  CHECK(qp->state == IBV_QPS_RESET);
+  struct ibv_qp_attr qattr = {.qp_state = IBV_QPS_INIT, .port_num = 1,
+                             .qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
+  CHECK(ibv_modify_qp(qp, &qattr, IBV_QP_STATE | IBV_QP_PORT) == EINVAL);  /* mask too short */
+  CHECK(ibv_modify_qp(qp, &qattr,
+                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+  memset(&qattr, 0, sizeof(qattr));
+  qattr.qp_state = IBV_QPS_RTR;
+  qattr.path_mtu = IBV_MTU_1024;
+  qattr.dest_qp_num = qp->qp_num;
+  qattr.max_dest_rd_atomic = 1;
+  qattr.min_rnr_timer = 12;
+  qattr.ah_attr.port_num = 1;
+  const int rtr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  CHECK(ibv_modify_qp(qp, &qattr, rtr_mask) == EINVAL);  /* RoCE: no GRH, no route */
+  qattr.ah_attr.is_global = 1;
+  qattr.ah_attr.grh.dgid = gid;
+  CHECK(ibv_modify_qp(qp, &qattr, rtr_mask) == 0);
+  memset(&qattr, 0, sizeof(qattr));
+  qattr.qp_state = IBV_QPS_RTS;
+  qattr.timeout = 14;
+  qattr.retry_cnt = 7;
+  qattr.rnr_retry = 7;
+  qattr.max_rd_atomic = 1;
+  CHECK(ibv_modify_qp(qp, &qattr, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+                                     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                     IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  struct ibv_qp_init_attr got_init;
+  CHECK(ibv_query_qp(qp, &qattr, IBV_QP_STATE | IBV_QP_DEST_QPN, &got_init) == 0);
+  CHECK(qattr.qp_state == IBV_QPS_RTS && qattr.dest_qp_num == qp->qp_num);
+  CHECK(got_init.qp_type == IBV_QPT_RC && got_init.send_cq == cq);
+  static char loop_buf[32] = "to myself";
+  struct ibv_mr* loop_mr = ibv_reg_mr(pd, loop_buf, sizeof(loop_buf),
+                                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  CHECK(loop_mr != NULL);
+  struct ibv_sge loop_sge = {.addr = (uintptr_t)loop_buf, .length = 10, .lkey = loop_mr->lkey};
+  struct ibv_send_wr loop_wr = {.wr_id = 7, .sg_list = &loop_sge, .num_sge = 1,
+                                .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED};
+  loop_wr.wr.rdma.remote_addr = (uintptr_t)(loop_buf + 16);
+  loop_wr.wr.rdma.rkey = loop_mr->rkey;
+  struct ibv_send_wr* loop_bad = NULL;
+  CHECK(ibv_post_send(qp, &loop_wr, &loop_bad) == 0);
+  struct ibv_wc loop_wc;
+  int loop_polled = 0;
+  for (int spin = 0; spin < 10000000 && loop_polled == 0; ++spin) {
+    loop_polled = ibv_poll_cq(cq, 1, &loop_wc);
+  }
+  CHECK(loop_polled == 1 && loop_wc.status == IBV_WC_SUCCESS && loop_wc.wr_id == 7);
+  CHECK(strcmp(loop_buf + 16, "to myself") == 0);
+  CHECK(ibv_destroy_qp(qp) == 0);
+  CHECK(ibv_dereg_mr(loop_mr) == 0);
   CHECK(ibv_destroy_qp(NULL) == EINVAL);
   struct ibv_ah_attr ah_attr;
   memset(&ah_attr, 0, sizeof(ah_attr));

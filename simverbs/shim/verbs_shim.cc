@@ -106,14 +106,9 @@ void FillPort(ibv_port_attr* attr) {
   attr->link_layer = IBV_LINK_LAYER_ETHERNET;
 }
 
-// The one GID: the IPv4-mapped 127.0.0.1, as a RoCE v2 port with that address has it.
-void FillGid(ibv_gid* gid) {
-  std::memset(gid, 0, sizeof(*gid));
-  gid->raw[10] = 0xff;
-  gid->raw[11] = 0xff;
-  const uint32_t loopback = htonl(INADDR_LOOPBACK);
-  std::memcpy(&gid->raw[12], &loopback, sizeof(loopback));
-}
+// The one GID: this process's ::ffff:127.a.b.c (a.b.c from the pid; sim::ProcessGid), as a
+// RoCE v2 port with that loopback address has it.
+void FillGid(ibv_gid* gid) { sim::ProcessGid(gid->raw); }
 
 // The QPs of rdma_create_qp, by QP (softrpma_shim_qp_made).
 class QpIds final {
@@ -457,21 +452,30 @@ int ibv_destroy_srq(ibv_srq* srq) {
   return backend == nullptr ? EINVAL : ToErrno(backend->IbvDestroySrq(srq));
 }
 
-// ---- QPs: made by rdma_create_qp only (shim.h) ----------------------------------------------
+// ---- QPs: of rdma_create_qp, or of ibv_create_qp connected by ibv_modify_qp (shim.h) ---------
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
-  return NullWithErrno<ibv_qp>(EOPNOTSUPP);
+  Backend* backend = TheBackend();
+  if (backend == nullptr) return NullWithErrno<ibv_qp>(EINVAL);
+  ibv_qp* qp = nullptr;
+  const int err = backend->IbvCreateQp(pd, qp_init_attr, &qp);
+  return err == 0 ? qp : NullWithErrno<ibv_qp>(ToErrno(err));
 }
-int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) { return EOPNOTSUPP; }
+int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+  Backend* backend = TheBackend();
+  return backend == nullptr ? EINVAL : ToErrno(backend->IbvModifyQp(qp, attr, attr_mask));
+}
 int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
-  return EOPNOTSUPP;
+  Backend* backend = TheBackend();
+  return backend == nullptr ? EINVAL
+                            : ToErrno(backend->IbvQueryQp(qp, attr, attr_mask, init_attr));
 }
-// What rdma_destroy_qp does for a QP of rdma_create_qp (the id's qp becomes NULL there too).
+// A QP of rdma_create_qp: what rdma_destroy_qp does (the id's qp becomes NULL there too).
 int ibv_destroy_qp(ibv_qp* qp) {
   Backend* backend = TheBackend();
   if (backend == nullptr || qp == nullptr) return EINVAL;
   rdma_cm_id* id = softrpma::shim::TheQpIds().Take(qp);
-  if (id == nullptr) return EINVAL;
+  if (id == nullptr) return ToErrno(backend->IbvDestroyQp(qp));
   backend->RdmaDestroyQp(id);
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "simverbs/sim/device.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,6 +11,27 @@
 #include "simverbs/backend.h"
 
 namespace softrpma::sim {
+
+void ProcessGid(uint8_t raw[16]) {
+  std::memset(raw, 0, 16);
+  raw[10] = 0xff;
+  raw[11] = 0xff;
+  const auto pid = static_cast<uint32_t>(getpid());
+  raw[12] = 127;
+  raw[13] = static_cast<uint8_t>(pid >> 16);
+  raw[14] = static_cast<uint8_t>(pid >> 8);
+  raw[15] = static_cast<uint8_t>(pid);
+}
+
+bool GidPid(const uint8_t raw[16], int32_t* pid) {
+  for (int i = 0; i < 10; ++i) {
+    if (raw[i] != 0) return false;
+  }
+  if (raw[10] != 0xff || raw[11] != 0xff || raw[12] != 127) return false;
+  *pid = (int32_t{raw[13]} << 16) | (int32_t{raw[14]} << 8) | raw[15];
+  return true;
+}
+
 namespace {
 
 // -1: no override, the active profile decides; else 0 or 1.

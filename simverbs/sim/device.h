@@ -57,6 +57,15 @@ void ResetDeviceOverrides();
 // The variable that sets it when the simulated NIC starts: "1" (native) or "0".
 inline constexpr char kNativeAtomicWriteEnvVar[] = "RPMA_SIM_NATIVE_ATOMIC_WRITE";
 
+// THIS PROCESS'S GID (the one entry of port 1's GID table): the IPv4-mapped RoCE v2 GID
+// ::ffff:127.a.b.c, where a.b.c are the low 24 bits of getpid() (Linux pids are below 2^22), so
+// every process of a machine has its own and a GID names the process a QP of ibv_modify_qp
+// connects to. All of 127/8 is loopback: still a local address. Computed at each call: a child
+// of fork() has its own.
+void ProcessGid(uint8_t raw[16]);
+// Whether `raw` is a GID of this simulator's form (::ffff:127.x.y.z), and the pid it names.
+bool GidPid(const uint8_t raw[16], int32_t* pid);
+
 // The one simulated device. Created once by the backend and never destroyed. Its context points
 // at the ibv_device of the profile active when it was made (the transport librpma reads).
 struct SimDevice final {

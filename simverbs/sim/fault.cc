@@ -101,6 +101,14 @@ constexpr FaultPointInfo kFaultPointTable[] = {
      "post a batch of the extended post API (rpma_atomic_write on a device with native atomic "
      "write); fails it (RPMA_E_PROVIDER); wc_status, delay, lost, disconnect as for "
      "ibv_post_send"},
+    {FP::kIbvCreateQp, "ibv_create_qp", kFail, false,
+     "create a QP without the CM (ibv_rc_pingpong, perftest); librpma never calls it"},
+    {FP::kIbvModifyQp, "ibv_modify_qp", kFail, false,
+     "move a QP of ibv_create_qp to another state (INIT, RTR, RTS...); librpma never calls it"},
+    {FP::kIbvQueryQp, "ibv_query_qp", kFail, false,
+     "query a QP's attributes; librpma never calls it"},
+    {FP::kIbvDestroyQp, "ibv_destroy_qp", kFail, false,
+     "destroy a QP of ibv_create_qp; librpma never calls it"},
     {FP::kRdmaGetaddrinfo, "rdma_getaddrinfo", kFail, false,
      "resolve an address string; fails rpma_utils_get_ibv_context, rpma_ep_listen and "
      "rpma_conn_req_new (RPMA_E_PROVIDER)"},

@@ -5,6 +5,8 @@
 //   * RC only. A QP is INIT after creation, RTS once the connection manager established its
 //     connection, ERROR after its own rdma_disconnect, an error completion or an overflow of one
 //     of its CQs.
+//     (A QP of ibv_create_qp is RESET after creation and is moved by ibv_modify_qp instead:
+//     "QPs of ibv_create_qp" below.)
 //   * Execution is in order per QP and happens inside the "progress step" of a QP
 //     (ProgressQpLocked in qp.cc): its send queue is executed from its head until it is empty,
 //     its head must wait for a receive, or (asynchronous execution, the default; sched.h) its
@@ -215,6 +217,9 @@ struct SimLink final {
   // The peer's connection closed after its DREQ (RemotePeerGone): nothing answers any more.
   bool peer_gone ABSL_GUARDED_BY(mu) = false;
   std::deque<IncomingRequest> incoming ABSL_GUARDED_BY(mu);
+  // A QP of ibv_create_qp: the connection the peer's requests arrived on (they are answered
+  // there); nullptr: answered on `remote` (a CM connection carries both ways).
+  std::shared_ptr<host::Conn> serve ABSL_GUARDED_BY(mu);
   // Post points seen (sched.h, "Asynchronous execution").
   uint64_t post_points ABSL_GUARDED_BY(mu) = 0;
   // Send WRs of this link's in-process QPs posted and not executed yet: a poll point looks at
@@ -258,7 +263,9 @@ struct SimQp final {
   SimSrq* srq;  // may be nullptr
   ibv_qp_cap cap;
   bool sq_sig_all;
-  std::shared_ptr<SimLink> link;  // never changes after creation
+  // Never changes after creation, except for a QP of ibv_create_qp at its RTR toward a QP of
+  // this process (ModifyVerbsQp), when no other thread may use the QP.
+  std::shared_ptr<SimLink> link;
   int side;                       // this QP's index in link->side
 
   // Send-queue slots in use: posted and not yet retired by a polled completion. Incremented
@@ -267,6 +274,12 @@ struct SimQp final {
   // Receive-queue slots in use, the same way: a receive holds its slot until its completion is
   // polled, as on mlx5 (the receives of an SRQ count in SimSrq::in_use).
   std::atomic<uint32_t> rq_in_use{0};
+
+  // Made by ibv_create_qp (CreateVerbsQp): starts in RESET and is moved and connected by
+  // ModifyVerbsQp; `verbs_attr` holds what ibv_modify_qp set, `verbs_init` how it was made.
+  bool verbs = false;
+  ibv_qp_attr verbs_attr;   // guarded by link->mu
+  ibv_qp_init_attr verbs_init;
 
   // Guarded by link->mu.
   ibv_qp_state state = IBV_QPS_INIT;
@@ -326,6 +339,41 @@ bool EstablishLink(SimLink* link);
 void EnterRts(SimQp* qp);
 // Moves `qp` to ERROR (flushing), if it is not there already.
 void SetQpError(SimQp* qp);
+
+// ---- QPs of ibv_create_qp, connected by ibv_modify_qp (no CM) ---------------------------
+// THE MODEL (docs/DEVICES.md, "QPs without the CM"): as an RC QP of mlx5 or rxe on a RoCE
+// port. RC only. Created in RESET; ModifyVerbsQp checks each transition's attribute mask
+// against the kernel's table (ib_modify_qp_is_ok, RC column): RESET->INIT needs
+// STATE|PKEY_INDEX|PORT|ACCESS_FLAGS, INIT->RTR STATE|AV|PATH_MTU|DEST_QPN|RQ_PSN|
+// MAX_DEST_RD_ATOMIC|MIN_RNR_TIMER, RTR->RTS STATE|SQ_PSN|TIMEOUT|RETRY_CNT|RNR_RETRY|
+// MAX_QP_RD_ATOMIC; INIT->INIT and RTS->RTS take their optional attributes; any state goes to
+// ERR or RESET with STATE alone; anything else is EINVAL. The AV must carry a GRH (is_global,
+// sgid_index 0): the port is Ethernet. Receives may be posted from INIT, sends from RTS.
+// At RTR the QP is bound to (dgid, dest_qp_num). dgid our own (ProcessGid): the QP joins the
+// link of QP dest_qp_num if that one is RTR/RTS and bound back to it (else it waits alone,
+// and its sends find no responder: IBV_WC_RETRY_EXC_ERR), an in-process link as the CM's, with
+// asynchronous execution and the race detector; a QP bound to itself goes the cross-process
+// way. A GID of this simulator names a process: every process that creates such a QP listens
+// on the fabric endpoint named after its GID; RTR toward another process dials it, sends
+// a kQpBind naming dest_qp_num, and the QP's link becomes a remote link over that connection
+// (the remote data path below): requests go out on it and their responses come back on it,
+// while the peer's requests arrive on the connection the peer dialed and are answered there.
+// A request for a QP number that does not exist there, or is not bound back to the sender, or
+// is not RTR/RTS yet, is dropped by a real responder: it is answered IBV_WC_RETRY_EXC_ERR,
+// which the requester reports after the retry timeout. A dgid nobody listens at: the WRs
+// complete IBV_WC_RETRY_EXC_ERR the same way.
+
+// ibv_create_qp(pd, attr). Errors: EOPNOTSUPP (a QP type the simulator has not: UC, UD,
+// raw packet, XRC), EINVAL (unknown type, no CQ, caps above the limits), ENOMEM, and the
+// errors of listening on the process's endpoint.
+int CreateVerbsQp(SimPd* pd, ibv_qp_init_attr* attr, SimQp** qp);
+// ibv_modify_qp(qp, attr, attr_mask). Errors: EINVAL (a transition or mask the table above
+// refuses, a bad attribute value, a QP of rdma_create_qp moved anywhere but ERR).
+int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask);
+// ibv_query_qp(qp, attr, attr_mask, init_attr): what was set, the current state, the caps.
+int QueryVerbsQp(SimQp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr);
+// ibv_destroy_qp of a QP of CreateVerbsQp.
+void DestroyVerbsQp(SimQp* qp);
 
 // ---- Connections to another process (fabric/host.h) -------------------------------------
 // THE REMOTE DATA PATH. When a QP's peer is in another process the progress step sends each

@@ -219,6 +219,37 @@ class SimBackend final : public Backend {
     return PostSrqRecv(to_sim(srq), wr, bad_wr);
   }
 
+  // ---- Queue pairs made and connected by verbs (qp.h, "QPs of ibv_create_qp") -------------
+
+  int IbvCreateQp(ibv_pd* pd, ibv_qp_init_attr* attr, ibv_qp** qp) override {
+    if (int err = Injected(FaultPoint::kIbvCreateQp); err != 0) return err;
+    if (pd == nullptr || attr == nullptr || qp == nullptr) return EINVAL;
+    SimQp* made = nullptr;
+    if (int err = CreateVerbsQp(to_sim(pd), attr, &made); err != 0) return err;
+    *qp = &made->qp;
+    return 0;
+  }
+
+  int IbvModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) override {
+    if (int err = Injected(FaultPoint::kIbvModifyQp); err != 0) return err;
+    if (qp == nullptr || attr == nullptr) return EINVAL;
+    return ModifyVerbsQp(to_sim(qp), attr, attr_mask);
+  }
+
+  int IbvQueryQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
+                 ibv_qp_init_attr* init_attr) override {
+    if (int err = Injected(FaultPoint::kIbvQueryQp); err != 0) return err;
+    if (qp == nullptr) return EINVAL;
+    return QueryVerbsQp(to_sim(qp), attr, attr_mask, init_attr);
+  }
+
+  int IbvDestroyQp(ibv_qp* qp) override {
+    if (int err = InjectedDestroy(FaultPoint::kIbvDestroyQp, qp); err != 0) return err;
+    if (qp == nullptr || !to_sim(qp)->verbs) return EINVAL;
+    DestroyVerbsQp(to_sim(qp));
+    return Destroyed(qp, 0);
+  }
+
   // ---- Queue pairs: the data path -----------------------------------------------------------
 
   int IbvPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) override {

@@ -38,6 +38,10 @@ absl::StatusOr<Backend*> GetSimBackend();
 // ibv_open_device hands it out. Thread-safe.
 absl::StatusOr<ibv_context*> GetSimContext();
 
+// This process's GID, ::ffff:127.a.b.c with a.b.c from the pid (device.h), for the shim's
+// ibv_query_gid.
+void ProcessGid(uint8_t raw[16]);
+
 }  // namespace softrpma::sim
 
 #endif  // SOFTRPMA_SIMVERBS_SIM_SIM_BACKEND_H_

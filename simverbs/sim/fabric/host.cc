@@ -638,11 +638,38 @@ Listener::~Listener() {
   if (state_->generation == g_generation.load(std::memory_order_acquire)) close(state_->fd);
 }
 
+namespace {
+int ListenAt(const std::string& listener_name, AcceptFn on_accept,
+             std::unique_ptr<Listener>* listener);
+int DialAt(const std::vector<std::string>& names, std::shared_ptr<Conn::Handler> handler,
+           std::shared_ptr<Conn>* conn);
+
+std::string EndpointName(const std::string& endpoint) {
+  return absl::StrCat("softrpma/", FabricName(), "/ep/", endpoint);
+}
+}  // namespace
+
+int ListenEndpoint(const std::string& endpoint, AcceptFn on_accept,
+                   std::unique_ptr<Listener>* listener) {
+  return ListenAt(EndpointName(endpoint), std::move(on_accept), listener);
+}
+
+int DialEndpoint(const std::string& endpoint, std::shared_ptr<Conn::Handler> handler,
+                 std::shared_ptr<Conn>* conn) {
+  return DialAt({EndpointName(endpoint)}, std::move(handler), conn);
+}
+
 int Listen(const sockaddr* addr, AcceptFn on_accept, std::unique_ptr<Listener>* listener) {
+  return ListenAt(ListenerName(addr), std::move(on_accept), listener);
+}
+
+namespace {
+int ListenAt(const std::string& listener_name, AcceptFn on_accept,
+             std::unique_ptr<Listener>* listener) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return errno;
   sockaddr_un name;
-  const socklen_t name_len = AbstractAddress(ListenerName(addr), &name);
+  const socklen_t name_len = AbstractAddress(listener_name, &name);
   if (bind(fd, reinterpret_cast<sockaddr*>(&name), name_len) != 0 || listen(fd, SOMAXCONN) != 0) {
     const int err = errno;
     close(fd);
@@ -669,6 +696,7 @@ int Listen(const sockaddr* addr, AcceptFn on_accept, std::unique_ptr<Listener>* 
   *listener = std::make_unique<Listener>(std::move(state));
   return 0;
 }
+}  // namespace
 
 int Dial(const sockaddr* dst, std::shared_ptr<Conn::Handler> handler,
          std::shared_ptr<Conn>* conn) {
@@ -685,7 +713,12 @@ int Dial(const sockaddr* dst, std::shared_ptr<Conn::Handler> handler,
   any6.sin6_port = any4.sin_port;
   if (IsV4(dst)) names.push_back(ListenerName(reinterpret_cast<sockaddr*>(&any4)));
   names.push_back(ListenerName(reinterpret_cast<sockaddr*>(&any6)));
+  return DialAt(names, std::move(handler), conn);
+}
 
+namespace {
+int DialAt(const std::vector<std::string>& names, std::shared_ptr<Conn::Handler> handler,
+           std::shared_ptr<Conn>* conn) {
   int err = ECONNREFUSED;
   for (const std::string& listener_name : names) {
     const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -723,5 +756,7 @@ int Dial(const sockaddr* dst, std::shared_ptr<Conn::Handler> handler,
   }
   return err;
 }
+
+}  // namespace
 
 }  // namespace softrpma::sim::host

@@ -175,6 +175,15 @@ int Listen(const sockaddr* addr, AcceptFn on_accept, std::unique_ptr<Listener>* 
 int Dial(const sockaddr* dst, std::shared_ptr<Conn::Handler> handler,
          std::shared_ptr<Conn>* conn);
 
+// As Listen / Dial, at an endpoint named `endpoint` (1 to 64 characters of [A-Za-z0-9._:-])
+// instead of an address: the abstract name "softrpma/<fabric>/ep/<endpoint>", which no
+// address's listener has. Dial tries that name only. (The verbs-connected QPs of qp.cc: a
+// process's endpoint is named after its GID.)
+int ListenEndpoint(const std::string& endpoint, AcceptFn on_accept,
+                   std::unique_ptr<Listener>* listener);
+int DialEndpoint(const std::string& endpoint, std::shared_ptr<Conn::Handler> handler,
+                 std::shared_ptr<Conn>* conn);
+
 }  // namespace softrpma::sim::host
 
 #endif  // SOFTRPMA_SIMVERBS_SIM_FABRIC_HOST_H_

@@ -29,6 +29,8 @@ bool ValidateHeader(const Header& header) {
       return header.body_len == sizeof(AcceptBody);
     case Type::kReject:
       return header.body_len == sizeof(RejectBody);
+    case Type::kQpBind:
+      return header.body_len == sizeof(QpBindBody);
     case Type::kReady:
     case Type::kDisconnect:
     case Type::kDisconnectReply:
@@ -63,6 +65,10 @@ bool ValidateAcceptBody(const AcceptBody& body) {
 
 bool ValidateRejectBody(const RejectBody& body) {
   return body.private_data_len <= kMaxRejectPrivateData;
+}
+
+bool ValidateQpBindBody(const QpBindBody& body) {
+  return body.version == kQpBindVersion && body.dst_qp_num != 0 && body.dst_qp_num < (1u << 24);
 }
 
 Header MakeHeader(Type type) {

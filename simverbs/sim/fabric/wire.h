@@ -31,6 +31,10 @@ enum class Type : uint16_t {
   kReady = 4,           // active -> passive: the RTU (no body)
   kDisconnect = 5,      // either way: the DREQ (no body)
   kDisconnectReply = 6, // either way: the DREP answering a DREQ (no body)
+  // A QP connected by ibv_modify_qp (no CM): the first message of a connection to the
+  // process that owns the GID the QP's RTR named; QpBindBody. Its data-path requests follow on
+  // the same connection (and their responses come back on it).
+  kQpBind = 7,
   // The data path: requests, each answered by exactly one response in order.
   kWrite = 16,        // body = the data; header.remote_addr / rkey; kFlagImm: with immediate
   kSend = 17,         // body = the message; kFlagImm, kFlagSolicited
@@ -112,6 +116,18 @@ struct RejectBody {
   uint8_t private_data[kMaxRejectPrivateData];
 };
 
+// kQpBind: who the requests that follow come from and which QP of the receiving process they
+// are for (ibv_qp_attr.dest_qp_num of the sender's RTR).
+inline constexpr uint32_t kQpBindVersion = 1;
+struct QpBindBody {
+  uint32_t version;  // kQpBindVersion
+  uint32_t src_qp_num;
+  uint32_t dst_qp_num;
+  int32_t pid;  // the sender's process
+  uint8_t src_gid[16];
+  uint8_t dst_gid[16];
+};
+
 // True when `header` is a message this version understands with a body length its type
 // allows (fixed for CM bodies, bounded for data). Nothing else of the message is trusted yet.
 bool ValidateHeader(const Header& header);
@@ -121,6 +137,7 @@ bool ValidateHeader(const Header& header);
 bool ValidateConnectBody(const ConnectBody& body);
 bool ValidateAcceptBody(const AcceptBody& body);
 bool ValidateRejectBody(const RejectBody& body);
+bool ValidateQpBindBody(const QpBindBody& body);
 
 // A header of `type` with the magic set and everything else zero.
 Header MakeHeader(Type type);

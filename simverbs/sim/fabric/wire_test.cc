@@ -18,7 +18,8 @@ TEST(ValidateHeader, AcceptsEachTypeWithItsBodyLength) {
   };
   for (const Case& c : {Case{Type::kConnectRequest, sizeof(ConnectBody)},
                         Case{Type::kAccept, sizeof(AcceptBody)},
-                        Case{Type::kReject, sizeof(RejectBody)}, Case{Type::kReady, 0},
+                        Case{Type::kReject, sizeof(RejectBody)},
+                        Case{Type::kQpBind, sizeof(QpBindBody)}, Case{Type::kReady, 0},
                         Case{Type::kDisconnect, 0}, Case{Type::kDisconnectReply, 0},
                         Case{Type::kRead, 0}, Case{Type::kAck, 0},
                         Case{Type::kAtomicWrite, 8}, Case{Type::kWrite, 4096},
@@ -27,6 +28,24 @@ TEST(ValidateHeader, AcceptsEachTypeWithItsBodyLength) {
     header.body_len = c.body_len;
     EXPECT_TRUE(ValidateHeader(header)) << static_cast<int>(c.type);
   }
+}
+
+TEST(ValidateQpBindBody, NeedsTheVersionAndAQpNumber) {
+  QpBindBody body;
+  std::memset(&body, 0, sizeof(body));
+  body.version = kQpBindVersion;
+  body.dst_qp_num = 0x11;
+  EXPECT_TRUE(ValidateQpBindBody(body));
+  body.version = kQpBindVersion + 1;
+  EXPECT_FALSE(ValidateQpBindBody(body));
+  body.version = kQpBindVersion;
+  body.dst_qp_num = 0;
+  EXPECT_FALSE(ValidateQpBindBody(body));
+  body.dst_qp_num = 1u << 24;  // QP numbers are 24 bits
+  EXPECT_FALSE(ValidateQpBindBody(body));
+  Header header = MakeHeader(Type::kQpBind);
+  header.body_len = sizeof(body) - 1;
+  EXPECT_FALSE(ValidateHeader(header));
 }
 
 TEST(ValidateHeader, RejectsBadMagicUnknownTypeAndWrongLengths) {

@@ -105,6 +105,17 @@ int CmEventInjector::IbvDestroySrq(ibv_srq* srq) { return sim_->IbvDestroySrq(sr
 int CmEventInjector::IbvPostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   return sim_->IbvPostSrqRecv(srq, wr, bad_wr);
 }
+int CmEventInjector::IbvCreateQp(ibv_pd* pd, ibv_qp_init_attr* attr, ibv_qp** qp) {
+  return sim_->IbvCreateQp(pd, attr, qp);
+}
+int CmEventInjector::IbvModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+  return sim_->IbvModifyQp(qp, attr, attr_mask);
+}
+int CmEventInjector::IbvQueryQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
+                                ibv_qp_init_attr* init_attr) {
+  return sim_->IbvQueryQp(qp, attr, attr_mask, init_attr);
+}
+int CmEventInjector::IbvDestroyQp(ibv_qp* qp) { return sim_->IbvDestroyQp(qp); }
 int CmEventInjector::IbvPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   return sim_->IbvPostSend(qp, wr, bad_wr);
 }

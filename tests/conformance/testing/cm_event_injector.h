@@ -72,6 +72,11 @@ class CmEventInjector final : public Backend {
   int IbvCreateSrq(ibv_pd* pd, ibv_srq_init_attr* attr, ibv_srq** srq) override;
   int IbvDestroySrq(ibv_srq* srq) override;
   int IbvPostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) override;
+  int IbvCreateQp(ibv_pd* pd, ibv_qp_init_attr* attr, ibv_qp** qp) override;
+  int IbvModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) override;
+  int IbvQueryQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
+                 ibv_qp_init_attr* init_attr) override;
+  int IbvDestroyQp(ibv_qp* qp) override;
   int IbvPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) override;
   int IbvPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) override;
   int IbvQpToQpEx(ibv_qp* qp, ibv_qp_ex** qpx) override;

@@ -9,7 +9,7 @@ import struct
 
 MAGIC = 0x52504D31
 HEADER = struct.Struct("=IHHIIQQQIi")  # 48 bytes
-REQ, REP, REJ, RTU, DREQ, DREP = 1, 2, 3, 4, 5, 6
+REQ, REP, REJ, RTU, DREQ, DREP, QP_BIND = 1, 2, 3, 4, 5, 6, 7
 WRITE, SEND, READ, ATOMIC, ACK, READ_RESPONSE = 16, 17, 18, 19, 32, 33
 IMM, SOLICITED, CMA = 1, 2, 4
 
@@ -31,6 +31,13 @@ def connect_body(pdata=b"", pdata_len=None, family=socket.AF_INET):
 def req(pdata=b"", **kw):
     body = connect_body(pdata, **kw)
     return header(REQ, len(body)) + body
+
+
+def qp_bind(version=1, dst_qp=0x11):
+    # QpBindBody: version, src_qp_num, dst_qp_num, pid, src_gid[16], dst_gid[16] (48 bytes).
+    gid = bytes(10) + b"\xff\xff\x7f\x00\x00\x01"
+    body = struct.pack("=IIIi", version, 0x12, dst_qp, 1) + gid + gid
+    return header(QP_BIND, len(body)) + body
 
 
 def write(offset, data, **kw):
@@ -65,6 +72,9 @@ CASES = {
     # The listener allocated the 2 GiB a header announced before a byte of it came.
     "write_announcing_2_GiB": header(WRITE, 1 << 31) + b"only this",
     "header_cut_short": header(REQ, 336)[:20],
+    # The first message to a QP endpoint (ibv_modify_qp's RTR), sent to a CM listener instead.
+    "qp_bind_to_cm_listener": qp_bind() + write(0, b"bound?"),
+    "req_rtu_qp_bind": req() + header(RTU) + qp_bind(version=9, dst_qp=0) + write(0, b"after"),
     "empty": b"",  # UBSan: the fabric thread bound a packed epoll_event field to a reference
 }
 
