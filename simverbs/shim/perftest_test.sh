@@ -1,0 +1,69 @@
+#!/bin/bash
+# Debian's perftest 4.5 (built against rdma-core 44, not rebuilt) on the verbs shim with rdma_cm
+# connection (-R): for each of ib_write_bw, ib_read_bw, ib_send_bw and ib_write_lat a server
+# and a client process on one simulated fabric (RPMA_SIM_FABRIC, a port of their own) both
+# exit 0 and print their result table ("#bytes" header and one row of numbers). perftest needs
+# libmlx5.so.1 and libefa.so.1: the shim's stubs beside it (verbs_lib_dir). Every process runs
+# under `timeout`; the trap kills a server left behind.
+# Usage: perftest_test.sh <lib/libibverbs.so.1 of //simverbs/shim:verbs_lib_dir>
+set -u
+libdir="$(cd "$(dirname "$1")" && pwd)"
+# shellcheck source=simverbs/shim/sanitizer_env.sh
+source "$(dirname "$0")/sanitizer_env.sh"
+preload_sanitizer_runtime "$libdir/libibverbs.so.1"
+dir="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+
+server_pid=""
+cleanup() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; }
+trap cleanup EXIT
+
+export LD_LIBRARY_PATH="$libdir"
+unset RPMA_SIM_DEVICE RPMA_SIM_FAULTS RPMA_SIM_SCENARIO RPMA_SIM_TRACE
+port=$((20000 + ($$ % 20000)))
+
+run_pair() {  # run_pair <program>: server and client, -R -n 50, on a fabric and port of their own
+  local prog="$1"
+  if ! command -v "$prog" >/dev/null; then
+    fail "$prog is not installed (package perftest: tools/ci/install_deps.sh)"
+    return
+  fi
+  port=$((port + 1))
+  export RPMA_SIM_FABRIC="shim-perftest-$prog-$$-${RANDOM}"
+  timeout 60 "$prog" -R -n 50 -p "$port" >"$dir/$prog.server.out" 2>&1 &
+  server_pid=$!
+  # The server accepts once it listens; until then the client cannot connect: retry while the
+  # server still waits.
+  local client_rc=1
+  for attempt in 1 2 3 4 5 6 7 8 9 10; do
+    sleep 0.3
+    timeout 30 "$prog" -R -n 50 -p "$port" 127.0.0.1 >"$dir/$prog.client.out" 2>&1
+    client_rc=$?
+    grep -q "#bytes" "$dir/$prog.client.out" && break
+    kill -0 "$server_pid" 2>/dev/null || break
+  done
+  wait "$server_pid"
+  local server_rc=$?
+  server_pid=""
+  local side
+  for side in client server; do
+    local out="$dir/$prog.$side.out" rc
+    [[ "$side" == client ]] && rc="$client_rc" || rc="$server_rc"
+    [[ "$rc" == 0 ]] || fail "$prog $side exited $rc: $(cat "$out")"
+    grep -q "^ *#bytes  *#iterations" "$out" || fail "$prog $side printed no result table: $(cat "$out")"
+    # The row under the header: the message size and -n's iteration count first.
+    grep -Eq "^ *[0-9]+ +50 +[0-9]" "$out" || fail "$prog $side printed no result row: $(cat "$out")"
+    grep -Eqi "error|failed|couldn't|unable" "$out" && fail "$prog $side printed an error: $(cat "$out")"
+  done
+}
+
+for prog in ib_write_bw ib_read_bw ib_send_bw ib_write_lat; do
+  run_pair "$prog"
+done
+
+if ((failures > 0)); then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "PASS: ib_write_bw, ib_read_bw, ib_send_bw and ib_write_lat -R completed on the simulated fabric"
