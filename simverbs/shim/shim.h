@@ -14,8 +14,11 @@
 // the shim: verbs.h calls them through context->ops, which the simulator fills
 // (SimBackend::InstallContextOps). The inline extended verbs of verbs.h (ibv_create_cq_ex,
 // ibv_query_device_ex, ibv_query_port, ibv_alloc_td, ...) look for a struct verbs_context around
-// the context; the simulated context is a plain ibv_context (abi_compat == NULL), so they take
-// their legacy path or fail with EOPNOTSUPP / ENOSYS by themselves, as with an old provider.
+// the context: the simulated context is inside one (sim/device.h), whose ops the shim sets on
+// first use: query_device_ex (the Backend's, cut to the caller's attr_size) and query_port (the
+// whole ibv_port_attr). Every other op is NULL, so its inline verb fails with EOPNOTSUPP /
+// ENOSYS or takes its legacy path by itself, as on a provider without the feature
+// (ibv_create_cq_ex, ibv_create_qp_ex, ibv_alloc_td, ibv_alloc_dm, ibv_open_xrcd, ...).
 //
 // ONE DEVICE. ibv_get_device_list gives one device, "softrpma_sim0", of the profile that
 // RPMA_SIM_DEVICE names (mlx5 by default: docs/DEVICES.md); the first call starts the simulated
