@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
@@ -58,7 +59,7 @@ static void Devices(void) {
   CHECK(ibv_query_device(ctx, &attr) == 0);
   CHECK(attr.phys_port_cnt == 1);
   CHECK(ibv_query_device(NULL, &attr) == EINVAL);
-  /* The inline extended query takes its legacy path (no verbs_context around the context). */
+  /* The inline extended query: through the verbs_context's query_device_ex (ExtendedOps). */
   struct ibv_device_attr_ex attr_ex;
   CHECK(ibv_query_device_ex(ctx, NULL, &attr_ex) == 0);
   CHECK(attr_ex.orig_attr.max_qp_wr == attr.max_qp_wr);
@@ -125,7 +126,7 @@ static void Devices(void) {
   CHECK(errno == EAGAIN);
   CHECK(ibv_destroy_comp_channel(channel) == EBUSY);
   CHECK(ibv_resize_cq(cq, 32) == EOPNOTSUPP);
-  /* The extended CQ needs a verbs_context: the inline verb fails by itself. */
+  /* No extended CQ: the verbs_context has no create_cq_ex, the inline verb fails by itself. */
   struct ibv_cq_init_attr_ex cq_attr = {.cqe = 16};
   CHECK_NULL_ERRNO(ibv_create_cq_ex(ctx, &cq_attr), EOPNOTSUPP);
 
@@ -225,6 +226,82 @@ static void Devices(void) {
   CHECK(ibv_is_fork_initialized() == IBV_FORK_UNNEEDED);
 }
 
+/* The extended ops of the context's verbs_context: query_device_ex and query_port answer, every
+ * other inline extended verb fails by itself as on a provider without the op. */
+static void ExtendedOps(void) {
+  struct ibv_device** list = ibv_get_device_list(NULL);
+  CHECK(list != NULL);
+  if (list == NULL) return;
+  struct ibv_context* ctx = ibv_open_device(list[0]);
+  ibv_free_device_list(list);
+  CHECK(ctx != NULL);
+  if (ctx == NULL) return;
+
+  /* A verbs_context is around the context, as rdma-core's verbs_init_context makes it. */
+  struct verbs_context* vctx = verbs_get_ctx(ctx);
+  CHECK(vctx != NULL);
+  if (vctx == NULL) return;
+  CHECK(vctx->sz == sizeof(struct verbs_context));
+  CHECK(verbs_get_ctx_op(ctx, query_device_ex) != NULL);
+  CHECK(verbs_get_ctx_op(ctx, query_port) != NULL);
+  CHECK(verbs_get_ctx_op(ctx, create_cq_ex) == NULL);
+  CHECK(verbs_get_ctx_op(ctx, create_qp_ex) == NULL);
+
+  /* query_device_ex: the same limits as ibv_query_device, the extended fields filled. */
+  struct ibv_device_attr attr;
+  CHECK(ibv_query_device(ctx, &attr) == 0);
+  struct ibv_device_attr_ex attr_ex;
+  memset(&attr_ex, 0xa5, sizeof(attr_ex));
+  CHECK(ibv_query_device_ex(ctx, NULL, &attr_ex) == 0);
+  CHECK(attr_ex.orig_attr.max_qp_wr == attr.max_qp_wr);
+  CHECK(attr_ex.orig_attr.max_sge == attr.max_sge);
+  CHECK(attr_ex.comp_mask != 0xa5a5a5a5u); /* written, not left as the caller's bytes */
+  struct ibv_query_device_ex_input input = {.comp_mask = 1};
+  CHECK(ibv_query_device_ex(ctx, &input, &attr_ex) == EINVAL);
+  /* A caller of older headers (a smaller attr_size): only its part is written. */
+  memset(&attr_ex, 0xa5, sizeof(attr_ex));
+  CHECK(vctx->query_device_ex(ctx, NULL, &attr_ex, sizeof(struct ibv_device_attr)) == 0);
+  CHECK(attr_ex.orig_attr.max_qp_wr == attr.max_qp_wr);
+  CHECK(attr_ex.comp_mask == 0xa5a5a5a5u);
+  CHECK(vctx->query_device_ex(ctx, NULL, &attr_ex, sizeof(struct ibv_device_attr) - 1) == EINVAL);
+  CHECK(vctx->query_device_ex(ctx, NULL, NULL, sizeof(attr_ex)) == EINVAL);
+
+  /* query_port: the whole ibv_port_attr, the fields after link_layer included. */
+  struct ibv_port_attr port;
+  memset(&port, 0xa5, sizeof(port));
+  CHECK(ibv_query_port(ctx, 1, &port) == 0);
+  CHECK(port.state == IBV_PORT_ACTIVE);
+  CHECK(port.link_layer == IBV_LINK_LAYER_ETHERNET);
+  CHECK(port.flags == 0);
+  CHECK(port.port_cap_flags2 == 0);
+  CHECK(ibv_query_port(ctx, 2, &port) == EINVAL);
+  CHECK(vctx->query_port(ctx, 1, &port, offsetof(struct ibv_port_attr, flags)) == 0);
+  CHECK(vctx->query_port(ctx, 1, &port, 4) == EINVAL);
+  CHECK(vctx->query_port(NULL, 1, &port, sizeof(port)) == EINVAL);
+
+  /* The rest: as a provider without the op. */
+  struct ibv_pd* pd = ibv_alloc_pd(ctx);
+  CHECK(pd != NULL);
+  struct ibv_td_init_attr td_attr = {0};
+  CHECK_NULL_ERRNO(ibv_alloc_td(ctx, &td_attr), EOPNOTSUPP);
+  struct ibv_qp_init_attr_ex qp_attr_ex = {.comp_mask = IBV_QP_INIT_ATTR_PD |
+                                                         IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+                                           .pd = pd, .qp_type = IBV_QPT_RC};
+  CHECK_NULL_ERRNO(ibv_create_qp_ex(ctx, &qp_attr_ex), EOPNOTSUPP);
+  struct ibv_alloc_dm_attr dm_attr = {.length = 64};
+  CHECK_NULL_ERRNO(ibv_alloc_dm(ctx, &dm_attr), EOPNOTSUPP);
+  struct ibv_counters_init_attr counters_attr = {0};
+  CHECK_NULL_ERRNO(ibv_create_counters(ctx, &counters_attr), EOPNOTSUPP);
+  struct ibv_values_ex values = {.comp_mask = IBV_VALUES_MASK_RAW_CLOCK};
+  CHECK(ibv_query_rt_values_ex(ctx, &values) == EOPNOTSUPP);
+  struct ibv_xrcd_init_attr xrcd_attr = {0};
+  CHECK_NULL_ERRNO(ibv_open_xrcd(ctx, &xrcd_attr), EOPNOTSUPP);
+  struct ibv_parent_domain_init_attr pd_attr = {.pd = pd};
+  CHECK_NULL_ERRNO(ibv_alloc_parent_domain(ctx, &pd_attr), EOPNOTSUPP);
+  CHECK(ibv_dealloc_pd(pd) == 0);
+  CHECK(ibv_close_device(ctx) == 0);
+}
+
 static void Cm(void) {
   struct rdma_event_channel* channel = rdma_create_event_channel();
   CHECK(channel != NULL);
@@ -261,6 +338,7 @@ static void Cm(void) {
 
 int main(void) {
   Devices();
+  ExtendedOps();
   Cm();
   if (failures > 0) {
     printf("%d check(s) failed\n", failures);

@@ -10,10 +10,13 @@
 #include <rdma/ib_user_verbs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 
+#include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "simverbs/backend.h"
@@ -57,12 +60,16 @@ Backend* TheBackend() {
   return *backend;
 }
 
+void InstallExtendedOps(ibv_context* context);
+
 ibv_context* TheContext() {
   absl::StatusOr<ibv_context*> context = sim::GetSimContext();
   if (!context.ok()) {
     errno = EINVAL;
     return nullptr;
   }
+  static absl::once_flag once;
+  absl::call_once(once, &InstallExtendedOps, *context);
   return *context;
 }
 
@@ -109,6 +116,48 @@ void FillPort(ibv_port_attr* attr) {
 // The one GID: this process's ::ffff:127.a.b.c (a.b.c from the pid; sim::ProcessGid), as a
 // RoCE v2 port with that loopback address has it.
 void FillGid(ibv_gid* gid) { sim::ProcessGid(gid->raw); }
+
+// ---- The extended ops of the context's verbs_context (sim/device.h), for verbs.h's inline
+// extended verbs. Only these are set; the inline verbs of every other op (ibv_create_cq_ex,
+// ibv_create_qp_ex, ibv_alloc_td, ibv_advise_mr, ...) find it NULL and fail with EOPNOTSUPP /
+// ENOSYS, or take their legacy path, as on a provider without the feature. -------------------
+
+// ibv_query_device_ex: the device's limits and capabilities (the active profile's), the
+// fields that fit in the caller's attr_size (a program built against older headers passes a
+// smaller one; the rest of its struct is untouched), as rdma-core's ibv_cmd_query_device_any.
+int OpQueryDeviceEx(ibv_context* context, const ibv_query_device_ex_input* input,
+                    ibv_device_attr_ex* attr, size_t attr_size) {
+  if (input != nullptr && input->comp_mask != 0) return EINVAL;
+  if (attr == nullptr || attr_size < sizeof(ibv_device_attr)) return EINVAL;
+  Backend* backend = TheBackend();
+  if (backend == nullptr) return EINVAL;
+  ibv_device_attr_ex full;
+  std::memset(&full, 0, sizeof(full));
+  const int err = backend->IbvQueryDeviceEx(context, &full);
+  if (err != 0) return ToErrno(err);
+  std::memcpy(attr, &full, std::min(attr_size, sizeof(full)));
+  return 0;
+}
+
+// ibv_query_port: the whole ibv_port_attr (FillPort), the part that fits in port_attr_len.
+int OpQueryPort(ibv_context* context, uint8_t port_num, ibv_port_attr* port_attr,
+                size_t port_attr_len) {
+  if (!IsTheContext(context) || port_attr == nullptr) return EINVAL;
+  if (port_attr_len < offsetof(ibv_port_attr, flags)) return EINVAL;
+  if (port_num != kPortNum) return EINVAL;
+  ibv_port_attr attr;
+  FillPort(&attr);
+  std::memcpy(port_attr, &attr, std::min(port_attr_len, sizeof(attr)));
+  return 0;
+}
+
+// Once, before the context is first handed out.
+void InstallExtendedOps(ibv_context* context) {
+  verbs_context* vctx = verbs_get_ctx(context);
+  if (vctx == nullptr) return;  // (the simulator always makes a verbs_context)
+  vctx->query_device_ex = &OpQueryDeviceEx;
+  vctx->query_port = &OpQueryPort;
+}
 
 // The QPs of rdma_create_qp, by QP (softrpma_shim_qp_made).
 class QpIds final {

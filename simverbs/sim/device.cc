@@ -96,7 +96,9 @@ void ResetDeviceOverrides() {
 }
 
 SimDevice::SimDevice() {
-  std::memset(&context, 0, sizeof(context));
+  std::memset(&verbs, 0, sizeof(verbs));
+  verbs.sz = sizeof(verbs);  // as rdma-core's verbs_init_context
+  context.abi_compat = __VERBS_ABI_IS_EXTENDED;
   context.device = StaticDevice();
   context.cmd_fd = -1;
   async_open_error_ = async_signal_.Open();

@@ -1,8 +1,9 @@
 // device.h: the simulated device (SimDevice, the one fake ibv_context of the process), its
 // limits and capabilities, protection domains (SimPd) and memory regions (SimMr).
 //
-// Each Sim* struct embeds the verbs struct it stands for as its FIRST member, so a pointer to
-// the verbs struct is a pointer to the Sim* struct (to_sim() converts, as rxe's to_rqp() does:
+// Each Sim* struct embeds the verbs struct it stands for as its FIRST member (SimDevice: the
+// verbs_context around its ibv_context, see below), so a pointer to the verbs struct is a
+// pointer to the Sim* struct (to_sim() converts, as rxe's to_rqp() does:
 // no virtual functions and no base classes, so the first member sits at offset 0; sim_test.cc
 // checks it for every type).
 //
@@ -68,8 +69,16 @@ bool GidPid(const uint8_t raw[16], int32_t* pid);
 
 // The one simulated device. Created once by the backend and never destroyed. Its context points
 // at the ibv_device of the profile active when it was made (the transport librpma reads).
+//
+// The context is inside a struct verbs_context, as every rdma-core provider's is (sz and
+// abi_compat as verbs_init_context sets them), so that verbs.h's inline extended verbs
+// (ibv_query_device_ex, ibv_query_port, ibv_create_cq_ex, ...) find the extended ops there: an
+// op left NULL makes them take their legacy path or fail with EOPNOTSUPP / ENOSYS, as with a
+// provider without the feature. The verbs_context is the FIRST member; its ibv_context is the
+// verbs_context's LAST member, so an ibv_context* is NOT a SimDevice* (to_sim() converts).
 struct SimDevice final {
-  ibv_context context;  // FIRST member (see file comment)
+  verbs_context verbs;  // FIRST member (see file comment)
+  ibv_context& context = verbs.context;
 
   SimDevice();
   SimDevice(const SimDevice&) = delete;
@@ -104,7 +113,11 @@ struct SimDevice final {
   int async_open_error_ = 0;
 };
 
-inline SimDevice* to_sim(ibv_context* context) { return reinterpret_cast<SimDevice*>(context); }
+// container_of: the ibv_context sits at the end of the verbs_context, which is at offset 0.
+inline SimDevice* to_sim(ibv_context* context) {
+  return reinterpret_cast<SimDevice*>(reinterpret_cast<char*>(context) -
+                                      offsetof(verbs_context, context));
+}
 
 struct SimMr;
 

@@ -34,7 +34,11 @@ bool VerbsStructIsFirst(Sim* sim, Verbs* verbs) {
 
 TEST(SimLayoutTest, SimStructs_EmbedVerbsStructFirst) {
   SimDevice device;
-  EXPECT_TRUE(VerbsStructIsFirst(&device, &device.context));
+  EXPECT_TRUE(VerbsStructIsFirst(&device, &device.verbs));
+  // The context is inside a verbs_context, where verbs.h's verbs_get_ctx looks for it.
+  EXPECT_EQ(verbs_get_ctx(&device.context), &device.verbs);
+  EXPECT_EQ(device.verbs.sz, sizeof(verbs_context));
+  EXPECT_EQ(to_sim(&device.context), &device);
   SimPd pd(&device);
   EXPECT_TRUE(VerbsStructIsFirst(&pd, &pd.pd));
   SimMr mr;

@@ -19,6 +19,7 @@ packages=(
   librdmacm-dev
   ibverbs-utils      # ibv_devices, ibv_devinfo: //simverbs/shim:devinfo_test runs them on the shim
   rdmacm-utils       # rping: the verbs shim's rdma_cm test
+  perftest           # ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat: //simverbs/shim:perftest_test (with -R)
 )
 if [[ "${SOFTRPMA_WITH_DISTRO_LIBRPMA:-0}" == 1 ]]; then
   # Only for the test that runs a program built against the distro's librpma on ours.
