@@ -5,20 +5,10 @@
 # RPMA_SIM_* variable is a clear error, never a crash.
 # Usage: devinfo_test.sh <lib/libibverbs.so.1 of //simverbs/shim:verbs_lib_dir>
 set -u
-libdir="$(cd "$(dirname "$1")" && pwd)"
-# shellcheck source=simverbs/shim/sanitizer_env.sh
-source "$(dirname "$0")/sanitizer_env.sh"
-preload_sanitizer_runtime "$libdir/libibverbs.so.1"
-dir="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
-
-for tool in ibv_devices ibv_devinfo; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "FAILED: $tool is not installed (package ibverbs-utils: tools/ci/install_deps.sh)"
-    exit 1
-  fi
-done
+# shellcheck source=simverbs/shim/testlib.sh
+source "$(dirname "$0")/testlib.sh"
+shim_test_init "$1"
+require_tools ibverbs-utils ibv_devices ibv_devinfo
 
 run() {  # run <name> <env...> -- <command...>: output in $dir/<name>.{out,err,rc}, 20 s at most
   local name="$1"; shift

@@ -8,20 +8,9 @@
 # (verbs_lib_dir). Every process runs under `timeout`; the trap kills a server left behind.
 # Usage: perftest_test.sh <lib/libibverbs.so.1 of //simverbs/shim:verbs_lib_dir>
 set -u
-libdir="$(cd "$(dirname "$1")" && pwd)"
-# shellcheck source=simverbs/shim/sanitizer_env.sh
-source "$(dirname "$0")/sanitizer_env.sh"
-preload_sanitizer_runtime "$libdir/libibverbs.so.1"
-dir="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
-
-server_pid=""
-cleanup() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; }
-trap cleanup EXIT
-
-export LD_LIBRARY_PATH="$libdir"
-unset RPMA_SIM_DEVICE RPMA_SIM_FAULTS RPMA_SIM_SCENARIO RPMA_SIM_TRACE
+# shellcheck source=simverbs/shim/testlib.sh
+source "$(dirname "$0")/testlib.sh"
+shim_test_init "$1"
 port=$((20000 + ($$ % 20000)))
 
 # One try: a server and a client of <program> [-R] -n 50, on a fabric and port of their own.
@@ -31,7 +20,7 @@ try_pair() {  # try_pair <program> <-R or "">
   local prog="$1" cm="$2"
   raced=0
   port=$((port + 1))
-  export RPMA_SIM_FABRIC="shim-perftest-$prog-$$-${RANDOM}"
+  use_shim "perftest-$prog"  # a fabric per pair
   timeout 60 "$prog" $cm -n 50 -p "$port" >"$dir/$prog.server.out" 2>&1 &
   server_pid=$!
   # The client connects once the server listens: its simulated listener is the abstract socket

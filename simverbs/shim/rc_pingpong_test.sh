@@ -9,25 +9,11 @@
 # does on a real provider. Every process runs under `timeout`; the trap kills what is left.
 # Usage: rc_pingpong_test.sh <lib/libibverbs.so.1 of //simverbs/shim:verbs_lib_dir>
 set -u
-libdir="$(cd "$(dirname "$1")" && pwd)"
-# shellcheck source=simverbs/shim/sanitizer_env.sh
-source "$(dirname "$0")/sanitizer_env.sh"
-preload_sanitizer_runtime "$libdir/libibverbs.so.1"
-dir="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
-if ! command -v ibv_rc_pingpong >/dev/null; then
-  echo "FAILED: ibv_rc_pingpong is not installed (package ibverbs-utils: tools/ci/install_deps.sh)"
-  exit 1
-fi
-
-server_pid=""
-cleanup() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; }
-trap cleanup EXIT
-
-export RPMA_SIM_FABRIC="shim-rc-pingpong-$$-${RANDOM}"
-export LD_LIBRARY_PATH="$libdir"
-unset RPMA_SIM_DEVICE RPMA_SIM_FAULTS RPMA_SIM_SCENARIO RPMA_SIM_TRACE
+# shellcheck source=simverbs/shim/testlib.sh
+source "$(dirname "$0")/testlib.sh"
+shim_test_init "$1"
+require_tools ibverbs-utils ibv_rc_pingpong
+use_shim rc-pingpong
 # The out-of-band exchange is real TCP on 127.0.0.1: a port of this run's own.
 port=$((20000 + ($$ + RANDOM) % 20000))
 

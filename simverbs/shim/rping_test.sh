@@ -7,26 +7,11 @@
 # hang, no crash), and a fault from RPMA_SIM_FAULTS reaches rping as a completion status. Every process runs under `timeout`, and the trap kills what is left.
 # Usage: rping_test.sh <lib/libibverbs.so.1 of //simverbs/shim:verbs_lib_dir>
 set -u
-libdir="$(cd "$(dirname "$1")" && pwd)"
-# shellcheck source=simverbs/shim/sanitizer_env.sh
-source "$(dirname "$0")/sanitizer_env.sh"
-preload_sanitizer_runtime "$libdir/libibverbs.so.1"
-dir="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
-if ! command -v rping >/dev/null; then
-  echo "FAILED: rping is not installed (package rdmacm-utils: tools/ci/install_deps.sh)"
-  exit 1
-fi
-
-server_pid=""
-cleanup() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; }
-trap cleanup EXIT
-
-# One fabric of this run's own (fabric names are per run: parallel tests do not meet).
-export RPMA_SIM_FABRIC="shim-rping-$$-${RANDOM}"
-export LD_LIBRARY_PATH="$libdir"
-unset RPMA_SIM_DEVICE RPMA_SIM_FAULTS RPMA_SIM_SCENARIO RPMA_SIM_TRACE
+# shellcheck source=simverbs/shim/testlib.sh
+source "$(dirname "$0")/testlib.sh"
+shim_test_init "$1"
+require_tools rdmacm-utils rping
+use_shim rping
 port=7174
 
 timeout 60 rping -s -a 127.0.0.1 -p "$port" -v >"$dir/server.out" 2>&1 &

@@ -1,0 +1,54 @@
+# shellcheck shell=bash disable=SC2034  # (variables for the tests that source this)
+# testlib.sh: sourced by the shim's tests that run Debian's verbs programs (ibv_devinfo, rping,
+# ibv_rc_pingpong, perftest) on the shim's directory.
+#
+#   source "$(dirname "$0")/testlib.sh"
+#   shim_test_init "$1"                       # <lib/libibverbs.so.1 of verbs_lib_dir>
+#   require_tools ibverbs-utils ibv_devinfo   # the Debian package, the programs it gives
+#   use_shim rping                            # a fabric of this run's own, the shim first
+#
+# It gives: $libdir (the shim's directory), $dir (scratch), fail WHY (counted in $failures),
+# and $server_pid, which the EXIT trap kills when a test leaves its server behind.
+
+# Under --config=asan (or tsan) the shim's libraries need their sanitizer runtime loaded first,
+# which a program built without it does not do ("ASan runtime does not come first"): preload
+# it for them, and do not hold those programs' own leaks against the shim.
+preload_sanitizer_runtime() {  # <the shim's libibverbs.so.1>
+  local runtimes
+  runtimes="$(ldd "$1" | awk '/lib(asan|ubsan|tsan)\.so/ {print $3}' | paste -sd: -)"
+  [[ -n "$runtimes" ]] || return 0
+  export LD_PRELOAD="$runtimes${LD_PRELOAD:+:$LD_PRELOAD}"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+}
+
+fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+
+_kill_server() { [[ -n "${server_pid:-}" ]] && kill "$server_pid" 2>/dev/null; }
+
+shim_test_init() {  # <the shim's libibverbs.so.1>
+  libdir="$(cd "$(dirname "$1")" && pwd)"
+  preload_sanitizer_runtime "$libdir/libibverbs.so.1"
+  dir="${TEST_TMPDIR:-$(mktemp -d)}"
+  failures=0
+  server_pid=""
+  trap _kill_server EXIT
+}
+
+require_tools() {  # <package> <program>...: exits (failed) when one is not installed
+  local package="$1" tool
+  shift
+  for tool in "$@"; do
+    if ! command -v "$tool" >/dev/null; then
+      echo "FAILED: $tool is not installed (package $package: tools/ci/install_deps.sh)"
+      exit 1
+    fi
+  done
+}
+
+# The shim's directory alone on LD_LIBRARY_PATH, a fabric of this run's own (fabric names are
+# per run: parallel tests do not meet), and none of the inherited RPMA_SIM_* steering.
+use_shim() {  # <name of the test>
+  export RPMA_SIM_FABRIC="shim-$1-$$-${RANDOM}"
+  export LD_LIBRARY_PATH="$libdir"
+  unset RPMA_SIM_DEVICE RPMA_SIM_FAULTS RPMA_SIM_SCENARIO RPMA_SIM_TRACE
+}
