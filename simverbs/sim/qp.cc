@@ -959,6 +959,18 @@ void RoundQpCap(const DeviceProfile& profile, ibv_qp_cap* cap) {
   }
 }
 
+// The fields ibv_qp_init_attr and ibv_qp_init_attr_ex share, from one to the other.
+template <typename To, typename From>
+void CopyCommonInitAttr(const From& from, To* to) {
+  to->qp_context = from.qp_context;
+  to->send_cq = from.send_cq;
+  to->recv_cq = from.recv_cq;
+  to->srq = from.srq;
+  to->cap = from.cap;
+  to->qp_type = from.qp_type;
+  to->sq_sig_all = from.sq_sig_all;
+}
+
 }  // namespace
 
 int CreateQp(ibv_qp_init_attr_ex* attr_ex, const std::shared_ptr<SimLink>& join, SimQp** qp) {
@@ -981,13 +993,7 @@ int CreateQp(ibv_qp_init_attr_ex* attr_ex, const std::shared_ptr<SimLink>& join,
   SimPd* pd = to_sim(attr_ex->pd);
   ibv_qp_init_attr plain;
   std::memset(&plain, 0, sizeof(plain));
-  plain.qp_context = attr_ex->qp_context;
-  plain.send_cq = attr_ex->send_cq;
-  plain.recv_cq = attr_ex->recv_cq;
-  plain.srq = attr_ex->srq;
-  plain.cap = attr_ex->cap;
-  plain.qp_type = attr_ex->qp_type;
-  plain.sq_sig_all = attr_ex->sq_sig_all;
+  CopyCommonInitAttr(*attr_ex, &plain);
   ibv_qp_init_attr* attr = &plain;
   if (attr->qp_type != IBV_QPT_RC) return EINVAL;
   if (attr->send_cq == nullptr || attr->recv_cq == nullptr) return EINVAL;
@@ -1898,13 +1904,7 @@ int CreateVerbsQp(SimPd* pd, ibv_qp_init_attr* attr, SimQp** qp) {
   if (int err = EnsureListening(); err != 0) return err;
   ibv_qp_init_attr_ex ex;
   std::memset(&ex, 0, sizeof(ex));
-  ex.qp_context = attr->qp_context;
-  ex.send_cq = attr->send_cq;
-  ex.recv_cq = attr->recv_cq;
-  ex.srq = attr->srq;
-  ex.cap = attr->cap;
-  ex.qp_type = attr->qp_type;
-  ex.sq_sig_all = attr->sq_sig_all;
+  CopyCommonInitAttr(*attr, &ex);
   ex.comp_mask = IBV_QP_INIT_ATTR_PD;
   ex.pd = &pd->pd;
   SimQp* made = nullptr;

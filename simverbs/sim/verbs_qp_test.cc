@@ -152,6 +152,31 @@ class VerbsQpTest : public ::testing::Test {
     for (Side* side : {&a_, &b_}) ASSERT_EQ(Modify(side->qp, RtsAttr(), kRtsMask), 0);
   }
 
+  // a_ from RESET to RTS, bound to itself.
+  void ConnectAToItself() {
+    ASSERT_EQ(Modify(a_.qp, InitAttr(), kInitMask), 0);
+    ASSERT_EQ(Modify(a_.qp, RtrAttr(a_.qp->qp_num, OurGid()), kRtrMask), 0);
+    ASSERT_EQ(Modify(a_.qp, RtsAttr(), kRtsMask), 0);
+  }
+
+  // `text` written by a_ from the start of a buffer to its offset 32, through a_'s peer.
+  void ExpectAWritesToItself(const char* text) {
+    TestBuffer buf(backend_, a_.pd, 64, kRemoteAccess);
+    std::memcpy(buf.data(), text, std::strlen(text) + 1);
+    ibv_sge sge = buf.Sge(0, static_cast<uint32_t>(std::strlen(text) + 1));
+    ASSERT_EQ(PostWrite(backend_, a_.qp, 1, &sge, 1, buf.addr(32), buf.mr()->rkey), 0);
+    EXPECT_THAT(PollN(backend_, a_.cq, 1), ElementsAre(Field(&ibv_wc::status, IBV_WC_SUCCESS)));
+    EXPECT_STREQ(reinterpret_cast<char*>(buf.data() + 32), text);
+  }
+
+  // Attributes that name only a state (for IBV_QP_STATE alone).
+  static ibv_qp_attr StateAttr(ibv_qp_state state) {
+    ibv_qp_attr attr;
+    std::memset(&attr, 0, sizeof(attr));
+    attr.qp_state = state;
+    return attr;
+  }
+
   Backend* backend_ = nullptr;
   Side a_;
   Side b_;
@@ -231,15 +256,11 @@ TEST_F(VerbsQpTest, EachTransitionNeedsItsMask) {
   EXPECT_EQ(Modify(a_.qp, RtsAttr(), IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER), 0);  // RTS -> RTS
   EXPECT_EQ(Modify(a_.qp, RtsAttr(), kRtsMask), EINVAL);  // not again
   // Any state -> ERR, then RESET; ERR -> INIT is not a transition.
-  ibv_qp_attr to_err;
-  std::memset(&to_err, 0, sizeof(to_err));
-  to_err.qp_state = IBV_QPS_ERR;
+  const ibv_qp_attr to_err = StateAttr(IBV_QPS_ERR);
   ASSERT_EQ(Modify(a_.qp, to_err, IBV_QP_STATE), 0);
   EXPECT_EQ(a_.qp->state, IBV_QPS_ERR);
   EXPECT_EQ(Modify(a_.qp, InitAttr(), kInitMask), EINVAL);
-  ibv_qp_attr to_reset;
-  std::memset(&to_reset, 0, sizeof(to_reset));
-  to_reset.qp_state = IBV_QPS_RESET;
+  const ibv_qp_attr to_reset = StateAttr(IBV_QPS_RESET);
   EXPECT_EQ(Modify(a_.qp, to_reset, IBV_QP_STATE | IBV_QP_PORT), EINVAL);  // STATE alone
   ASSERT_EQ(Modify(a_.qp, to_reset, IBV_QP_STATE), 0);
   EXPECT_EQ(a_.qp->state, IBV_QPS_RESET);
@@ -294,23 +315,13 @@ TEST_F(VerbsQpTest, WriteSendReadMoveData) {
 }
 
 TEST_F(VerbsQpTest, QpBoundToItselfLoopsBack) {
-  ASSERT_EQ(Modify(a_.qp, InitAttr(), kInitMask), 0);
-  ASSERT_EQ(Modify(a_.qp, RtrAttr(a_.qp->qp_num, OurGid()), kRtrMask), 0);
-  ASSERT_EQ(Modify(a_.qp, RtsAttr(), kRtsMask), 0);
-  TestBuffer buf(backend_, a_.pd, 64, kRemoteAccess);
-  std::memcpy(buf.data(), "loop", 5);
-  ibv_sge sge = buf.Sge(0, 5);
-  ASSERT_EQ(PostWrite(backend_, a_.qp, 1, &sge, 1, buf.addr(32), buf.mr()->rkey), 0);
-  EXPECT_THAT(PollN(backend_, a_.cq, 1), ElementsAre(Field(&ibv_wc::status, IBV_WC_SUCCESS)));
-  EXPECT_STREQ(reinterpret_cast<char*>(buf.data() + 32), "loop");
+  ConnectAToItself();
+  ExpectAWritesToItself("loop");
 }
 
 TEST_F(VerbsQpTest, ResetAndRebindToAnotherQp) {
   ConnectPair();
-  ibv_qp_attr to_reset;
-  std::memset(&to_reset, 0, sizeof(to_reset));
-  to_reset.qp_state = IBV_QPS_RESET;
-  for (Side* side : {&a_, &b_}) ASSERT_EQ(Modify(side->qp, to_reset, IBV_QP_STATE), 0);
+  for (Side* side : {&a_, &b_}) ASSERT_EQ(Modify(side->qp, StateAttr(IBV_QPS_RESET), IBV_QP_STATE), 0);
   // a and b again, b binding first this time.
   for (Side* side : {&a_, &b_}) ASSERT_EQ(Modify(side->qp, InitAttr(), kInitMask), 0);
   ASSERT_EQ(Modify(b_.qp, RtrAttr(a_.qp->qp_num, OurGid()), kRtrMask), 0);
@@ -328,20 +339,10 @@ TEST_F(VerbsQpTest, ResetAndRebindToAnotherQp) {
 
 TEST_F(VerbsQpTest, ResetThenBoundToItselfLeavesTheSharedLink) {
   ConnectPair();
-  ibv_qp_attr to_reset;
-  std::memset(&to_reset, 0, sizeof(to_reset));
-  to_reset.qp_state = IBV_QPS_RESET;
-  ASSERT_EQ(Modify(a_.qp, to_reset, IBV_QP_STATE), 0);
-  ASSERT_EQ(Modify(a_.qp, InitAttr(), kInitMask), 0);
-  ASSERT_EQ(Modify(a_.qp, RtrAttr(a_.qp->qp_num, OurGid()), kRtrMask), 0);
-  ASSERT_EQ(Modify(a_.qp, RtsAttr(), kRtsMask), 0);
+  ASSERT_EQ(Modify(a_.qp, StateAttr(IBV_QPS_RESET), IBV_QP_STATE), 0);
+  ConnectAToItself();
   EXPECT_NE(to_sim(a_.qp)->link, to_sim(b_.qp)->link);
-  TestBuffer buf(backend_, a_.pd, 64, kRemoteAccess);
-  std::memcpy(buf.data(), "mine", 5);
-  ibv_sge sge = buf.Sge(0, 5);
-  ASSERT_EQ(PostWrite(backend_, a_.qp, 1, &sge, 1, buf.addr(32), buf.mr()->rkey), 0);
-  EXPECT_THAT(PollN(backend_, a_.cq, 1), ElementsAre(Field(&ibv_wc::status, IBV_WC_SUCCESS)));
-  EXPECT_STREQ(reinterpret_cast<char*>(buf.data() + 32), "mine");
+  ExpectAWritesToItself("mine");
 }
 
 TEST_F(VerbsQpTest, AbsentQpNumberEndsInRetryExceeded) {
