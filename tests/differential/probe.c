@@ -19,6 +19,7 @@
 #include <librpma.h>
 
 #include <arpa/inet.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,13 +82,22 @@ static void show_event(const char *who, struct rpma_conn *conn)
 	printf("%s event -> %s %s\n", who, code_name(ret), ret == 0 ? event_name(event) : "");
 }
 
-/* Waits for the next completion of cq and prints the fields that are defined for it. */
+/* Waits for the next completion of cq and prints the fields that are defined for it. After a
+ * failed post (a fault from rpma-sim sweep) none comes: after 5 s, says so. */
 static void show_wc(const char *who, struct rpma_cq *cq)
 {
 	struct ibv_wc wc;
 	int got = 0;
 	int ret;
+	int fd = -1;
+	if (rpma_cq_get_fd(cq, &fd) != 0)
+		fd = -1;
 	while ((ret = rpma_cq_get_wc(cq, 1, &wc, &got)) == RPMA_E_NO_COMPLETION) {
+		struct pollfd pfd = {fd, POLLIN, 0};
+		if (fd >= 0 && poll(&pfd, 1, 5000) == 0) {
+			printf("%s wc -> none within 5 s\n", who);
+			return;
+		}
 		ret = rpma_cq_wait(cq);
 		if (ret != 0)
 			break;
