@@ -77,6 +77,31 @@ if command -v ibv_devinfo >/dev/null; then
 else
   echo "SKIPPED: ibv_devinfo on the shim (ibverbs-utils is not installed)"
 fi
+# Debian's rping (rdmacm-utils) as two processes under rpma-sim, on their own fabric; a fault
+# from --faults reaches the client through the shim.
+if command -v rping >/dev/null; then
+  runtimes="$(ldd "$shim_dir/libibverbs.so.1" | awk '/lib(asan|ubsan|tsan)\.so/ {print $3}' | paste -sd: -)"
+  export RPMA_SIM_FABRIC="run-test-rping-$$"
+  rping_port=$((27000 + RANDOM % 1000))
+  LD_PRELOAD="$runtimes" ASAN_OPTIONS=detect_leaks=0 timeout 30 "$rpma_sim" run -- \
+    rping -s -a 127.0.0.1 -p "$rping_port" -C 3 -v >"$work/rping_server.out" 2>&1 &
+  rping_server=$!
+  sleep 0.5
+  LD_PRELOAD="$runtimes" ASAN_OPTIONS=detect_leaks=0 run "$rpma_sim" run -- \
+    rping -c -a 127.0.0.1 -p "$rping_port" -C 3 -v
+  expect_status "rping client under rpma-sim: exit 0" 0 "$status"
+  expect_in "rping client under rpma-sim: three pings" "$out" "ping data: rdma-ping-2: "
+  wait "$rping_server"
+  expect_status "rping server under rpma-sim: exit 0" 0 "$?"
+  LD_PRELOAD="$runtimes" ASAN_OPTIONS=detect_leaks=0 run "$rpma_sim" run \
+    --faults='ibv_alloc_pd:fail=EIO:nth=1' -- rping -c -a 127.0.0.1 -p "$rping_port" -C 1
+  check "rping with a fault: fails" test "$status" -ne 0
+  expect_in "rping with a fault: the shim injected it" "$err$out" \
+    "softrpma-sim: fault injected: ibv_alloc_pd:fail=EIO"
+  unset RPMA_SIM_FABRIC
+else
+  echo "SKIPPED: rping on the shim (rdmacm-utils is not installed)"
+fi
 
 mkdir -p "$work/lib"
 cp "$root/api/librpma.so.0" "$work/lib/"
