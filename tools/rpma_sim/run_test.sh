@@ -212,6 +212,11 @@ if [[ -e /usr/include/librpma.h && "$distro_dev" == /* && -e "$distro_dev" ]]; t
     expect_status "distro-built program on upstream with a fault: exit 1" 1 "$status"
     expect_in "distro-built program on upstream: the shim injected the fault" "$err" \
       "softrpma-sim: fault injected: ibv_alloc_pd:fail=EIO"
+    # sweep takes it too: the shim's simulator counts the hits and fails each.
+    run "$rpma_sim" sweep --upstream-librpma --points=ibv_alloc_pd --timeout=20s -- \
+      "$work/victim_distro" report
+    expect_status "sweep --upstream-librpma: exit 0" 0 "$status"
+    expect_in "sweep --upstream-librpma: the point was hit and failed" "$out" "sweep passed: 1 runs"
   else
     fail "fault_victim.c builds against the distro's librpma" "$(cat "$work/cc.err")"
   fi
