@@ -42,7 +42,9 @@ LibraryCheck CheckFile(const std::string& dir, absl::string_view name, absl::str
   return LibraryCheck::kNotOurs;
 }
 
-LibraryCheck CheckLibrary(const std::string& dir) { return CheckFile(dir, kLibraryName, kOurMarker); }
+LibraryCheck CheckLibrary(const std::string& dir) {
+  return CheckFile(dir, kLibraryName, kOurMarker);
+}
 
 // The shim's libibverbs.so.1 holds the simulator (its messages); its librdmacm.so.1 is thin, but
 // reaches that simulator through the shim's private entry point, whose name it holds.
@@ -118,7 +120,8 @@ ChildCommand SimCommand(const SimConfig& config, std::vector<std::string> progra
   command.env_set.emplace_back(kRaceDetectorVar, config.race_detector ? "1" : "0");
   if (!config.fabric.empty()) command.env_set.emplace_back(kFabricVar, config.fabric);
   std::vector<std::string> path;
-  for (const std::string* dir : {&config.lib_dir, &config.verbs_lib_dir, &config.upstream_lib_dir}) {
+  for (const std::string* dir :
+       {&config.lib_dir, &config.verbs_lib_dir, &config.upstream_lib_dir}) {
     if (!dir->empty()) path.push_back(*dir);
   }
   const char* inherited = std::getenv("LD_LIBRARY_PATH");

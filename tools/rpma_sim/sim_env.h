@@ -109,8 +109,8 @@ std::vector<std::string> LibDirCandidates(absl::string_view exe, absl::string_vi
 absl::StatusOr<std::string> FindLibDir(absl::string_view lib_flag, absl::string_view argv0);
 
 // Where the verbs shim's directory may be, in the order and for the programs of
-// LibDirCandidates(): D itself, D/../lib/verbs-shim (//api:librpma_pc's tree), D/../../simverbs/shim/lib
-// (bazel-bin) and <it>.runfiles/softrpma/simverbs/shim/lib; then
+// LibDirCandidates(): D itself, D/../lib/verbs-shim (//api:librpma_pc's tree),
+// D/../../simverbs/shim/lib (bazel-bin) and <it>.runfiles/softrpma/simverbs/shim/lib; then
 // $RUNFILES_DIR/softrpma/simverbs/shim/lib.
 std::vector<std::string> VerbsLibDirCandidates(absl::string_view exe, absl::string_view argv0,
                                                absl::string_view runfiles_dir);
