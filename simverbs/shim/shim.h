@@ -44,7 +44,9 @@
 // the extern "C" functions the version scripts name are exported; everything else (the sim, absl,
 // libstdc++'s inline code) is local. softrpma's own librpma.so.0, loaded beside the shim,
 // finds the ibv_* / rdma_* functions its ibverbs backend uses here (librpma_on_shim_test runs it
-// with RPMA_BACKEND=ibverbs).
+// with RPMA_BACKEND=ibverbs). Upstream librpma (Debian's librpma0 1.2) runs on the shim
+// unmodified: `rpma-sim run --upstream-librpma` (tools/rpma_sim/sim_env.h), and
+// tests/differential diffs its results against softrpma's librpma on the sim backend.
 //
 // WHAT WORKS on the simulated NIC (libibverbs.so.1):
 //   ibv_get_device_list, ibv_free_device_list, ibv_get_device_name, ibv_get_device_guid,

@@ -13,6 +13,9 @@
  *                  re-arm inside rpma_conn_wait)
  * After the call, the program tears everything down and checks that each teardown call
  * succeeds: an error leaves the connection deletable.
+ * softrpma also sets *cq to NULL after PROVIDER and UNKNOWN, which is checked unless
+ * CONN_WAIT_ERRORS_CQ_UNCHECKED=1: upstream leaves *cq as it was after UNKNOWN (docs/STATUS.md),
+ * and the differential test runs this program on both.
  */
 #include <librpma.h>
 
@@ -99,7 +102,9 @@ int main(int argc, char *argv[])
 		CHECK(rpma_conn_get_rcq(client, &rcq));
 		ok = ok && cq == rcq && is_rcq;
 	}
-	if ((ret == RPMA_E_PROVIDER || ret == RPMA_E_UNKNOWN) && cq != NULL) {
+	const char *unchecked = getenv("CONN_WAIT_ERRORS_CQ_UNCHECKED");
+	if ((ret == RPMA_E_PROVIDER || ret == RPMA_E_UNKNOWN) && cq != NULL &&
+	    (unchecked == NULL || strcmp(unchecked, "1") != 0)) {
 		fprintf(stderr, "*cq must be NULL after %s\n", rpma_err_2str(ret));
 		ok = 0;
 	}

@@ -33,6 +33,7 @@
  */
 #include <librpma.h>
 
+#include <arpa/inet.h> /* ntohl: the distro's librpma.h does not bring it (differential_test) */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>

@@ -22,8 +22,12 @@ packages=(
   perftest           # ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat: //simverbs/shim:perftest_test (with -R)
 )
 if [[ "${SOFTRPMA_WITH_DISTRO_LIBRPMA:-0}" == 1 ]]; then
-  # Only for the test that runs a program built against the distro's librpma on ours.
-  packages+=(librpma-dev)
+  # Upstream librpma (Debian's 1.2), only for the tests that use it: librpma-dev's header and
+  # -lrpma build programs the way a user's were (//tests/dropin:dropin_test runs one on ours;
+  # //tests/differential:differential_test and //tools/rpma_sim:run_test run them on both), and
+  # librpma0's librpma.so.0 is what `rpma-sim run --upstream-librpma` runs them on. Without
+  # them those tests skip the cases that need them.
+  packages+=(librpma0 librpma-dev)
 fi
 if [[ "${SOFTRPMA_WITH_FUZZ:-0}" == 1 ]]; then
   # Only for the libFuzzer binaries (bazel build --config=fuzz); the corpus tests use g++.

@@ -73,6 +73,22 @@ ABSL_FLAG(std::string, lib, "",
           "program linked against the distro's librpma runs on it. Default: found near "
           "rpma-sim (its own directory, ../lib, bazel-bin/api, bazel-bin/api/librpma/lib); "
           "rpma-sim refuses to run without it");
+ABSL_FLAG(std::string, verbs_lib, "",
+          "the directory of the verbs shim's libibverbs.so.1 and librdmacm.so.1 "
+          "(//simverbs/shim:verbs_lib_dir), put in LD_LIBRARY_PATH after softrpma's librpma so "
+          "that a program calling libibverbs / librdmacm itself (ibv_devinfo, rping) runs on the "
+          "simulated NIC too. Default: found near rpma-sim (its own directory, ../lib/verbs-shim, "
+          "bazel-bin/simverbs/shim/lib); rpma-sim refuses to run without it");
+ABSL_FLAG(bool, upstream_librpma, false,
+          "run PROGRAM on upstream librpma (the distro's librpma.so.0, Debian's librpma0) over "
+          "the verbs shim instead of on softrpma's: softrpma's librpma is kept out of "
+          "LD_LIBRARY_PATH (inherited entries holding it too), RPMA_BACKEND=ibverbs. The program "
+          "must load librpma.so.0 dynamically; faults, seeds and traces are the shim's "
+          "simulator's");
+ABSL_FLAG(std::string, upstream_lib, "",
+          "with --upstream-librpma (implied): the directory of the upstream librpma.so.0 to run "
+          "on (a build of pmem/rpma, say), put after the shim's in LD_LIBRARY_PATH. Default: the "
+          "distro's, in the system's library directories");
 ABSL_FLAG(int32_t, j, 2, "runs at once");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10),
           "per run (e.g. 10s, 500ms, 2m): a run still going then is killed with its process "
@@ -114,10 +130,11 @@ Usage:
   rpma-sim points
   rpma-sim devices
   rpma-sim run   [--device=D] [--seed=S] [--faults=SPEC] [--scenario=FILE] [--trace=FILE]
-                 [--stats=FILE] [--lib=DIR] [--junit=FILE] -- PROGRAM [ARGS...]
+                 [--stats=FILE] [--lib=DIR] [--verbs-lib=DIR] [--upstream-librpma]
+                 [--junit=FILE] -- PROGRAM [ARGS...]
   rpma-sim sweep [--device=D,...] [--seed=S] [-j N] [--timeout=T] [--max-runs=M]
                  [--points=P,...] [--report=FILE] [--junit=FILE] [--shard=K/N] [--leaks]
-                 [--lib=DIR] -- PROGRAM [ARGS...]
+                 [--lib=DIR] [--verbs-lib=DIR] [--upstream-librpma] -- PROGRAM [ARGS...]
   rpma-sim trace FILE [--chrome=OUT.json]
   rpma-sim trace FILE FILE... --chrome=OUT.json   (the processes of one run, merged)
   rpma-sim report merge [--report=OUT.json] [--junit=OUT.xml] SHARD.json...
@@ -144,14 +161,21 @@ Subcommands:
           one report (and JUnit XML), as if the sweep had run whole.
 
 PROGRAM is any program that uses librpma: one built against //api:rpma, or one linked against
-the distro's librpma.so.0 (LD_LIBRARY_PATH then leads it to softrpma's). The command line is the
-whole configuration: RPMA_SIM_* variables inherited from the environment are removed, so that a
-replay line reproduces its run, and RPMA_BACKEND is set to sim.
+the distro's librpma.so.0 (LD_LIBRARY_PATH then leads it to softrpma's). It may also be a
+program that calls libibverbs / librdmacm itself (ibv_devinfo, rping, a verbs application):
+LD_LIBRARY_PATH leads it to the verbs shim, whose device is the same simulated NIC, with the
+same seeds, faults and traces. --upstream-librpma runs a librpma program on upstream librpma
+(the distro's) over the shim instead of on softrpma's. The command line is the whole
+configuration: RPMA_SIM_* variables inherited from the environment are removed, so that a
+replay line reproduces its run, and RPMA_BACKEND is set to sim (ibverbs with
+--upstream-librpma).
 
 Examples:
   rpma-sim points
   rpma-sim devices
   rpma-sim run --device=siw -- ./my_app
+  rpma-sim run -- ibv_devinfo                      # a verbs program on the simulated NIC
+  rpma-sim run --upstream-librpma -- ./my_app      # on the distro's librpma, over the shim
   rpma-sim sweep --device=mlx5,siw -- ./my_app
   rpma-sim run --faults='ibv_post_send:fail=EIO:nth=3' -- ./my_app 192.168.0.1 7204
   rpma-sim run --seed=42 --trace=app.trace -- ./my_app
@@ -181,14 +205,14 @@ const std::vector<SubcommandSpec>& Subcommands() {
       {"points", {}, false, 0, 0},
       {"devices", {}, false, 0, 0},
       {"run",
-       {"seed", "faults", "scenario", "trace", "stats", "lib", "device", "execution", "races",
-        "junit"},
+       {"seed", "faults", "scenario", "trace", "stats", "lib", "verbs_lib", "upstream_librpma",
+        "upstream_lib", "device", "execution", "races", "junit"},
        true,
        0,
        0},
       {"sweep",
        {"seed", "j", "timeout", "max_runs", "points", "report", "junit", "shard", "leaks", "lib",
-        "device", "execution", "races"},
+        "verbs_lib", "upstream_librpma", "upstream_lib", "device", "execution", "races"},
        true,
        0,
        0},
@@ -218,12 +242,18 @@ SubcommandHelp HelpOf(absl::string_view name) {
   if (name == "run") {
     return {
         "rpma-sim run [--device=D] [--seed=S] [--faults=SPEC] [--scenario=FILE] "
-        "[--trace=FILE]\n             [--stats=FILE] [--lib=DIR] [--junit=FILE] -- PROGRAM "
-        "[ARGS...]",
+        "[--trace=FILE]\n             [--stats=FILE] [--lib=DIR] [--verbs-lib=DIR] "
+        "[--upstream-librpma] [--junit=FILE]\n             -- PROGRAM [ARGS...]",
         "Runs PROGRAM once, in place of rpma-sim, on the simulated NIC: RPMA_BACKEND=sim, the\n"
         "RPMA_SIM_* variables the flags give (the inherited ones removed), LD_LIBRARY_PATH\n"
-        "starting with softrpma's librpma.so.0, address-space randomization off (pointers\n"
-        "used as wr_id then repeat, so traces compare byte for byte). The fault spec and the\n"
+        "starting with softrpma's librpma.so.0 and then the verbs shim's libibverbs.so.1 and\n"
+        "librdmacm.so.1, address-space randomization off (pointers used as wr_id then repeat,\n"
+        "so traces compare byte for byte). A librpma program runs on softrpma's librpma; a\n"
+        "program calling libibverbs / librdmacm itself (ibv_devinfo, rping) runs on the shim,\n"
+        "the same simulated NIC with the same variables. With --upstream-librpma a librpma\n"
+        "program runs on upstream librpma (the distro's librpma.so.0) over the shim instead:\n"
+        "softrpma's librpma is kept out of LD_LIBRARY_PATH and RPMA_BACKEND=ibverbs; an error\n"
+        "(exit 2) when upstream librpma is not installed. The fault spec and the\n"
         "scenario are checked first with the simulator's own parser; a malformed one is an\n"
         "error naming the rule and column (exit 2). Exits with PROGRAM's status.\n"
         "With --junit=FILE, rpma-sim waits for PROGRAM instead (stdin from /dev/null, its\n"
@@ -232,6 +262,9 @@ SubcommandHelp HelpOf(absl::string_view name) {
         "  rpma-sim run -- ./my_app\n"
         "  rpma-sim run --faults='ibv_post_send:fail=EIO:nth=1' --junit=run.xml -- ./my_app\n"
         "  rpma-sim run --device=siw -- ./my_app\n"
+        "  rpma-sim run -- ibv_devinfo\n"
+        "  rpma-sim run -- rping -s -a 127.0.0.1 -C 3   # and `rpma-sim run -- rping -c ...`\n"
+        "  rpma-sim run --upstream-librpma --faults='ibv_post_send:fail=EIO:nth=1' -- ./my_app\n"
         "  rpma-sim run --faults='ibv_get_cq_event:fail=EIO:nth=1' -- ./my_app\n"
         "  rpma-sim run --seed=7 --scenario=flaky_link.txt --trace=run.trace -- ./my_app\n"};
   }
@@ -239,7 +272,7 @@ SubcommandHelp HelpOf(absl::string_view name) {
     return {
         "rpma-sim sweep [--device=D,...] [--seed=S] [-j N] [--timeout=T] [--max-runs=M]\n"
         "               [--points=P,...] [--report=FILE] [--junit=FILE] [--shard=K/N] [--leaks]\n"
-        "               [--lib=DIR] -- PROGRAM [ARGS...]",
+        "               [--lib=DIR] [--verbs-lib=DIR] [--upstream-librpma] -- PROGRAM [ARGS...]",
         "Runs PROGRAM once with no fault to count how often each fault point is hit\n"
         "(RPMA_SIM_STATS), then once per hit of every point that can fail, with that hit\n"
         "failed: --faults='<point>:fail=EIO:nth=<n>' (ENOMEM for malloc). With --max-runs,\n"
@@ -255,9 +288,13 @@ SubcommandHelp HelpOf(absl::string_view name) {
         "TEST_SHARD_INDEX when set); `rpma-sim report merge` joins the shards' reports.\n"
         "With --device=mlx5,siw the whole sweep runs once per device, each with its own\n"
         "summary (and report); the replay lines carry --device.\n"
+        "Every run has the environment of `rpma-sim run`, --upstream-librpma included (the\n"
+        "fault points are then the shim's: upstream librpma's own allocations are not the\n"
+        "malloc point's).\n"
         "Exits 1 if any run crashed, hung or leaked.",
         "  rpma-sim sweep -- ./my_app\n"
         "  rpma-sim sweep --device=mlx5,rxe,siw -- ./my_app\n"
+        "  rpma-sim sweep --upstream-librpma -- ./my_app\n"
         "  rpma-sim sweep -j 4 --timeout=30s --max-runs=200 --report=sweep.json -- ./my_app\n"
         "  rpma-sim sweep --points=ibv_post_send,malloc --leaks -- bazel-bin/tools/demo --once\n"
         "  rpma-sim sweep --shard=1/3 --report=s1.json --junit=s1.xml -- ./my_app\n"};
@@ -317,7 +354,7 @@ std::string Wrap(absl::string_view text, size_t indent, size_t first_column) {
 const char* ValuePlaceholder(absl::string_view name) {
   if (name == "seed") return "S";
   if (name == "faults") return "SPEC";
-  if (name == "lib") return "DIR";
+  if (name == "lib" || name == "verbs_lib" || name == "upstream_lib") return "DIR";
   if (name == "j") return "N";
   if (name == "timeout") return "T";
   if (name == "max_runs") return "M";
@@ -383,6 +420,67 @@ std::optional<std::string> ResolveLibDir(const std::string& lib_flag, const char
   return std::nullopt;
 }
 
+// The libraries of a run (sim_env.h): the flags as given, for replay lines, and the directories
+// they lead to.
+struct Libraries {
+  LibraryFlags flags;
+  std::string lib_dir;           // softrpma's librpma.so.0; "" with --upstream-librpma
+  std::string verbs_lib_dir;     // the verbs shim's
+  bool upstream_librpma = false;
+  std::string upstream_lib_dir;  // --upstream-lib's directory; "" for the system's
+};
+
+// The libraries the flags ask for, each found; nullopt with the error printed (a missing shim,
+// or a missing upstream librpma with --upstream-librpma, would make the run a run on something
+// else than asked).
+std::optional<Libraries> ResolveLibraries(const char* argv0) {
+  Libraries libraries;
+  libraries.flags.lib = absl::GetFlag(FLAGS_lib);
+  libraries.flags.verbs_lib = absl::GetFlag(FLAGS_verbs_lib);
+  libraries.flags.upstream_librpma = absl::GetFlag(FLAGS_upstream_librpma);
+  libraries.flags.upstream_lib = absl::GetFlag(FLAGS_upstream_lib);
+  libraries.upstream_librpma =
+      libraries.flags.upstream_librpma || !libraries.flags.upstream_lib.empty();
+  if (libraries.upstream_librpma) {
+    if (!libraries.flags.lib.empty()) {
+      Usage("--lib names softrpma's librpma, which --upstream-librpma keeps out: give one of them");
+      return std::nullopt;
+    }
+    absl::StatusOr<std::string> upstream =
+        FindUpstreamLibDir(libraries.flags.upstream_lib, SystemLibDirs());
+    if (!upstream.ok()) {
+      std::fprintf(stderr, "rpma-sim: --upstream-librpma: %s\n",
+                   std::string(upstream.status().message()).c_str());
+      return std::nullopt;
+    }
+    // The system's is found by the loader itself: its directory stays out of LD_LIBRARY_PATH,
+    // where it would come before the inherited entries.
+    if (!libraries.flags.upstream_lib.empty()) libraries.upstream_lib_dir = *upstream;
+  } else {
+    std::optional<std::string> lib_dir = ResolveLibDir(libraries.flags.lib, argv0);
+    if (!lib_dir.has_value()) return std::nullopt;
+    libraries.lib_dir = *lib_dir;
+  }
+  absl::StatusOr<std::string> verbs = FindVerbsLibDir(libraries.flags.verbs_lib, argv0);
+  if (!verbs.ok()) {
+    if (!libraries.flags.verbs_lib.empty()) {
+      Usage(verbs.status().message());
+    } else {
+      std::fprintf(stderr, "rpma-sim: %s\n", std::string(verbs.status().message()).c_str());
+    }
+    return std::nullopt;
+  }
+  libraries.verbs_lib_dir = *verbs;
+  return libraries;
+}
+
+void ApplyLibraries(const Libraries& libraries, SimConfig* config) {
+  config->lib_dir = libraries.lib_dir;
+  config->verbs_lib_dir = libraries.verbs_lib_dir;
+  config->upstream_librpma = libraries.upstream_librpma;
+  config->upstream_lib_dir = libraries.upstream_lib_dir;
+}
+
 int Points() {
   std::vector<PointInfo> points = ListPoints();
   size_t width = 0;
@@ -441,8 +539,8 @@ bool WriteTextFile(const std::string& path, const std::string& text, const char*
 // `run --junit=FILE`: PROGRAM as a child (its output captured, then printed), classified as a
 // sweep run is, and one JUnit test case for it. Returns PROGRAM's exit status (128 + the
 // signal that ended it).
-int RunWithJunit(const SimConfig& config, const CommandLine& line, const char* argv0,
-                 const std::string& junit) {
+int RunWithJunit(const SimConfig& config, const LibraryFlags& library_flags,
+                 const CommandLine& line, const char* argv0, const std::string& junit) {
   const char* tmp = std::getenv("TMPDIR");
   std::string output_path =
       absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/rpma-sim-run.XXXXXX");
@@ -483,8 +581,8 @@ int RunWithJunit(const SimConfig& config, const CommandLine& line, const char* a
     c.failure_message = outcome;
     c.failure_type = RunClassName(verdict.run_class);
     c.failure_text = absl::StrCat(outcome, ": ", spec.empty() ? "no fault" : spec, "\n  replay: ",
-                                  ReplayCommand(ToolName(argv0), config,
-                                                absl::GetFlag(FLAGS_lib), line.program),
+                                  ReplayCommand(ToolName(argv0), config, library_flags,
+                                                line.program),
                                   "\n");
     c.system_out = output.size() > 2000 ? output.substr(output.size() - 2000) : output;
   }
@@ -528,12 +626,12 @@ int Run(const CommandLine& line, const char* argv0) {
   }
   config.trace = absl::GetFlag(FLAGS_trace);
   config.stats = absl::GetFlag(FLAGS_stats);
-  std::optional<std::string> lib_dir = ResolveLibDir(absl::GetFlag(FLAGS_lib), argv0);
-  if (!lib_dir.has_value()) return kExitUsage;
-  config.lib_dir = *lib_dir;
+  std::optional<Libraries> libraries = ResolveLibraries(argv0);
+  if (!libraries.has_value()) return kExitUsage;
+  ApplyLibraries(*libraries, &config);
   std::fflush(stdout);
   const std::string junit = absl::GetFlag(FLAGS_junit);
-  if (!junit.empty()) return RunWithJunit(config, line, argv0, junit);
+  if (!junit.empty()) return RunWithJunit(config, libraries->flags, line, argv0, junit);
   absl::Status status = ExecInPlace(SimCommand(config, line.program));
   std::fprintf(stderr, "rpma-sim: cannot run %s: %s\n", line.program[0].c_str(),
                std::string(status.message()).c_str());
@@ -683,10 +781,13 @@ int Sweep(const CommandLine& line, const char* argv0) {
   if (!shard.has_value()) return kExitUsage;
   options.shard = *shard;
   options.leaks = absl::GetFlag(FLAGS_leaks);
-  options.lib_dir_flag = absl::GetFlag(FLAGS_lib);
-  std::optional<std::string> lib_dir = ResolveLibDir(options.lib_dir_flag, argv0);
-  if (!lib_dir.has_value()) return kExitUsage;
-  options.lib_dir = *lib_dir;
+  std::optional<Libraries> libraries = ResolveLibraries(argv0);
+  if (!libraries.has_value()) return kExitUsage;
+  options.library_flags = libraries->flags;
+  options.lib_dir = libraries->lib_dir;
+  options.verbs_lib_dir = libraries->verbs_lib_dir;
+  options.upstream_librpma = libraries->upstream_librpma;
+  options.upstream_lib_dir = libraries->upstream_lib_dir;
   options.tool = ToolName(argv0);
   options.progress = isatty(STDERR_FILENO) != 0;
   std::optional<std::vector<std::string>> devices = DevicesFlag(line);

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # `rpma-sim run`: the program runs unmodified with exactly the environment the flags give
 # (RPMA_BACKEND=sim, RPMA_SIM_*, the inherited RPMA_SIM_* removed, LD_LIBRARY_PATH leading to our
-# librpma.so.0, ASLR off), its arguments untouched, and rpma-sim exits with its status. Then the
-# behaviour: a fault from --faults reaches a librpma program; and a program built against the
-# DISTRO's librpma (skipped without librpma-dev) runs on ours through the default --lib lookup.
+# librpma.so.0 and then the verbs shim, ASLR off), its arguments untouched, and rpma-sim exits
+# with its status. Then the behaviour: a fault from --faults reaches a librpma program; a program
+# built against the DISTRO's librpma (skipped without librpma-dev) runs on ours through the
+# default --lib lookup, and on the distro's over the shim with --upstream-librpma; Debian's
+# ibv_devinfo runs on the shim with the device --device names.
 set -uo pipefail
 # shellcheck source=tools/rpma_sim/testdata/testlib.sh
 source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/rpma_sim/testdata/testlib.sh"
@@ -40,6 +42,67 @@ run "$rpma_sim" run --faults= --stats="$work/s" -- "$probe" 0
 expect_in "empty --faults is set" "$out" "RPMA_SIM_FAULTS="$'\n'
 expect_in "RPMA_SIM_STATS" "$out" "RPMA_SIM_STATS=$work/s"
 
+# The verbs shim's directory comes second: the one holding the shim's libibverbs.so.1 (which
+# holds the simulator's messages, rdma-core's does not) and librdmacm.so.1.
+run "$rpma_sim" run -- sh -c 'echo "$LD_LIBRARY_PATH"'
+shim_dir="$(cut -d: -f2 <<<"$out")"
+check "the verbs shim second in LD_LIBRARY_PATH" test -e "$shim_dir/librdmacm.so.1"
+check "the verbs shim's libibverbs.so.1 is the simulator's" \
+  grep -qa "softrpma-sim: " "$shim_dir/libibverbs.so.1"
+run "$rpma_sim" run --verbs-lib=/nonexistent -- touch "$work/no-shim-ran"
+expect_status "--verbs-lib without the shim: exit 2" 2 "$status"
+expect_in "--verbs-lib without the shim: said" "$err" \
+  "--verbs-lib=/nonexistent: there is no libibverbs.so.1 and librdmacm.so.1 in /nonexistent"
+check "--verbs-lib without the shim: the program did not run" test ! -e "$work/no-shim-ran"
+mkdir -p "$work/rdma-core"
+cp /lib/x86_64-linux-gnu/libibverbs.so.1 /lib/x86_64-linux-gnu/librdmacm.so.1 "$work/rdma-core/" \
+  2>/dev/null || printf 'ELF rdma-core\n' >"$work/rdma-core/libibverbs.so.1"
+run "$rpma_sim" run --verbs-lib="$work/rdma-core" -- true
+expect_status "--verbs-lib with rdma-core's libraries: exit 2" 2 "$status"
+expect_in "--verbs-lib with rdma-core's libraries: said" "$err" "does not hold the verbs shim's"
+cp "$shim_dir/libibverbs.so.1" "$shim_dir/librdmacm.so.1" "$work/"
+LD_LIBRARY_PATH=/somewhere/else run "$rpma_sim" run --verbs-lib="$work" -- sh -c 'echo "$LD_LIBRARY_PATH"'
+expect_in "--verbs-lib second in LD_LIBRARY_PATH, the inherited value after it" "$out" \
+  ":$work:/somewhere/else"
+
+# A raw verbs program (Debian's ibv_devinfo, ibverbs-utils) on the shim: the simulated device,
+# of the profile --device names. Under --config=asan / tsan it needs the shim's sanitizer runtime
+# preloaded (it is built without it), and its own leaks are not ours.
+if command -v ibv_devinfo >/dev/null; then
+  runtimes="$(ldd "$shim_dir/libibverbs.so.1" | awk '/lib(asan|ubsan|tsan)\.so/ {print $3}' | paste -sd: -)"
+  LD_PRELOAD="$runtimes" ASAN_OPTIONS=detect_leaks=0 run "$rpma_sim" run --device=siw -- ibv_devinfo
+  expect_status "ibv_devinfo on the shim: exit 0" 0 "$status"
+  expect_in "ibv_devinfo on the shim: the simulated device" "$out" "hca_id:	softrpma_sim0"
+  expect_in "ibv_devinfo on the shim: --device=siw reaches the shim" "$out" "iWARP"
+else
+  echo "SKIPPED: ibv_devinfo on the shim (ibverbs-utils is not installed)"
+fi
+# Debian's rping (rdmacm-utils) as two processes under rpma-sim, on their own fabric; a fault
+# from --faults reaches the client through the shim.
+if command -v rping >/dev/null; then
+  runtimes="$(ldd "$shim_dir/libibverbs.so.1" | awk '/lib(asan|ubsan|tsan)\.so/ {print $3}' | paste -sd: -)"
+  export RPMA_SIM_FABRIC="run-test-rping-$$"
+  rping_port=$((27000 + RANDOM % 1000))
+  LD_PRELOAD="$runtimes" ASAN_OPTIONS=detect_leaks=0 timeout 30 "$rpma_sim" run -- \
+    rping -s -a 127.0.0.1 -p "$rping_port" -C 3 -v >"$work/rping_server.out" 2>&1 &
+  rping_server=$!
+  sleep 0.5
+  LD_PRELOAD="$runtimes" ASAN_OPTIONS=detect_leaks=0 run "$rpma_sim" run -- \
+    rping -c -a 127.0.0.1 -p "$rping_port" -C 3 -v
+  expect_status "rping client under rpma-sim: exit 0" 0 "$status"
+  expect_in "rping client under rpma-sim: three pings" "$out" "ping data: rdma-ping-2: "
+  wait "$rping_server"
+  expect_status "rping server under rpma-sim: exit 0" 0 "$?"
+  LD_PRELOAD="$runtimes" ASAN_OPTIONS=detect_leaks=0 run "$rpma_sim" run \
+    --faults='ibv_alloc_pd:fail=EIO:nth=1' -- rping -c -a 127.0.0.1 -p "$rping_port" -C 1
+  check "rping with a fault: fails" test "$status" -ne 0
+  expect_in "rping with a fault: the shim injected it" "$err$out" \
+    "softrpma-sim: fault injected: ibv_alloc_pd:fail=EIO"
+  unset RPMA_SIM_FABRIC
+else
+  echo "SKIPPED: rping on the shim (rdmacm-utils is not installed)"
+fi
+
 mkdir -p "$work/lib"
 cp "$root/api/librpma.so.0" "$work/lib/"
 LD_LIBRARY_PATH=/somewhere/else run "$rpma_sim" run --lib="$work/lib" -- "$probe" 0
@@ -51,7 +114,8 @@ expect_in "--lib goes first in LD_LIBRARY_PATH" "$out" "LD_LIBRARY_PATH first=$w
 # (RUNFILES_DIR, which bazel test sets, would lead to this test's own copy: not for these.)
 lay="$work/layouts"  # (not $work: $work/lib holds a copy of the library, see above)
 mkdir -p "$lay/flat" "$lay/prefix/bin" "$lay/prefix/lib" "$lay/alone" "$lay/fake"
-cp "$rpma_sim" "$root/api/librpma.so.0" "$lay/flat/"
+cp "$rpma_sim" "$root/api/librpma.so.0" "$shim_dir/libibverbs.so.1" "$shim_dir/librdmacm.so.1" \
+  "$lay/flat/"
 run env -u RUNFILES_DIR "$lay/flat/rpma-sim" run -- "$probe" 0
 expect_status "library next to rpma-sim: exit 0" 0 "$status"
 expect_in "library next to rpma-sim: found" "$out" "LD_LIBRARY_PATH first=$lay/flat"$'\n'
@@ -59,7 +123,15 @@ expect_status "library next to rpma-sim: nothing on stderr" "" "$err"
 cp "$rpma_sim" "$lay/prefix/bin/"
 cp "$root/api/librpma.so.0" "$lay/prefix/lib/"
 run env -u RUNFILES_DIR "$lay/prefix/bin/rpma-sim" run -- "$probe" 0
+expect_status "no shim in the prefix: exit 2" 2 "$status"
+expect_in "no shim in the prefix: said" "$err" \
+  "rpma-sim: cannot find the verbs shim's libibverbs.so.1 and librdmacm.so.1 (looked in $lay/prefix/bin, "
+mkdir -p "$lay/prefix/lib/verbs-shim"
+cp "$shim_dir/libibverbs.so.1" "$shim_dir/librdmacm.so.1" "$lay/prefix/lib/verbs-shim/"
+run env -u RUNFILES_DIR "$lay/prefix/bin/rpma-sim" run -- "$probe" 0
 expect_in "library in <prefix>/lib: found" "$out" "LD_LIBRARY_PATH first=$lay/prefix/lib"$'\n'
+run env -u RUNFILES_DIR "$lay/prefix/bin/rpma-sim" run -- sh -c 'echo "$LD_LIBRARY_PATH"'
+expect_in "shim in <prefix>/lib/verbs-shim: found" "$out" "$lay/prefix/lib:$lay/prefix/lib/verbs-shim"
 cp "$rpma_sim" "$lay/alone/"
 run env -u RUNFILES_DIR "$lay/alone/rpma-sim" run -- touch "$lay/alone-ran"
 expect_status "no library: exit 2" 2 "$status"
@@ -120,11 +192,54 @@ if [[ -e /usr/include/librpma.h && "$distro_dev" == /* && -e "$distro_dev" ]]; t
       "softrpma-sim: fault injected: ibv_alloc_pd:fail=EIO"
     run "$rpma_sim" run -- "$work/victim_distro" report
     expect_status "distro-built program on ours, no fault: exit 0" 0 "$status"
+    # --upstream-librpma: the same program on the distro's librpma, over the shim, whose
+    # simulator injects the fault (upstream logs its own message for it).
+    LD_LIBRARY_PATH="$work/lib" run "$rpma_sim" run --upstream-librpma -- \
+      sh -c 'echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH RPMA_BACKEND=$RPMA_BACKEND"'
+    expect_in "--upstream-librpma: the shim first, RPMA_BACKEND=ibverbs" "$out" \
+      "LD_LIBRARY_PATH=$shim_dir RPMA_BACKEND=ibverbs"
+    LD_LIBRARY_PATH="$work/lib" run "$rpma_sim" run --upstream-librpma -- ldd "$work/victim_distro"
+    loaded="$(awk '$1 == "librpma.so.0" {print $3}' <<<"$out")"
+    check "--upstream-librpma: the distro's librpma.so.0 loads (ours inherited: dropped)" \
+      test "$(readlink -f "$loaded")" == "$(readlink -f "$distro_dev")"
+    expect_in "--upstream-librpma: the shim's libibverbs.so.1 loads" "$out" \
+      "libibverbs.so.1 => $shim_dir/libibverbs.so.1"
+    run "$rpma_sim" run --upstream-librpma -- "$work/victim_distro" report
+    expect_status "distro-built program on upstream, no fault: exit 0" 0 "$status"
+    expect_in "distro-built program on upstream, no fault: output" "$out" "fault_victim: no fault"
+    run "$rpma_sim" run --upstream-librpma --faults='ibv_alloc_pd:fail=EIO:nth=1' -- \
+      "$work/victim_distro" report
+    expect_status "distro-built program on upstream with a fault: exit 1" 1 "$status"
+    expect_in "distro-built program on upstream: the shim injected the fault" "$err" \
+      "softrpma-sim: fault injected: ibv_alloc_pd:fail=EIO"
+    # sweep takes it too: the shim's simulator counts the hits and fails each.
+    run "$rpma_sim" sweep --upstream-librpma --points=ibv_alloc_pd --timeout=20s -- \
+      "$work/victim_distro" report
+    expect_status "sweep --upstream-librpma: exit 0" 0 "$status"
+    expect_in "sweep --upstream-librpma: the point was hit and failed" "$out" "sweep passed: 1 runs"
   else
     fail "fault_victim.c builds against the distro's librpma" "$(cat "$work/cc.err")"
   fi
 else
   echo "SKIPPED: the distro-built program check (librpma-dev is not installed)"
+fi
+
+# --upstream-librpma's errors: a directory without upstream librpma, ours named as upstream, and
+# --lib with it. The program never runs.
+run "$rpma_sim" run --upstream-lib=/nonexistent -- touch "$work/upstream-ran"
+expect_status "--upstream-lib without a librpma: exit 2" 2 "$status"
+expect_in "--upstream-lib without a librpma: said" "$err" \
+  "rpma-sim: --upstream-librpma: --upstream-lib=/nonexistent: there is no librpma.so.0 in /nonexistent"
+run "$rpma_sim" run --upstream-lib="$work/lib" -- touch "$work/upstream-ran"
+expect_status "--upstream-lib with ours: exit 2" 2 "$status"
+expect_in "--upstream-lib with ours: said" "$err" "is softrpma's, not upstream librpma"
+run "$rpma_sim" run --upstream-librpma --lib="$work/lib" -- touch "$work/upstream-ran"
+expect_status "--upstream-librpma with --lib: exit 2" 2 "$status"
+check "--upstream-librpma errors: the program did not run" test ! -e "$work/upstream-ran"
+if [[ ! -e /usr/lib/x86_64-linux-gnu/librpma.so.0 && ! -e /lib/x86_64-linux-gnu/librpma.so.0 ]]; then
+  run "$rpma_sim" run --upstream-librpma -- touch "$work/upstream-ran"
+  expect_status "--upstream-librpma, librpma0 not installed: exit 2" 2 "$status"
+  expect_in "--upstream-librpma, librpma0 not installed: said" "$err" "apt-get install librpma0"
 fi
 
 finish

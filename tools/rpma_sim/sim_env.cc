@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace softrpma::rpma_sim {
 namespace {
@@ -21,9 +22,10 @@ constexpr absl::string_view kOurMarker = "softrpma-sim: ";
 
 enum class LibraryCheck { kMissing, kOurs, kNotOurs };
 
-LibraryCheck CheckLibrary(const std::string& dir) {
+// Whether dir/name exists and holds `marker` (softrpma's build of that library does).
+LibraryCheck CheckFile(const std::string& dir, absl::string_view name, absl::string_view marker) {
   if (dir.empty()) return LibraryCheck::kMissing;
-  const std::string path = absl::StrCat(dir, "/", kLibraryName);
+  const std::string path = absl::StrCat(dir, "/", name);
   struct stat st;
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return LibraryCheck::kMissing;
   std::ifstream file(path, std::ios::binary);
@@ -32,12 +34,26 @@ LibraryCheck CheckLibrary(const std::string& dir) {
   char block[1 << 16];
   while (file.read(block, sizeof(block)) || file.gcount() > 0) {
     window.append(block, static_cast<size_t>(file.gcount()));
-    if (absl::string_view(window).find(kOurMarker) != absl::string_view::npos) {
+    if (absl::string_view(window).find(marker) != absl::string_view::npos) {
       return LibraryCheck::kOurs;
     }
-    window.erase(0, window.size() - std::min(window.size(), kOurMarker.size() - 1));
+    window.erase(0, window.size() - std::min(window.size(), marker.size() - 1));
   }
   return LibraryCheck::kNotOurs;
+}
+
+LibraryCheck CheckLibrary(const std::string& dir) {
+  return CheckFile(dir, kLibraryName, kOurMarker);
+}
+
+// The shim's libibverbs.so.1 holds the simulator (its messages); its librdmacm.so.1 is thin, but
+// reaches that simulator through the shim's private entry point, whose name it holds.
+constexpr absl::string_view kShimRdmacmMarker = "softrpma_shim_backend";
+
+LibraryCheck CheckVerbsDir(const std::string& dir) {
+  const LibraryCheck verbs = CheckFile(dir, kVerbsLibraryName, kOurMarker);
+  if (verbs != LibraryCheck::kOurs) return verbs;
+  return CheckFile(dir, kRdmacmLibraryName, kShimRdmacmMarker);
 }
 
 std::string DirName(absl::string_view path) {
@@ -81,7 +97,7 @@ std::string SingleQuote(absl::string_view word) {
 ChildCommand SimCommand(const SimConfig& config, std::vector<std::string> program) {
   ChildCommand command;
   command.argv = std::move(program);
-  command.env_set.emplace_back(kBackendVar, "sim");
+  command.env_set.emplace_back(kBackendVar, config.upstream_librpma ? "ibverbs" : "sim");
   auto set_or_unset = [&command](const char* name, const std::optional<std::string>& value) {
     if (value.has_value()) {
       command.env_set.emplace_back(name, *value);
@@ -103,12 +119,25 @@ ChildCommand SimCommand(const SimConfig& config, std::vector<std::string> progra
   set_or_unset(kExecutionVar, non_empty(config.execution));
   command.env_set.emplace_back(kRaceDetectorVar, config.race_detector ? "1" : "0");
   if (!config.fabric.empty()) command.env_set.emplace_back(kFabricVar, config.fabric);
-  if (!config.lib_dir.empty()) {
-    const char* inherited = std::getenv("LD_LIBRARY_PATH");
-    command.env_set.emplace_back("LD_LIBRARY_PATH",
-                                 inherited != nullptr && *inherited != '\0'
-                                     ? absl::StrCat(config.lib_dir, ":", inherited)
-                                     : config.lib_dir);
+  std::vector<std::string> path;
+  for (const std::string* dir :
+       {&config.lib_dir, &config.verbs_lib_dir, &config.upstream_lib_dir}) {
+    if (!dir->empty()) path.push_back(*dir);
+  }
+  const char* inherited = std::getenv("LD_LIBRARY_PATH");
+  const bool had_inherited = inherited != nullptr && *inherited != '\0';
+  if (had_inherited) {
+    for (absl::string_view dir : absl::StrSplit(inherited, ':')) {
+      // An upstream run must not find softrpma's librpma.so.0 by an inherited entry either.
+      if (config.upstream_librpma && !dir.empty() &&
+          CheckLibrary(std::string(dir)) == LibraryCheck::kOurs) {
+        continue;
+      }
+      path.emplace_back(dir);
+    }
+  }
+  if (!path.empty() || had_inherited) {
+    command.env_set.emplace_back("LD_LIBRARY_PATH", absl::StrJoin(path, ":"));
   }
   return command;
 }
@@ -135,6 +164,52 @@ std::vector<std::string> LibDirCandidates(absl::string_view exe, absl::string_vi
   return candidates;
 }
 
+namespace {
+
+// How rpma-sim was called, absolute ("" when argv0 has no slash: found on $PATH).
+std::string InvokedPath(absl::string_view argv0) {
+  if (argv0.find('/') == absl::string_view::npos) return "";
+  return absl::StrCat(Canonical(DirName(argv0)), "/", argv0.substr(argv0.rfind('/') + 1));
+}
+
+std::string RunfilesDir() {
+  const char* runfiles = std::getenv("RUNFILES_DIR");
+  return runfiles != nullptr ? runfiles : "";
+}
+
+// The first of `candidates` that `check` finds ours in (canonical), else NotFound:
+// "cannot find <what> (looked in ...)[; the one in ... is <other>]; <hint>".
+absl::StatusOr<std::string> FirstOurs(const std::vector<std::string>& candidates,
+                                      LibraryCheck (*check)(const std::string&),
+                                      absl::string_view what, absl::string_view other,
+                                      absl::string_view hint) {
+  std::vector<std::string> looked;  // each directory once, as the loader would see it
+  std::vector<std::string> not_ours;
+  for (const std::string& candidate : candidates) {
+    const std::string dir = Canonical(candidate);
+    if (std::find(looked.begin(), looked.end(), dir) != looked.end()) continue;
+    looked.push_back(dir);
+    switch (check(dir)) {
+      case LibraryCheck::kOurs:
+        return dir;
+      case LibraryCheck::kNotOurs:
+        not_ours.push_back(dir);
+        break;
+      case LibraryCheck::kMissing:
+        break;
+    }
+  }
+  std::string message =
+      absl::StrCat("cannot find ", what, " (looked in ", absl::StrJoin(looked, ", "), ")");
+  if (!not_ours.empty()) {
+    absl::StrAppend(&message, "; the one in ", absl::StrJoin(not_ours, " and "), " is ", other);
+  }
+  absl::StrAppend(&message, "; ", hint);
+  return absl::NotFoundError(message);
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> FindLibDir(absl::string_view lib_flag, absl::string_view argv0) {
   if (!lib_flag.empty()) {
     std::string dir = Canonical(std::string(lib_flag));
@@ -152,38 +227,114 @@ absl::StatusOr<std::string> FindLibDir(absl::string_view lib_flag, absl::string_
   }
   // The executable with its symlinks resolved (where Bazel put it), then as it was called (a
   // symlink to it elsewhere), each in the layouts that LibDirCandidates() lists.
-  std::string invoked;
-  if (argv0.find('/') != absl::string_view::npos) {
-    invoked = absl::StrCat(Canonical(DirName(argv0)), "/", argv0.substr(argv0.rfind('/') + 1));
+  return FirstOurs(LibDirCandidates(Canonical("/proc/self/exe"), InvokedPath(argv0), RunfilesDir()),
+                   &CheckLibrary, absl::StrCat("softrpma's ", kLibraryName), "another librpma",
+                   "build //api:librpma.so.0, or pass --lib=DIR");
+}
+
+std::vector<std::string> VerbsLibDirCandidates(absl::string_view exe, absl::string_view argv0,
+                                               absl::string_view runfiles_dir) {
+  std::vector<std::string> candidates;
+  auto add = [&candidates](std::string dir) {
+    if (std::find(candidates.begin(), candidates.end(), dir) == candidates.end()) {
+      candidates.push_back(std::move(dir));
+    }
+  };
+  auto add_layouts = [&add](absl::string_view program) {
+    const std::string dir = DirName(program);
+    add(dir);                                                // one directory
+    add(absl::StrCat(dir, "/../lib/verbs-shim"));            // //api:librpma_pc's tree
+    add(absl::StrCat(dir, "/../../simverbs/shim/lib"));      // bazel-bin
+    add(absl::StrCat(program, ".runfiles/softrpma/simverbs/shim/lib"));  // bazel run / test
+  };
+  add_layouts(exe);
+  if (!argv0.empty()) add_layouts(argv0);
+  if (!runfiles_dir.empty()) add(absl::StrCat(runfiles_dir, "/softrpma/simverbs/shim/lib"));
+  return candidates;
+}
+
+absl::StatusOr<std::string> FindVerbsLibDir(absl::string_view verbs_lib_flag,
+                                            absl::string_view argv0) {
+  if (!verbs_lib_flag.empty()) {
+    std::string dir = Canonical(std::string(verbs_lib_flag));
+    switch (CheckVerbsDir(dir)) {
+      case LibraryCheck::kOurs:
+        return dir;
+      case LibraryCheck::kNotOurs:
+        return absl::NotFoundError(absl::StrCat("--verbs-lib=", verbs_lib_flag, ": ", dir,
+                                                " does not hold the verbs shim's ",
+                                                kVerbsLibraryName, " and ", kRdmacmLibraryName,
+                                                " (another build of them is there)"));
+      case LibraryCheck::kMissing:
+        break;
+    }
+    return absl::NotFoundError(absl::StrCat("--verbs-lib=", verbs_lib_flag, ": there is no ",
+                                            kVerbsLibraryName, " and ", kRdmacmLibraryName,
+                                            " in ", dir));
   }
-  const char* runfiles = std::getenv("RUNFILES_DIR");
-  std::vector<std::string> candidates =
-      LibDirCandidates(Canonical("/proc/self/exe"), invoked, runfiles != nullptr ? runfiles : "");
-  std::vector<std::string> looked;  // each directory once, as the loader would see it
-  std::vector<std::string> not_ours;
+  return FirstOurs(
+      VerbsLibDirCandidates(Canonical("/proc/self/exe"), InvokedPath(argv0), RunfilesDir()),
+      &CheckVerbsDir,
+      absl::StrCat("the verbs shim's ", kVerbsLibraryName, " and ", kRdmacmLibraryName),
+      "rdma-core's (or another build)",
+      "build //simverbs/shim:verbs_lib_dir, or pass --verbs-lib=DIR");
+}
+
+std::vector<std::string> SystemLibDirs() {
+#if defined(__x86_64__)
+  constexpr absl::string_view kMultiarch = "x86_64-linux-gnu";
+#elif defined(__aarch64__)
+  constexpr absl::string_view kMultiarch = "aarch64-linux-gnu";
+#else
+  constexpr absl::string_view kMultiarch = "";
+#endif
+  std::vector<std::string> dirs;
+  if (!kMultiarch.empty()) {
+    dirs.push_back(absl::StrCat("/lib/", kMultiarch));
+    dirs.push_back(absl::StrCat("/usr/lib/", kMultiarch));
+  }
+  for (const char* dir : {"/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/local/lib"}) {
+    dirs.emplace_back(dir);
+  }
+  return dirs;
+}
+
+absl::StatusOr<std::string> FindUpstreamLibDir(absl::string_view upstream_lib_flag,
+                                               const std::vector<std::string>& system_dirs) {
+  std::vector<std::string> looked;
+  std::vector<std::string> ours;
+  const std::vector<std::string> candidates =
+      upstream_lib_flag.empty() ? system_dirs
+                                : std::vector<std::string>{std::string(upstream_lib_flag)};
   for (const std::string& candidate : candidates) {
     const std::string dir = Canonical(candidate);
     if (std::find(looked.begin(), looked.end(), dir) != looked.end()) continue;
     looked.push_back(dir);
     switch (CheckLibrary(dir)) {
-      case LibraryCheck::kOurs:
-        return dir;
       case LibraryCheck::kNotOurs:
-        not_ours.push_back(dir);
+        return dir;
+      case LibraryCheck::kOurs:
+        ours.push_back(dir);
         break;
       case LibraryCheck::kMissing:
         break;
     }
   }
-  std::string message =
-      absl::StrCat("cannot find softrpma's ", kLibraryName, " (looked in ",
-                   absl::StrJoin(looked, ", "), ")");
-  if (!not_ours.empty()) {
-    absl::StrAppend(&message, "; the one in ", absl::StrJoin(not_ours, " and "),
-                    " is another librpma");
+  const std::string where =
+      upstream_lib_flag.empty() ? "" : absl::StrCat("--upstream-lib=", upstream_lib_flag, ": ");
+  if (!ours.empty()) {
+    return absl::NotFoundError(absl::StrCat(where, "the ", kLibraryName, " in ",
+                                            absl::StrJoin(ours, " and "),
+                                            " is softrpma's, not upstream librpma"));
   }
-  absl::StrAppend(&message, "; build //api:librpma.so.0, or pass --lib=DIR");
-  return absl::NotFoundError(message);
+  if (!upstream_lib_flag.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat(where, "there is no ", kLibraryName, " in ", absl::StrJoin(looked, ", ")));
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "upstream librpma is not installed: no ", kLibraryName, " in ", absl::StrJoin(looked, ", "),
+      "; install the distro's (Debian, Ubuntu: apt-get install librpma0), or pass "
+      "--upstream-lib=DIR"));
 }
 
 std::string ShellQuote(absl::string_view word) {
@@ -201,7 +352,7 @@ std::string ShellJoin(const std::vector<std::string>& words) {
 }
 
 std::string ReplayCommand(absl::string_view tool, const SimConfig& config,
-                          absl::string_view lib_dir_flag, const std::vector<std::string>& program) {
+                          const LibraryFlags& libraries, const std::vector<std::string>& program) {
   // Values of --faults and --scenario are always quoted: a spec reads the same in every line.
   std::string out = absl::StrCat(ShellQuote(tool), " run");
   if (!config.device.empty()) absl::StrAppend(&out, " --device=", ShellQuote(config.device));
@@ -214,7 +365,14 @@ std::string ReplayCommand(absl::string_view tool, const SimConfig& config,
   if (!config.scenario.empty()) {
     absl::StrAppend(&out, " --scenario=", SingleQuote(config.scenario));
   }
-  if (!lib_dir_flag.empty()) absl::StrAppend(&out, " --lib=", ShellQuote(lib_dir_flag));
+  if (!libraries.lib.empty()) absl::StrAppend(&out, " --lib=", ShellQuote(libraries.lib));
+  if (!libraries.verbs_lib.empty()) {
+    absl::StrAppend(&out, " --verbs-lib=", ShellQuote(libraries.verbs_lib));
+  }
+  if (libraries.upstream_librpma) absl::StrAppend(&out, " --upstream-librpma");
+  if (!libraries.upstream_lib.empty()) {
+    absl::StrAppend(&out, " --upstream-lib=", ShellQuote(libraries.upstream_lib));
+  }
   absl::StrAppend(&out, " -- ", ShellJoin(program));
   return out;
 }

@@ -52,6 +52,7 @@ TEST(SimCommand, DeviceGiven_RpmaSimDeviceSet) {
 }
 
 TEST(SimCommand, NothingGiven_EverySimVariableRemoved) {
+  unsetenv("LD_LIBRARY_PATH");
   ChildCommand command = SimCommand(SimConfig{}, {"./app"});
   EXPECT_THAT(command.env_set,
               ElementsAre(Pair("RPMA_BACKEND", "sim"), Pair("RPMA_SIM_RACE_DETECTOR", "1")));
@@ -68,7 +69,7 @@ TEST(SimCommand, ExecutionAndRaceDetectorAsGiven) {
   ChildCommand command = SimCommand(config, {"./app"});
   EXPECT_THAT(command.env_set, Contains(Pair("RPMA_SIM_EXECUTION", "eager")));
   EXPECT_THAT(command.env_set, Contains(Pair("RPMA_SIM_RACE_DETECTOR", "0")));
-  EXPECT_EQ(ReplayCommand("rpma-sim", config, "", {"./app"}),
+  EXPECT_EQ(ReplayCommand("rpma-sim", config, {}, {"./app"}),
             "rpma-sim run --execution=eager --races=false -- ./app");
 }
 
@@ -89,6 +90,40 @@ TEST(SimCommand, LibraryDirectoryGoesFirstInLdLibraryPath) {
   EXPECT_THAT(command.env_set, Contains(Pair("LD_LIBRARY_PATH", "/ours:/a:/b")));
 }
 
+TEST(SimCommand, VerbsShimAfterOurLibrary) {
+  setenv("LD_LIBRARY_PATH", "/a", 1);
+  SimConfig config;
+  config.lib_dir = "/ours";
+  config.verbs_lib_dir = "/shim";
+  ChildCommand command = SimCommand(config, {"./app"});
+  unsetenv("LD_LIBRARY_PATH");
+  EXPECT_THAT(command.env_set, Contains(Pair("LD_LIBRARY_PATH", "/ours:/shim:/a")));
+  EXPECT_THAT(command.env_set, Contains(Pair("RPMA_BACKEND", "sim")));
+}
+
+// A directory with a file named librpma.so.0 holding `text`; returns its path.
+std::string LibrpmaDir(const std::string& name, const std::string& text) {
+  std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
+  mkdir(dir.c_str(), 0755);
+  std::ofstream(dir + "/librpma.so.0") << text;
+  return dir;
+}
+
+TEST(SimCommand, Upstream_IbverbsBackendAndOurLibraryDroppedFromTheInheritedPath) {
+  const std::string ours = LibrpmaDir("inherited-ours", "\x7f" "ELF softrpma-sim: ours");
+  const std::string theirs = LibrpmaDir("inherited-theirs", "\x7f" "ELF upstream");
+  setenv("LD_LIBRARY_PATH", absl::StrCat("/a:", ours, ":", theirs).c_str(), 1);
+  SimConfig config;
+  config.verbs_lib_dir = "/shim";
+  config.upstream_librpma = true;
+  config.upstream_lib_dir = "/upstream";
+  ChildCommand command = SimCommand(config, {"./app"});
+  unsetenv("LD_LIBRARY_PATH");
+  EXPECT_THAT(command.env_set, Contains(Pair("RPMA_BACKEND", "ibverbs")));
+  EXPECT_THAT(command.env_set,
+              Contains(Pair("LD_LIBRARY_PATH", absl::StrCat("/shim:/upstream:/a:", theirs))));
+}
+
 TEST(ShellQuote, QuotesOnlyWhatNeedsIt) {
   EXPECT_EQ(ShellQuote("demo"), "demo");
   EXPECT_EQ(ShellQuote("--once"), "--once");
@@ -105,7 +140,7 @@ TEST(ReplayCommand, OneLineThatRunsTheSameRun) {
   config.seed = 7;
   config.faults = "ibv_post_send:fail=EIO:nth=3";
   config.stats = "/tmp/stats";  // not part of a replay
-  EXPECT_EQ(ReplayCommand("rpma-sim", config, "", {"./my app", "--once"}),
+  EXPECT_EQ(ReplayCommand("rpma-sim", config, {}, {"./my app", "--once"}),
             "rpma-sim run --seed=7 --faults='ibv_post_send:fail=EIO:nth=3' -- './my app' --once");
 }
 
@@ -113,22 +148,38 @@ TEST(ReplayCommand, LibOnlyWhenGiven) {
   SimConfig config;
   config.faults = "malloc:fail=ENOMEM:nth=1";
   config.lib_dir = "/resolved/api";
-  EXPECT_EQ(ReplayCommand("bazel-bin/tools/rpma_sim/rpma-sim", config, "", {"demo"}),
+  config.verbs_lib_dir = "/resolved/shim";
+  EXPECT_EQ(ReplayCommand("bazel-bin/tools/rpma_sim/rpma-sim", config, {}, {"demo"}),
             "bazel-bin/tools/rpma_sim/rpma-sim run --faults='malloc:fail=ENOMEM:nth=1' -- demo");
-  EXPECT_EQ(ReplayCommand("rpma-sim", config, "my lib", {"demo"}),
-            "rpma-sim run --faults='malloc:fail=ENOMEM:nth=1' --lib='my lib' -- demo");
+  LibraryFlags flags;
+  flags.lib = "my lib";
+  flags.verbs_lib = "shim";
+  EXPECT_EQ(ReplayCommand("rpma-sim", config, flags, {"demo"}),
+            "rpma-sim run --faults='malloc:fail=ENOMEM:nth=1' --lib='my lib' --verbs-lib=shim "
+            "-- demo");
+}
+
+TEST(ReplayCommand, UpstreamLibrpmaWhenGiven) {
+  LibraryFlags flags;
+  flags.upstream_librpma = true;
+  EXPECT_EQ(ReplayCommand("rpma-sim", SimConfig{}, flags, {"demo"}),
+            "rpma-sim run --upstream-librpma -- demo");
+  flags.upstream_librpma = false;
+  flags.upstream_lib = "/opt/rpma/lib";
+  EXPECT_EQ(ReplayCommand("rpma-sim", SimConfig{}, flags, {"demo"}),
+            "rpma-sim run --upstream-lib=/opt/rpma/lib -- demo");
 }
 
 TEST(ReplayCommand, DeviceFirstWhenGiven) {
   SimConfig config;
   config.device = "siw";
   config.seed = 3;
-  EXPECT_EQ(ReplayCommand("rpma-sim", config, "", {"demo"}),
+  EXPECT_EQ(ReplayCommand("rpma-sim", config, {}, {"demo"}),
             "rpma-sim run --device=siw --seed=3 -- demo");
 }
 
 TEST(ReplayCommand, NoFaults_NoFaultsFlag) {
-  EXPECT_EQ(ReplayCommand("rpma-sim", SimConfig{}, "", {"demo", "--once"}),
+  EXPECT_EQ(ReplayCommand("rpma-sim", SimConfig{}, {}, {"demo", "--once"}),
             "rpma-sim run -- demo --once");
 }
 
@@ -143,6 +194,61 @@ TEST(LibDirCandidates, EveryLayoutOnce_InOrder) {
                           "/x/rpma-sim.runfiles/softrpma/api", "/opt/s/bin", "/opt/s/bin/../lib",
                           "/opt/s/bin/../../api", "/opt/s/bin/../../api/librpma/lib",
                           "/opt/s/bin/rpma-sim.runfiles/softrpma/api"));
+}
+
+TEST(VerbsLibDirCandidates, EveryLayoutOnce_InOrder) {
+  EXPECT_THAT(VerbsLibDirCandidates("/b/tools/rpma_sim/rpma-sim", "/b/tools/rpma_sim/rpma-sim",
+                                    "/r"),
+              ElementsAre("/b/tools/rpma_sim", "/b/tools/rpma_sim/../lib/verbs-shim",
+                          "/b/tools/rpma_sim/../../simverbs/shim/lib",
+                          "/b/tools/rpma_sim/rpma-sim.runfiles/softrpma/simverbs/shim/lib",
+                          "/r/softrpma/simverbs/shim/lib"));
+}
+
+TEST(FindVerbsLibDir, GivenDirectory_MustHoldTheShimsTwoLibraries) {
+  std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/verbs");
+  mkdir(dir.c_str(), 0755);
+  absl::StatusOr<std::string> found = FindVerbsLibDir(dir, "rpma-sim");
+  EXPECT_EQ(found.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(found.status().message(),
+              HasSubstr("there is no libibverbs.so.1 and librdmacm.so.1 in "));
+  // rdma-core's libibverbs is not the shim's.
+  std::ofstream(dir + "/libibverbs.so.1") << "\x7f" "ELF rdma-core";
+  std::ofstream(dir + "/librdmacm.so.1") << "\x7f" "ELF softrpma_shim_backend";
+  found = FindVerbsLibDir(dir, "rpma-sim");
+  EXPECT_EQ(found.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(found.status().message(), HasSubstr("does not hold the verbs shim's"));
+  std::ofstream(dir + "/libibverbs.so.1") << "\x7f" "ELF softrpma-sim: the simulator";
+  found = FindVerbsLibDir(dir, "rpma-sim");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_THAT(*found, ::testing::EndsWith("/verbs"));
+  // A librdmacm.so.1 that is rdma-core's is not the shim's either.
+  std::ofstream(dir + "/librdmacm.so.1") << "\x7f" "ELF rdma-core's librdmacm";
+  EXPECT_FALSE(FindVerbsLibDir(dir, "rpma-sim").ok());
+}
+
+TEST(FindUpstreamLibDir, TheFirstSystemDirectoryWithALibrpmaThatIsNotOurs) {
+  const std::string ours = LibrpmaDir("sys-ours", "\x7f" "ELF softrpma-sim: ours");
+  const std::string theirs = LibrpmaDir("sys-theirs", "\x7f" "ELF upstream");
+  absl::StatusOr<std::string> found = FindUpstreamLibDir("", {"/nonexistent", ours, theirs});
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_THAT(*found, ::testing::EndsWith("/sys-theirs"));
+  found = FindUpstreamLibDir(theirs, {});
+  ASSERT_TRUE(found.ok()) << found.status();
+}
+
+TEST(FindUpstreamLibDir, NotInstalled_SaysWhereItLookedAndWhatToInstall) {
+  absl::StatusOr<std::string> found = FindUpstreamLibDir("", {"/nonexistent", "/nowhere"});
+  EXPECT_EQ(found.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(found.status().message(),
+              HasSubstr("upstream librpma is not installed: no librpma.so.0 in /nonexistent, "
+                        "/nowhere; install the distro's (Debian, Ubuntu: apt-get install "
+                        "librpma0)"));
+  const std::string ours = LibrpmaDir("only-ours", "\x7f" "ELF softrpma-sim: ours");
+  found = FindUpstreamLibDir(ours, {});
+  EXPECT_EQ(found.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(found.status().message(), HasSubstr("is softrpma's, not upstream librpma"));
+  EXPECT_THAT(found.status().message(), HasSubstr("--upstream-lib="));
 }
 
 TEST(FindLibDir, GivenDirectoryWithAnotherLibrpma_NotFound) {

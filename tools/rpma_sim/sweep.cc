@@ -184,9 +184,12 @@ ChildCommand Sweeper::Command(const std::optional<std::string>& faults, const st
   config.faults = faults;
   config.stats = stats;
   config.lib_dir = options_.lib_dir;
+  config.verbs_lib_dir = options_.verbs_lib_dir;
+  config.upstream_librpma = options_.upstream_librpma;
+  config.upstream_lib_dir = options_.upstream_lib_dir;
   // Runs go side by side (-j): each meets only its own processes.
   config.fabric = absl::StrCat("sweep-", getpid(), "-", run);
-  *replay = ReplayCommand(options_.tool, config, options_.lib_dir_flag, program);
+  *replay = ReplayCommand(options_.tool, config, options_.library_flags, program);
   ChildCommand command = SimCommand(config, program);
   command.output_path = output;
   if (checker_ == LeakChecker::kAsan) {

@@ -17,6 +17,7 @@
 
 #include "absl/time/time.h"
 #include "tools/rpma_sim/shard.h"
+#include "tools/rpma_sim/sim_env.h"
 
 namespace softrpma::rpma_sim {
 
@@ -35,7 +36,10 @@ struct SweepOptions {
   std::optional<Shard> shard;                  // run only this part of the plan; none: all
   bool leaks = false;                          // look for leaks (ASan's LeakSanitizer or valgrind)
   std::string lib_dir;                         // softrpma's librpma.so.0 directory, "" for none
-  std::string lib_dir_flag;                    // --lib as the user gave it (for replay lines)
+  std::string verbs_lib_dir;                   // the verbs shim's directory, "" for none
+  bool upstream_librpma = false;               // SimConfig::upstream_librpma of every run
+  std::string upstream_lib_dir;                // SimConfig::upstream_lib_dir of every run
+  LibraryFlags library_flags;                  // the library flags as given (for replay lines)
   std::string tool = "rpma-sim";               // how replay lines call rpma-sim
   // Stderr is a terminal: draw a progress bar there; otherwise print a plain progress line at
   // every tenth of the runs (CI logs).
