@@ -192,6 +192,34 @@ TEST_F(AsyncTest, UnsignaledWrite_KicksNoChannel) {
   EXPECT_EQ(p.PollSends(), 0u);
 }
 
+// A SEND whose receive is not posted waits (receiver not ready) and completes nothing: neither
+// channel may become readable for it, since a program woken from poll(2) would then sleep in
+// ibv_get_cq_event (a real channel is readable only with an event). The receive, once
+// posted, wakes both: the SEND can complete now. Also through ibv_req_notify_cq's kick.
+TEST_F(AsyncTest, SendWithoutReceive_KicksNoChannelUntilTheReceiveIsPosted) {
+  Peers p(backend_);
+  ASSERT_EQ(backend_->IbvReqNotifyCq(p.conn.active.send_cq, 0), 0);
+  ASSERT_EQ(backend_->IbvReqNotifyCq(p.conn.passive.recv_cq, 0), 0);
+  const int send_fd = p.conn.active.comp_channel->fd;
+  const int recv_fd = p.conn.passive.comp_channel->fd;
+
+  ASSERT_EQ(p.Send(1, 0, 2, IBV_SEND_SIGNALED), 0);
+  EXPECT_FALSE(FdReadable(send_fd));
+  EXPECT_FALSE(FdReadable(recv_fd));
+  ASSERT_EQ(backend_->IbvReqNotifyCq(p.conn.active.send_cq, 0), 0);  // arming again: no kick
+  EXPECT_FALSE(FdReadable(send_fd));
+
+  ASSERT_EQ(p.Recv(2), 0);
+  EXPECT_TRUE(FdReadable(send_fd));
+  EXPECT_TRUE(FdReadable(recv_fd));
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+  ASSERT_EQ(backend_->IbvGetCqEvent(p.conn.active.comp_channel, &cq, &context), 0);
+  backend_->IbvAckCqEvents(cq, 1);
+  EXPECT_THAT(PollAll(backend_, p.conn.active.send_cq), ElementsAre(Field(&ibv_wc::wr_id, 1u)));
+  EXPECT_THAT(PollAll(backend_, p.conn.passive.recv_cq), ElementsAre(Field(&ibv_wc::wr_id, 2u)));
+}
+
 // A thread blocked in ibv_get_cq_event of the receiver gets the message a SEND posted later
 // brings: the post kicks the receiver's armed channel.
 TEST_F(AsyncTest, BlockedReceiver_WokenBySendPostedAfterItSlept) {

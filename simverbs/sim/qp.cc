@@ -560,6 +560,70 @@ void ProgressLinkLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   }
 }
 
+// ---- Kicks (cq.h, SimCq::Kick) ---------------------------------------------------------
+
+// Where the unexecuted WRs of `qp` would complete if its link executed them now: on its send
+// CQ (a signaled WR, or an error), on its peer's receive CQ (a WR consuming a receive that is
+// there; `recv_solicited` when such a WR is IBV_SEND_SOLICITED).
+struct WouldComplete {
+  bool send = false;
+  bool recv = false;
+  bool recv_solicited = false;
+};
+
+// The dry run behind every kick. A WR that would wait (its receive is not posted, or the
+// responder is not ready) holds back every WR behind it, as ExecuteLocked does: then nothing
+// completes, and no channel may become readable, or a program waiting in poll(2) would wake
+// to an ibv_get_cq_event that sleeps (a real channel is readable only with an event there).
+// An SRQ's receives count as there (another QP may take them first: such a kick is spurious).
+// REQUIRES: link->mu held; an in-process link.
+WouldComplete WouldCompleteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  WouldComplete result;
+  if (qp->state != IBV_QPS_RTS || qp->sq.empty()) return result;
+  SimQp* peer = link->side[1 - qp->side];
+  if (peer != nullptr && peer->state == IBV_QPS_INIT && !peer->verbs) return result;  // waits
+  if (peer == nullptr || (peer->state != IBV_QPS_RTS && peer->state != IBV_QPS_RTR)) {
+    result.send = true;  // the head's retries run out: an error completion
+    return result;
+  }
+  size_t receives = peer->srq != nullptr ? SIZE_MAX : peer->rq.size();
+  for (size_t i = 0; i < qp->sq.size(); ++i) {
+    const SendWqe& wqe = qp->sq.at(i);
+    if (wqe.forced_status != IBV_WC_SUCCESS) {
+      result.send = true;  // an error completion, and the rest flushes
+      break;
+    }
+    if (ConsumesReceive(wqe.opcode)) {
+      if (receives == 0) break;  // receiver not ready: this WR and those behind it wait
+      if (receives != SIZE_MAX) --receives;
+      result.recv = true;
+      result.recv_solicited = result.recv_solicited || wqe.solicited;
+    }
+    result.send = result.send || wqe.signaled;
+  }
+  return result;
+}
+
+// Kicks the channels that qp's unexecuted WRs would complete on. REQUIRES: link->mu held.
+void KickForLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  if (qp == nullptr || link->remote != nullptr ||
+      link->unexecuted.load(std::memory_order_acquire) == 0) {
+    return;
+  }
+  const WouldComplete would = WouldCompleteLocked(link, qp);
+  if (would.send) qp->send_cq->Kick(/*solicited=*/false);
+  if (SimQp* peer = link->side[1 - qp->side]; would.recv && peer != nullptr) {
+    peer->recv_cq->Kick(would.recv_solicited);
+  }
+}
+
+// Kicks for both QPs of `link` (a receive was posted, a side became ready). REQUIRES:
+// link->mu held.
+void KickLinkLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  if (CurrentExecutionMode() != ExecutionMode::kAsync) return;
+  for (SimQp* qp : link->side) KickForLocked(link, qp);
+}
+
 // ---- The remote data path (qp.h, "Connections to another process") ----------------------
 
 // The local QP of a remote link (its one side), or nullptr once it was destroyed.
@@ -1111,6 +1175,7 @@ void EnterRts(SimQp* qp) {
   softrpma::MutexLock lock(&link->mu);
   EnterRtsLocked(qp);
   ProgressLinkLocked(link);  // what the peer sent while this side was not ready
+  KickLinkLocked(link);      // and what is still deferred now has a responder
 }
 
 void EstablishRemote(SimQp* qp, uint32_t remote_qp_num, int32_t remote_pid) {
@@ -1197,9 +1262,6 @@ int PostSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault&
   const bool deferred = in_process && CurrentExecutionMode() == ExecutionMode::kAsync;
   const bool watch = deferred && RaceDetectorOn();
   ++link->post_points;
-  bool kick_send_cq = false;
-  bool kick_peer_recv_cq = false;
-  bool kick_solicited = false;
   int err = 0;
   for (bool first = true; wr != nullptr; wr = wr->next, first = false) {
     if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) {
@@ -1258,16 +1320,10 @@ int PostSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault&
       const uint64_t wait = qp->chooser.NextDeferral();
       wqe.release_at = wait == ExecutionChooser::kUntilPoll ? wait : link->post_points + wait;
       if (watch && !wqe.is_inline) WatchAtPost(qp, wqe);
-      kick_send_cq = kick_send_cq || wqe.signaled;
-      kick_peer_recv_cq = kick_peer_recv_cq || ConsumesReceive(wqe.opcode);
-      kick_solicited = kick_solicited || (ConsumesReceive(wqe.opcode) && wqe.solicited);
     }
   }
   ProgressLinkLocked(link);  // the WRs before a bad one were posted
-  if (kick_send_cq) qp->send_cq->Kick(/*solicited=*/false);
-  if (SimQp* peer = link->side[1 - qp->side]; kick_peer_recv_cq && peer != nullptr) {
-    peer->recv_cq->Kick(kick_solicited);
-  }
+  if (deferred) KickForLocked(link, qp);
   if (err != 0) {
     *bad_wr = wr;
     return err;
@@ -1386,8 +1442,10 @@ int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr, const WrFault& fa
     FillRecv(wr, &wqe);
     wqe.delay_ns = fault.delay_ns;
   }
-  // A post point; a sender waiting for a receive of this QP may go on now.
+  // A post point; a sender waiting for a receive of this QP may go on now, and one whose WRs
+  // are still deferred may now have a completion coming.
   ProgressLinkLocked(link);
+  KickLinkLocked(link);
   if (err != 0) {
     *bad_wr = wr;
     return err;
@@ -1428,6 +1486,7 @@ int PostSrqRecv(SimSrq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     if (link == nullptr) continue;
     softrpma::MutexLock lock(&link->mu);
     ProgressLinkLocked(link.get());
+    KickLinkLocked(link.get());
   }
   if (err != 0) {
     *bad_wr = wr;
@@ -1461,13 +1520,29 @@ void RunPollPoint(LinkSet* set) {
   }
 }
 
-bool HasUnexecuted(LinkSet* set) {
+bool WouldCompleteOn(LinkSet* set, const SimCq* cq, bool* solicited) {
+  bool any = false;
+  *solicited = false;
   softrpma::MutexLock lock(&set->mu);
   for (const std::weak_ptr<SimLink>& weak : set->links) {
     std::shared_ptr<SimLink> link = weak.lock();
-    if (link != nullptr && link->unexecuted.load(std::memory_order_acquire) != 0) return true;
+    if (link == nullptr || link->remote != nullptr ||
+        link->unexecuted.load(std::memory_order_acquire) == 0) {
+      continue;
+    }
+    softrpma::MutexLock link_lock(&link->mu);
+    for (SimQp* qp : link->side) {
+      if (qp == nullptr) continue;
+      const WouldComplete would = WouldCompleteLocked(link.get(), qp);
+      SimQp* peer = link->side[1 - qp->side];
+      any = any || (would.send && qp->send_cq == cq);
+      if (would.recv && peer != nullptr && peer->recv_cq == cq) {
+        any = true;
+        *solicited = *solicited || would.recv_solicited;
+      }
+    }
   }
-  return false;
+  return any;
 }
 
 

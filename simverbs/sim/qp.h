@@ -417,8 +417,10 @@ void AddLink(LinkSet* set, const std::shared_ptr<SimLink>& link) ABSL_LOCKS_EXCL
 // A poll point: releases every send WR posted on the set's links and runs their progress step.
 // REQUIRES: no simulator lock held.
 void RunPollPoint(LinkSet* set) ABSL_LOCKS_EXCLUDED(set->mu);
-// Whether a link of the set has send WRs that have not executed.
-bool HasUnexecuted(LinkSet* set) ABSL_LOCKS_EXCLUDED(set->mu);
+// Whether a link of the set has send WRs that have not executed and, executed now, would
+// complete on `cq` (`solicited`: one would be a solicited receive completion). The kicks'
+// dry run (qp.cc, WouldCompleteLocked): a WR waiting for a receive completes nothing.
+bool WouldCompleteOn(LinkSet* set, const SimCq* cq, bool* solicited) ABSL_LOCKS_EXCLUDED(set->mu);
 
 // ---- The data path (contracts in backend.h) ---------------------------------------------
 

@@ -128,7 +128,10 @@ class SimBackend final : public Backend {
     const int err =
         sim_cq->ReqNotify(solicited_only != 0, /*muted=*/decision.kind == FaultKind::kNoNotify);
     // WRs that will complete here and have not executed: a waiter must come and execute them.
-    if (err == 0 && Async() && HasUnexecuted(&sim_cq->links)) sim_cq->Kick(/*solicited=*/false);
+    bool solicited = false;
+    if (err == 0 && Async() && WouldCompleteOn(&sim_cq->links, sim_cq, &solicited)) {
+      sim_cq->Kick(solicited);
+    }
     return err;
   }
 
