@@ -11,12 +11,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
 
-#include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "simverbs/backend.h"
@@ -68,8 +68,17 @@ ibv_context* TheContext() {
     errno = EINVAL;
     return nullptr;
   }
-  static absl::once_flag once;
-  absl::call_once(once, &InstallExtendedOps, *context);
+  // Once per context, before it is first handed out: a fork child gets a context of its own
+  // (sim_backend.cc, ForgetBackendInChild), which needs the ops too.
+  static std::atomic<ibv_context*> installed{nullptr};
+  if (installed.load(std::memory_order_acquire) != *context) {
+    static softrpma::Mutex mu;
+    softrpma::MutexLock lock(&mu);
+    if (installed.load(std::memory_order_relaxed) != *context) {
+      InstallExtendedOps(*context);
+      installed.store(*context, std::memory_order_release);
+    }
+  }
   return *context;
 }
 
@@ -127,7 +136,7 @@ void FillGid(ibv_gid* gid) { sim::ProcessGid(gid->raw); }
 // smaller one; the rest of its struct is untouched), as rdma-core's ibv_cmd_query_device_any.
 int OpQueryDeviceEx(ibv_context* context, const ibv_query_device_ex_input* input,
                     ibv_device_attr_ex* attr, size_t attr_size) {
-  if (input != nullptr && input->comp_mask != 0) return EINVAL;
+  if (!IsTheContext(context) || (input != nullptr && input->comp_mask != 0)) return EINVAL;
   if (attr == nullptr || attr_size < sizeof(ibv_device_attr)) return EINVAL;
   Backend* backend = TheBackend();
   if (backend == nullptr) return EINVAL;
@@ -151,7 +160,7 @@ int OpQueryPort(ibv_context* context, uint8_t port_num, ibv_port_attr* port_attr
   return 0;
 }
 
-// Once, before the context is first handed out.
+// Before the context is first handed out (TheContext).
 void InstallExtendedOps(ibv_context* context) {
   verbs_context* vctx = verbs_get_ctx(context);
   if (vctx == nullptr) return;  // (the simulator always makes a verbs_context)

@@ -1618,21 +1618,27 @@ class ServeEnd final : public host::Conn::Handler {
         return;
       }
       std::memcpy(&bind, body, sizeof(bind));
-      if (!wire::ValidateQpBindBody(bind)) {
+      uint8_t ours[16];
+      ProcessGid(ours);
+      // A bind meant for another GID (a stale name, a forked parent's) is not ours to serve.
+      if (!wire::ValidateQpBindBody(bind) || std::memcmp(bind.dst_gid, ours, 16) != 0) {
         conn->Close();
         return;
       }
       bound_ = true;
       dst_qp_num_ = bind.dst_qp_num;
       src_qp_num_ = bind.src_qp_num;
+      std::memcpy(src_gid_, bind.src_gid, 16);
       return;
     }
     if (!IsRequest(header.type)) return;  // nothing else travels this way
     if (std::shared_ptr<SimLink> link = FindVerbsLink(dst_qp_num_); link != nullptr) {
       softrpma::MutexLock lock(&link->mu);
       SimQp* qp = LocalSideLocked(link.get());
-      // Bound back to the sender (RTR done): served as any remote link's requests are.
-      if (qp != nullptr && link->remote != nullptr && link->remote_qp_num == src_qp_num_) {
+      // Bound back to the sender (RTR done), named by its GID and QP number both (every
+      // process numbers its QPs from the same start): served as any remote link's requests are.
+      if (qp != nullptr && link->remote != nullptr && link->remote_qp_num == src_qp_num_ &&
+          std::memcmp(qp->verbs_attr.ah_attr.grh.dgid.raw, src_gid_, 16) == 0) {
         if (link->serve != conn) {
           link->serve = conn;
           // A busy-polling program serves the peer's requests itself (host.h, Progress).
@@ -1657,6 +1663,7 @@ class ServeEnd final : public host::Conn::Handler {
   bool bound_ = false;
   uint32_t dst_qp_num_ = 0;
   uint32_t src_qp_num_ = 0;
+  uint8_t src_gid_[16] = {};
 };
 
 // The connection a QP's RTR dialed: the responses to its requests.
@@ -1690,7 +1697,10 @@ int EnsureListening() {
   VerbsQps& qps = TheVerbsQps();
   softrpma::MutexLock lock(&qps.mu);
   if (qps.listener != nullptr && qps.listener_pid == getpid()) return 0;
-  if (qps.listener != nullptr) static_cast<void>(qps.listener.release());  // the parent's
+  if (qps.listener != nullptr) {
+    static_cast<void>(qps.listener.release());  // the parent's
+    qps.links.clear();  // and so are its QPs: a peer naming one must not reach the copies
+  }
   uint8_t gid[16];
   ProcessGid(gid);
   const int err = host::ListenEndpoint(
@@ -1709,7 +1719,8 @@ int EnsureListening() {
 bool TransitionMasks(ibv_qp_state cur, ibv_qp_state next, int* required, int* optional) {
   *required = 0;
   *optional = 0;
-  if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) return true;
+  if (next == IBV_QPS_RESET) return true;
+  if (next == IBV_QPS_ERR) return cur != IBV_QPS_RESET;  // the RESET row has RESET and INIT only
   switch (cur) {
     case IBV_QPS_RESET:
       if (next != IBV_QPS_INIT) return false;

@@ -264,6 +264,8 @@ TEST_F(VerbsQpTest, EachTransitionNeedsItsMask) {
   EXPECT_EQ(Modify(a_.qp, to_reset, IBV_QP_STATE | IBV_QP_PORT), EINVAL);  // STATE alone
   ASSERT_EQ(Modify(a_.qp, to_reset, IBV_QP_STATE), 0);
   EXPECT_EQ(a_.qp->state, IBV_QPS_RESET);
+  // RESET -> ERR is not a transition either (the kernel's table: RESET goes to RESET or INIT).
+  EXPECT_EQ(Modify(a_.qp, to_err, IBV_QP_STATE), EINVAL);
   EXPECT_EQ(Modify(a_.qp, InitAttr(), kInitMask), 0);  // and round again
 }
 
@@ -446,11 +448,22 @@ TEST_F(VerbsQpTest, EndpointAnswersAnUnknownQpAndClosesOnAMessageBeforeTheBind) 
   EXPECT_TRUE(WaitFor(second.get(), 0, true));
   conn->Close();
 
+  // A bind of this version for another GID's QP (a stale name): the same.
+  auto other_gid = std::make_shared<Recorder>();
+  ASSERT_EQ(host::DialEndpoint(OurEndpoint(), other_gid, &conn), 0);
+  bind.version = wire::kQpBindVersion;
+  bind.src_qp_num = 0x11;
+  std::memset(bind.src_gid, 0xab, sizeof(bind.src_gid));
+  conn->Send(header, &iov, 1);
+  EXPECT_TRUE(WaitFor(other_gid.get(), 0, true));
+  conn->Close();
+
   // A good bind to a QP that is not connected to the sender: each request is dropped, as a
   // real responder drops it (answered RETRY_EXC_ERR: the requester's retries run out).
   auto third = std::make_shared<Recorder>();
   ASSERT_EQ(host::DialEndpoint(OurEndpoint(), third, &conn), 0);
-  bind.version = wire::kQpBindVersion;
+  const ibv_gid ours = OurGid();
+  std::memcpy(bind.dst_gid, ours.raw, sizeof(bind.dst_gid));
   conn->Send(header, &iov, 1);
   conn->Send(write, nullptr, 0);
   ASSERT_TRUE(WaitFor(third.get(), 1, false));

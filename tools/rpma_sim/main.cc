@@ -470,6 +470,15 @@ std::optional<Libraries> ResolveLibraries(const char* argv0) {
     }
     return std::nullopt;
   }
+  if (libraries.upstream_librpma && HoldsOurLibrpma(*verbs)) {
+    // (One directory holding rpma-sim, our librpma and the shim, as an install tree may.)
+    std::fprintf(stderr,
+                 "rpma-sim: --upstream-librpma: the verbs shim's directory %s also holds "
+                 "softrpma's librpma.so.0, which the program would load instead of upstream's; "
+                 "give --verbs-lib=DIR a directory with the shim only\n",
+                 verbs->c_str());
+    return std::nullopt;
+  }
   libraries.verbs_lib_dir = *verbs;
   return libraries;
 }

@@ -235,6 +235,15 @@ expect_status "--upstream-lib with ours: exit 2" 2 "$status"
 expect_in "--upstream-lib with ours: said" "$err" "is softrpma's, not upstream librpma"
 run "$rpma_sim" run --upstream-librpma --lib="$work/lib" -- touch "$work/upstream-ran"
 expect_status "--upstream-librpma with --lib: exit 2" 2 "$status"
+# The shim found in a directory that also holds our librpma (the flat layout above): the program
+# would load ours, so it does not run.
+if [[ -e /usr/lib/x86_64-linux-gnu/librpma.so.0 ]]; then
+  run env -u RUNFILES_DIR "$lay/flat/rpma-sim" run --upstream-lib=/usr/lib/x86_64-linux-gnu -- \
+    touch "$work/upstream-ran"
+  expect_status "--upstream-librpma with the shim beside our librpma: exit 2" 2 "$status"
+  expect_in "--upstream-librpma with the shim beside our librpma: said" "$err" \
+    "also holds softrpma's librpma.so.0"
+fi
 check "--upstream-librpma errors: the program did not run" test ! -e "$work/upstream-ran"
 if [[ ! -e /usr/lib/x86_64-linux-gnu/librpma.so.0 && ! -e /lib/x86_64-linux-gnu/librpma.so.0 ]]; then
   run "$rpma_sim" run --upstream-librpma -- touch "$work/upstream-ran"

@@ -280,6 +280,8 @@ absl::StatusOr<std::string> FindVerbsLibDir(absl::string_view verbs_lib_flag,
       "build //simverbs/shim:verbs_lib_dir, or pass --verbs-lib=DIR");
 }
 
+bool HoldsOurLibrpma(const std::string& dir) { return CheckLibrary(dir) == LibraryCheck::kOurs; }
+
 std::vector<std::string> SystemLibDirs() {
 #if defined(__x86_64__)
   constexpr absl::string_view kMultiarch = "x86_64-linux-gnu";

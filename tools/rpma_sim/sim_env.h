@@ -124,6 +124,10 @@ std::vector<std::string> VerbsLibDirCandidates(absl::string_view exe, absl::stri
 absl::StatusOr<std::string> FindVerbsLibDir(absl::string_view verbs_lib_flag,
                                             absl::string_view argv0);
 
+// Whether `dir` holds softrpma's librpma.so.0 (a run on upstream librpma must not have it on
+// LD_LIBRARY_PATH: the loader would take it).
+bool HoldsOurLibrpma(const std::string& dir);
+
 // Where the distro puts librpma.so.0 (librpma0), in the loader's order: /lib/<multiarch>,
 // /usr/lib/<multiarch>, /lib64, /usr/lib64, /lib, /usr/lib, /usr/local/lib.
 std::vector<std::string> SystemLibDirs();

@@ -68,7 +68,8 @@ bool ValidateRejectBody(const RejectBody& body) {
 }
 
 bool ValidateQpBindBody(const QpBindBody& body) {
-  return body.version == kQpBindVersion && body.dst_qp_num != 0 && body.dst_qp_num < (1u << 24);
+  return body.version == kQpBindVersion && body.dst_qp_num != 0 && body.dst_qp_num < (1u << 24) &&
+         body.src_qp_num != 0 && body.src_qp_num < (1u << 24);
 }
 
 Header MakeHeader(Type type) {

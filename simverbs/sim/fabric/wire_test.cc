@@ -35,6 +35,10 @@ TEST(ValidateQpBindBody, NeedsTheVersionAndAQpNumber) {
   std::memset(&body, 0, sizeof(body));
   body.version = kQpBindVersion;
   body.dst_qp_num = 0x11;
+  EXPECT_FALSE(ValidateQpBindBody(body));  // no sender's QP number
+  body.src_qp_num = 1u << 24;
+  EXPECT_FALSE(ValidateQpBindBody(body));
+  body.src_qp_num = 0x11;
   EXPECT_TRUE(ValidateQpBindBody(body));
   body.version = kQpBindVersion + 1;
   EXPECT_FALSE(ValidateQpBindBody(body));
