@@ -29,17 +29,10 @@ try_pair() {  # try_pair <program> <-R or "">
   # Without -R, the server listens on TCP <port> for perftest's own exchange.
   local listener="@softrpma/$RPMA_SIM_FABRIC/0.0.0.0:$port" table=/proc/net/unix
   if [[ -z "$cm" ]]; then
-    listener="$(printf ':%04X 00000000:0000 0A' "$port")" table=/proc/net/tcp
+    listener="$(tcp_listen_needle "$port")" table=/proc/net/tcp
   fi
-  local waited=0
-  until grep -qF "$listener" "$table"; do
-    if ((waited >= 200)) || ! kill -0 "$server_pid" 2>/dev/null; then
-      fail "$prog${cm:+ $cm} server did not listen on $listener: $(cat "$dir/$prog.server.out")"
-      break
-    fi
-    sleep 0.1
-    waited=$((waited + 1))
-  done
+  wait_listening "$table" "$listener" "$server_pid" ||
+    fail "$prog${cm:+ $cm} server did not listen on $listener: $(cat "$dir/$prog.server.out")"
   timeout 30 "$prog" $cm -n 50 -p "$port" 127.0.0.1 >"$dir/$prog.client.out" 2>&1
   local client_rc=$?
   # perftest -R connects twice: first for its exchange of parameters, then the test QPs, to a

@@ -17,19 +17,16 @@ use_shim rc-pingpong
 # The out-of-band exchange is real TCP on 127.0.0.1: a port of this run's own.
 port=$((20000 + ($$ + RANDOM) % 20000))
 
-# run_pair <name> <extra flags...>: a server, then a client (retried until the server listens).
+# run_pair <name> <extra flags...>: a server, then a client once the server listens.
 run_pair() {
   local name="$1"
   shift
   timeout 60 ibv_rc_pingpong "$@" -g 0 -p "$port" >"$dir/$name.server.out" 2>&1 &
   server_pid=$!
-  local client_rc=1
-  for attempt in 1 2 3 4 5 6 7 8 9 10; do
-    sleep 0.3
-    timeout 30 ibv_rc_pingpong "$@" -g 0 -p "$port" 127.0.0.1 >"$dir/$name.client.out" 2>&1
-    client_rc=$?
-    grep -q "Couldn't connect" "$dir/$name.client.out" || break
-  done
+  wait_listening /proc/net/tcp "$(tcp_listen_needle "$port")" "$server_pid" ||
+    fail "$name: the server did not listen on TCP $port: $(cat "$dir/$name.server.out")"
+  timeout 30 ibv_rc_pingpong "$@" -g 0 -p "$port" 127.0.0.1 >"$dir/$name.client.out" 2>&1
+  local client_rc=$?
   wait "$server_pid"
   local server_rc=$?
   server_pid=""

@@ -52,3 +52,20 @@ use_shim() {  # <name of the test>
   export LD_LIBRARY_PATH="$libdir"
   unset RPMA_SIM_DEVICE RPMA_SIM_FAULTS RPMA_SIM_SCENARIO RPMA_SIM_TRACE
 }
+
+# Waits (10 s at most) until the server <pid> listens: <needle> appears in <table>
+# (/proc/net/unix for a simulated listener, "@softrpma/<fabric>/<addr>:<port>"; /proc/net/tcp for
+# a program's own TCP exchange, ":<PORT in hex> 00000000:0000 0A"). Fails (returns 1) when the
+# server exited first or never listened.
+wait_listening() {  # <table> <needle> <pid>
+  local tries
+  for ((tries = 0; tries < 100; tries++)); do
+    grep -qF "$2" "$1" && return 0
+    kill -0 "$3" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+# The /proc/net/tcp needle of a listening IPv4 socket on <port>.
+tcp_listen_needle() { printf ':%04X 00000000:0000 0A' "$1"; }

@@ -86,7 +86,13 @@ if command -v rping >/dev/null; then
   LD_PRELOAD="$runtimes" ASAN_OPTIONS=detect_leaks=0 timeout 30 "$rpma_sim" run -- \
     rping -s -a 127.0.0.1 -p "$rping_port" -C 3 -v >"$work/rping_server.out" 2>&1 &
   rping_server=$!
-  sleep 0.5
+  trap 'kill "$rping_server" 2>/dev/null' EXIT
+  # The client comes once the server listens (its simulated listener's abstract socket).
+  for ((tries = 0; tries < 100; tries++)); do
+    grep -qF "@softrpma/$RPMA_SIM_FABRIC/127.0.0.1:$rping_port" /proc/net/unix && break
+    kill -0 "$rping_server" 2>/dev/null || break
+    sleep 0.1
+  done
   LD_PRELOAD="$runtimes" ASAN_OPTIONS=detect_leaks=0 run "$rpma_sim" run -- \
     rping -c -a 127.0.0.1 -p "$rping_port" -C 3 -v
   expect_status "rping client under rpma-sim: exit 0" 0 "$status"
