@@ -47,7 +47,8 @@ failures=0
 cases=0
 port=$((24000 + RANDOM % 4000))
 pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done; }
+# Each run is a subshell around `timeout`: stop the timeout (which stops its run), then the subshell.
+cleanup() { for pid in "${pids[@]}"; do pkill -P "$pid" 2>/dev/null; kill "$pid" 2>/dev/null; done; }
 trap cleanup EXIT
 
 # The lines two runs must share. Filters, each with its reason:
@@ -133,10 +134,16 @@ peer_pair() {
     export RPMA_SIM_FABRIC="$(fabric "$side")"
     run_side "$side" "$name.server" "" "$work/peer" "${server[0]}" 127.0.0.1 "$port" "${server[@]:1}"
     local server_pid="${pids[-1]}" i=0
+    local listened=0
     for _ in $(seq 50); do
-      grep -q listening "$work/$name.server.$side.out" 2>/dev/null && break
+      grep -q listening "$work/$name.server.$side.out" 2>/dev/null && listened=1 && break
       sleep 0.1
     done
+    if ((!listened)); then
+      echo "FAILED: $name: the $side server did not listen within 5 s:"
+      cat "$work/$name.server.$side.err" 2>/dev/null
+      failures=$((failures + 1))
+    fi
     # The clients side by side (an SRQ server answers once all of them have sent).
     local rest=("$@") client_pids=()
     while [[ ${#rest[@]} -gt 0 ]]; do
