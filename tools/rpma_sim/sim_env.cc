@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -177,32 +180,45 @@ std::string RunfilesDir() {
   return runfiles != nullptr ? runfiles : "";
 }
 
+// A search of candidate directories (canonical, each once, as the loader would see them) for
+// the first where the check gives `wanted`; `others` are those where it found the other kind.
+struct Search {
+  std::optional<std::string> found;
+  std::vector<std::string> looked;
+  std::vector<std::string> others;
+};
+Search FirstWith(const std::vector<std::string>& candidates,
+                 LibraryCheck (*check)(const std::string&), LibraryCheck wanted) {
+  Search search;
+  for (const std::string& candidate : candidates) {
+    const std::string dir = Canonical(candidate);
+    if (std::find(search.looked.begin(), search.looked.end(), dir) != search.looked.end()) {
+      continue;
+    }
+    search.looked.push_back(dir);
+    const LibraryCheck got = check(dir);
+    if (got == wanted) {
+      search.found = dir;
+      return search;
+    }
+    if (got != LibraryCheck::kMissing) search.others.push_back(dir);
+  }
+  return search;
+}
+
 // The first of `candidates` that `check` finds ours in (canonical), else NotFound:
 // "cannot find <what> (looked in ...)[; the one in ... is <other>]; <hint>".
 absl::StatusOr<std::string> FirstOurs(const std::vector<std::string>& candidates,
                                       LibraryCheck (*check)(const std::string&),
                                       absl::string_view what, absl::string_view other,
                                       absl::string_view hint) {
-  std::vector<std::string> looked;  // each directory once, as the loader would see it
-  std::vector<std::string> not_ours;
-  for (const std::string& candidate : candidates) {
-    const std::string dir = Canonical(candidate);
-    if (std::find(looked.begin(), looked.end(), dir) != looked.end()) continue;
-    looked.push_back(dir);
-    switch (check(dir)) {
-      case LibraryCheck::kOurs:
-        return dir;
-      case LibraryCheck::kNotOurs:
-        not_ours.push_back(dir);
-        break;
-      case LibraryCheck::kMissing:
-        break;
-    }
-  }
+  const Search search = FirstWith(candidates, check, LibraryCheck::kOurs);
+  if (search.found.has_value()) return *search.found;
   std::string message =
-      absl::StrCat("cannot find ", what, " (looked in ", absl::StrJoin(looked, ", "), ")");
-  if (!not_ours.empty()) {
-    absl::StrAppend(&message, "; the one in ", absl::StrJoin(not_ours, " and "), " is ", other);
+      absl::StrCat("cannot find ", what, " (looked in ", absl::StrJoin(search.looked, ", "), ")");
+  if (!search.others.empty()) {
+    absl::StrAppend(&message, "; the one in ", absl::StrJoin(search.others, " and "), " is ",
+                    other);
   }
   absl::StrAppend(&message, "; ", hint);
   return absl::NotFoundError(message);
@@ -303,25 +319,14 @@ std::vector<std::string> SystemLibDirs() {
 
 absl::StatusOr<std::string> FindUpstreamLibDir(absl::string_view upstream_lib_flag,
                                                const std::vector<std::string>& system_dirs) {
-  std::vector<std::string> looked;
-  std::vector<std::string> ours;
-  const std::vector<std::string> candidates =
-      upstream_lib_flag.empty() ? system_dirs
-                                : std::vector<std::string>{std::string(upstream_lib_flag)};
-  for (const std::string& candidate : candidates) {
-    const std::string dir = Canonical(candidate);
-    if (std::find(looked.begin(), looked.end(), dir) != looked.end()) continue;
-    looked.push_back(dir);
-    switch (CheckLibrary(dir)) {
-      case LibraryCheck::kNotOurs:
-        return dir;
-      case LibraryCheck::kOurs:
-        ours.push_back(dir);
-        break;
-      case LibraryCheck::kMissing:
-        break;
-    }
-  }
+  const Search search =
+      FirstWith(upstream_lib_flag.empty()
+                    ? system_dirs
+                    : std::vector<std::string>{std::string(upstream_lib_flag)},
+                &CheckLibrary, LibraryCheck::kNotOurs);
+  if (search.found.has_value()) return *search.found;
+  const std::vector<std::string>& looked = search.looked;
+  const std::vector<std::string>& ours = search.others;
   const std::string where =
       upstream_lib_flag.empty() ? "" : absl::StrCat("--upstream-lib=", upstream_lib_flag, ": ");
   if (!ours.empty()) {
