@@ -2014,6 +2014,7 @@ int CreateVerbsQp(SimPd* pd, ibv_qp_init_attr* attr, SimQp** qp) {
 
 int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask) {
   if (attr == nullptr) return EINVAL;
+  softrpma::MutexLock modify(&qp->modify_mu);
   SimLink* link = qp->link.get();
   ibv_qp_state cur;
   {
@@ -2078,6 +2079,7 @@ int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask) {
   }
 
   std::shared_ptr<host::Conn> to_close;
+  bool done;
   {
     softrpma::MutexLock lock(&link->mu);
     if (qp->state != cur) {  // moved meanwhile (an overflow: ERR)
@@ -2094,14 +2096,16 @@ int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask) {
         ProgressLinkLocked(link);  // RTS: sends may go; RTR: waiting requests may be served
       }
     }
+    done = qp->state == next || next == IBV_QPS_ERR;
   }
   if (to_close != nullptr) to_close->Close();
-  return qp->state == next || next == IBV_QPS_ERR ? 0 : EINVAL;
+  return done ? 0 : EINVAL;
 }
 
 int QueryVerbsQp(SimQp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
   if (attr == nullptr || init_attr == nullptr) return EINVAL;
   static_cast<void>(attr_mask);  // as mlx5: everything is filled in
+  softrpma::MutexLock modify(&qp->modify_mu);
   softrpma::MutexLock lock(&qp->link->mu);
   CheckOverflowLocked(qp);
   if (qp->verbs) {

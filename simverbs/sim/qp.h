@@ -280,6 +280,10 @@ struct SimQp final {
   bool verbs = false;
   ibv_qp_attr verbs_attr;   // guarded by link->mu
   ibv_qp_init_attr verbs_init;
+  // Serializes ModifyVerbsQp and QueryVerbsQp of this QP, as a provider's per-QP mutex does
+  // (a transition checks the state, may dial its peer unlocked and may give the QP a link of
+  // its own). Lock order: before every other simulator lock.
+  softrpma::Mutex modify_mu;
 
   // Guarded by link->mu.
   ibv_qp_state state = IBV_QPS_INIT;
