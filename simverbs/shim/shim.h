@@ -85,6 +85,16 @@
 //
 // librdmacm.so.1: see rdmacm_shim.cc's top comment for what works and what fails.
 //
+// WHERE A PROGRAM MAY SEE A DIFFERENCE from rdma-core on a NIC (known, kept):
+//   - rdma_destroy_id of an id that still has a QP, or unacknowledged events, fails with EBUSY
+//     (the simulator's CM, cm.h); rdma-core destroys an id with a QP and blocks until the
+//     events are acknowledged. perftest's error path prints "Failed to destroy RDMA CM ID".
+//   - rdma_resolve_addr / rdma_resolve_route take no time, so a client can outrun a server
+//     that listens late (perftest -R's second rdma_connect is then rejected, reason 8, as it
+//     would be on a NIC; perftest_test starts such pairs again).
+//   - the siw profile connects QPs out of band through ibv_modify_qp too (real siw needs the
+//     CM).
+//
 // libmlx5.so.1 and libefa.so.1 (beside them in verbs_lib_dir): stubs of rdma-core's
 // direct-verbs provider libraries, which programs such as perftest have in DT_NEEDED (the real
 // ones need libibverbs' IBVERBS_PRIVATE_34 provider interface, not exported here). Every
