@@ -600,6 +600,7 @@ WouldComplete WouldCompleteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS
       result.recv_solicited = result.recv_solicited || wqe.solicited;
     }
     result.send = result.send || wqe.signaled;
+    if (result.send && result.recv_solicited) break;  // the rest can add nothing
   }
   return result;
 }
@@ -610,11 +611,14 @@ void KickForLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link-
       link->unexecuted.load(std::memory_order_acquire) == 0) {
     return;
   }
+  SimQp* peer = link->side[1 - qp->side];
+  // A post is a hot path: no dry run when neither CQ has a channel to wake (busy polling).
+  if (qp->send_cq->channel == nullptr && (peer == nullptr || peer->recv_cq->channel == nullptr)) {
+    return;
+  }
   const WouldComplete would = WouldCompleteLocked(link, qp);
   if (would.send) qp->send_cq->Kick(/*solicited=*/false);
-  if (SimQp* peer = link->side[1 - qp->side]; would.recv && peer != nullptr) {
-    peer->recv_cq->Kick(would.recv_solicited);
-  }
+  if (would.recv && peer != nullptr) peer->recv_cq->Kick(would.recv_solicited);
 }
 
 // Kicks for both QPs of `link` (a receive was posted, a side became ready). REQUIRES:

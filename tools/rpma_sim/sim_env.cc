@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -145,26 +146,45 @@ ChildCommand SimCommand(const SimConfig& config, std::vector<std::string> progra
   return command;
 }
 
-std::vector<std::string> LibDirCandidates(absl::string_view exe, absl::string_view argv0,
-                                          absl::string_view runfiles_dir) {
+namespace {
+
+// The directories to look for a library in, in order, each once: for the executable with its
+// symlinks resolved, then as it was called, the program's directory with each of `beside`
+// appended ("" for the directory itself) and its runfiles tree's `in_runfiles`; then
+// `in_runfiles` of the runfiles directory Bazel named.
+std::vector<std::string> CandidateDirs(absl::string_view exe, absl::string_view argv0,
+                                       absl::string_view runfiles_dir,
+                                       std::initializer_list<absl::string_view> beside,
+                                       absl::string_view in_runfiles) {
   std::vector<std::string> candidates;
   auto add = [&candidates](std::string dir) {
     if (std::find(candidates.begin(), candidates.end(), dir) == candidates.end()) {
       candidates.push_back(std::move(dir));
     }
   };
-  auto add_layouts = [&add](absl::string_view program) {
+  auto add_layouts = [&](absl::string_view program) {
     const std::string dir = DirName(program);
-    add(dir);                                            // one directory
-    add(absl::StrCat(dir, "/../lib"));                   // <prefix>/bin, <prefix>/lib
-    add(absl::StrCat(dir, "/../../api"));                // bazel-bin/tools/rpma_sim, bazel-bin/api
-    add(absl::StrCat(dir, "/../../api/librpma/lib"));    // bazel-bin/api/librpma (//api:librpma_pc)
-    add(absl::StrCat(program, ".runfiles/softrpma/api"));  // bazel run, bazel test
+    for (absl::string_view suffix : beside) add(absl::StrCat(dir, suffix));
+    add(absl::StrCat(program, ".runfiles/", in_runfiles));  // bazel run, bazel test
   };
   add_layouts(exe);
   if (!argv0.empty()) add_layouts(argv0);
-  if (!runfiles_dir.empty()) add(absl::StrCat(runfiles_dir, "/softrpma/api"));
+  if (!runfiles_dir.empty()) add(absl::StrCat(runfiles_dir, "/", in_runfiles));
   return candidates;
+}
+
+}  // namespace
+
+std::vector<std::string> LibDirCandidates(absl::string_view exe, absl::string_view argv0,
+                                          absl::string_view runfiles_dir) {
+  return CandidateDirs(exe, argv0, runfiles_dir,
+                       {
+                           "",                      // one directory
+                           "/../lib",               // <prefix>/bin, <prefix>/lib
+                           "/../../api",            // bazel-bin/tools/rpma_sim, bazel-bin/api
+                           "/../../api/librpma/lib",  // bazel-bin/api/librpma (//api:librpma_pc)
+                       },
+                       "softrpma/api");
 }
 
 namespace {
@@ -250,23 +270,13 @@ absl::StatusOr<std::string> FindLibDir(absl::string_view lib_flag, absl::string_
 
 std::vector<std::string> VerbsLibDirCandidates(absl::string_view exe, absl::string_view argv0,
                                                absl::string_view runfiles_dir) {
-  std::vector<std::string> candidates;
-  auto add = [&candidates](std::string dir) {
-    if (std::find(candidates.begin(), candidates.end(), dir) == candidates.end()) {
-      candidates.push_back(std::move(dir));
-    }
-  };
-  auto add_layouts = [&add](absl::string_view program) {
-    const std::string dir = DirName(program);
-    add(dir);                                                // one directory
-    add(absl::StrCat(dir, "/../lib/verbs-shim"));            // //api:librpma_pc's tree
-    add(absl::StrCat(dir, "/../../simverbs/shim/lib"));      // bazel-bin
-    add(absl::StrCat(program, ".runfiles/softrpma/simverbs/shim/lib"));  // bazel run / test
-  };
-  add_layouts(exe);
-  if (!argv0.empty()) add_layouts(argv0);
-  if (!runfiles_dir.empty()) add(absl::StrCat(runfiles_dir, "/softrpma/simverbs/shim/lib"));
-  return candidates;
+  return CandidateDirs(exe, argv0, runfiles_dir,
+                       {
+                           "",                           // one directory
+                           "/../lib/verbs-shim",         // //api:librpma_pc's tree
+                           "/../../simverbs/shim/lib",   // bazel-bin
+                       },
+                       "softrpma/simverbs/shim/lib");
 }
 
 absl::StatusOr<std::string> FindVerbsLibDir(absl::string_view verbs_lib_flag,
