@@ -136,8 +136,8 @@ class Backend {
   // ibv_query_qp(qp, attr, attr_mask, init_attr). Errors: EINVAL.
   virtual int IbvQueryQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
                          ibv_qp_init_attr* init_attr) = 0;
-  // ibv_destroy_qp(qp) of a QP of IbvCreateQp (one of RdmaCreateQpEx: RdmaDestroyQp).
-  // Errors: EINVAL, EBUSY.
+  // ibv_destroy_qp(qp) of a QP of IbvCreateQp, or of RdmaCreateQpEx whose id was destroyed
+  // with the QP on it (while the id lives: RdmaDestroyQp). Errors: EINVAL, EBUSY.
   virtual int IbvDestroyQp(ibv_qp* qp) = 0;
 
   // ---- Queue pairs: the data path -----------------------------------------------------------
@@ -185,7 +185,8 @@ class Backend {
   // rdma_create_id(channel, &id, context, ps). channel NULL: the id works synchronously.
   virtual int RdmaCreateId(rdma_event_channel* channel, rdma_cm_id** id, void* context,
                            rdma_port_space ps) = 0;
-  // rdma_destroy_id(id). REQUIRES: the id's QP was destroyed. Errors: EBUSY.
+  // rdma_destroy_id(id). An id with its QP still on it goes and leaves the QP, for IbvDestroyQp
+  // (as rdma-core). Errors: EBUSY (events of the id not yet acknowledged).
   virtual int RdmaDestroyId(rdma_cm_id* id) = 0;
   // rdma_migrate_id(id, channel): later events of id arrive on channel.
   virtual int RdmaMigrateId(rdma_cm_id* id, rdma_event_channel* channel) = 0;

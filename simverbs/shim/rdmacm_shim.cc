@@ -93,7 +93,12 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
 
 int rdma_destroy_id(rdma_cm_id* id) {
   Backend* backend = B();
-  return backend == nullptr ? -1 : Result(backend->RdmaDestroyId(id));
+  if (backend == nullptr) return -1;
+  ibv_qp* qp = id != nullptr ? id->qp : nullptr;
+  const int err = backend->RdmaDestroyId(id);
+  // A QP left on the id is the caller's now, for ibv_destroy_qp, as on rdma-core.
+  if (err == 0 && qp != nullptr) softrpma_shim_qp_gone(qp);
+  return Result(err);
 }
 
 int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {

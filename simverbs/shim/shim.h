@@ -86,12 +86,14 @@
 // librdmacm.so.1: see rdmacm_shim.cc's top comment for what works and what fails.
 //
 // WHERE A PROGRAM MAY SEE A DIFFERENCE from rdma-core on a NIC (known, kept):
-//   - rdma_destroy_id of an id that still has a QP, or unacknowledged events, fails with EBUSY
-//     (the simulator's CM, cm.h); rdma-core destroys an id with a QP and blocks until the
-//     events are acknowledged. perftest's error path prints "Failed to destroy RDMA CM ID".
-//   - rdma_resolve_addr / rdma_resolve_route take no time, so a client can outrun a server
-//     that listens late (perftest -R's second rdma_connect is then rejected, reason 8, as it
-//     would be on a NIC; perftest_test starts such pairs again).
+//   - rdma_destroy_id of an id with unacknowledged events fails with EBUSY (the simulator's
+//     CM, cm.h); rdma-core blocks until they are acknowledged. (An id destroyed with its QP on
+//     it goes and leaves the QP for ibv_destroy_qp, as on rdma-core.)
+//   - rdma_resolve_addr / rdma_resolve_route take no time, and a SEND's ACK between processes
+//     crosses two fabric threads, so a client can outrun a server that listens late: perftest
+//     -R's second rdma_connect is then rejected (reason 8, as it would be on a NIC) and
+//     perftest's retry reuses the ids it destroyed. perftest_test's clients wait for the
+//     listener (connect_when_listening.c).
 //   - the siw profile connects QPs out of band through ibv_modify_qp too (real siw needs the
 //     CM).
 //

@@ -177,7 +177,6 @@ int ConnectionManager::CreateId(SimEventChannel* channel, rdma_cm_id** id, void*
 
 int ConnectionManager::DestroyId(SimCmId* id) {
   softrpma::MutexLock lock(&mu_);
-  if (id->id.qp != nullptr) return EBUSY;
   std::vector<PendingCmEvent> undelivered;
   if (id->channel != nullptr) {
     softrpma::MutexLock channel_lock(&id->channel->mu);
@@ -237,6 +236,13 @@ int ConnectionManager::DestroyId(SimCmId* id) {
       break;
   }
   if (id->peer != nullptr && id->peer->peer == id) id->peer->peer = nullptr;
+  if (id->id.qp != nullptr) {
+    // As rdma-core's rdma_destroy_id: the id goes, its QP stays, in the state it is in, the
+    // caller's to destroy with ibv_destroy_qp (perftest -R destroys the ids it failed to
+    // connect with their QPs on them).
+    to_sim(id->id.qp)->cm_orphan.store(true, std::memory_order_release);
+    id->id.qp = nullptr;
+  }
   FreeIdLocked(id);
   return 0;
 }

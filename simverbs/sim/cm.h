@@ -60,7 +60,9 @@
 //   * RdmaMigrateId moves the id's future events AND its pending (not yet got) ones to the new
 //     channel, as the kernel does (a listener's pending CONNECT_REQUESTs move with it).
 //   * Events are counted against the id whose channel they went to (the listener for
-//     CONNECT_REQUEST); RdmaDestroyId with unacknowledged events, or with a QP, is EBUSY.
+//     CONNECT_REQUEST); RdmaDestroyId with unacknowledged events is EBUSY (rdma-core waits for
+//     them). An id destroyed with its QP on it leaves the QP as it is, the caller's to destroy
+//     with IbvDestroyQp, as rdma-core's rdma_destroy_id does.
 //   * Ports and QP numbers come from counters: the same program gets the same numbers.
 //   * Faults (fault.h, mapped to ConnFault by the backend): Connect with kReject /
 //     kUnreachable / kLost sends no request; the active id gets REJECTED (kRejectConsumer) /

@@ -506,11 +506,9 @@ TEST_F(CmTest, Disconnect_NotConnected_Einval) {
   EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
 }
 
-TEST_F(CmTest, DestroyId_WithQp_Ebusy_WithUnackedEvent_Ebusy) {
+TEST_F(CmTest, DestroyId_WithUnackedEvent_Ebusy) {
   TestConnection conn(backend_);
   ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
-  EXPECT_EQ(backend_->RdmaDestroyId(conn.active.id), EBUSY);  // QP attached
-
   ASSERT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
   backend_->RdmaDestroyQp(conn.active.id);
   absl::StatusOr<rdma_cm_event*> event = GetCmEventNow(backend_, conn.active.channel);
@@ -520,6 +518,31 @@ TEST_F(CmTest, DestroyId_WithQp_Ebusy_WithUnackedEvent_Ebusy) {
   EXPECT_EQ(backend_->RdmaAckCmEvent(*event), 0);
   EXPECT_EQ(backend_->RdmaDestroyId(conn.active.id), 0);
   conn.active.id = nullptr;
+}
+
+// As rdma-core's rdma_destroy_id (perftest -R destroys ids with their QPs on them): the id goes, its
+// QP stays, the caller's to destroy with ibv_destroy_qp; while the id lives that QP is
+// RdmaDestroyQp's.
+TEST_F(CmTest, DestroyId_WithQp_LeavesTheQpForIbvDestroyQp) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  ibv_qp* qp = conn.active.id->qp;
+  ASSERT_NE(qp, nullptr);
+  EXPECT_EQ(backend_->IbvDestroyQp(qp), EINVAL);  // the id's still
+
+  ASSERT_EQ(backend_->RdmaDestroyId(conn.active.id), 0);
+  conn.active.id = nullptr;
+
+  ibv_qp_attr attr;
+  ibv_qp_init_attr init;
+  ASSERT_EQ(backend_->IbvQueryQp(qp, &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_RTS);  // left as it was
+  EXPECT_EQ(backend_->IbvDestroyQp(qp), 0);
+  // The peer was told, as by a DREQ.
+  absl::StatusOr<rdma_cm_event*> event = GetCmEventNow(backend_, conn.passive.channel);
+  ASSERT_TRUE(event.ok());
+  EXPECT_EQ((*event)->event, RDMA_CM_EVENT_DISCONNECTED);
+  EXPECT_EQ(backend_->RdmaAckCmEvent(*event), 0);
 }
 
 TEST_F(CmTest, DestroyConnectedId_PeerGetsDisconnected) {

@@ -278,6 +278,10 @@ struct SimQp final {
   // Made by ibv_create_qp (CreateVerbsQp): starts in RESET and is moved and connected by
   // ModifyVerbsQp; `verbs_attr` holds what ibv_modify_qp set, `verbs_init` how it was made.
   bool verbs = false;
+  // Made by rdma_create_qp on an id that was then destroyed with the QP still on it: the QP is
+  // the caller's, for ibv_destroy_qp (IbvDestroyQp), as on rdma-core. Set under the CM's lock
+  // before the id goes; read by IbvDestroyQp, which the caller calls after.
+  std::atomic<bool> cm_orphan{false};
   ibv_qp_attr verbs_attr;   // guarded by link->mu
   ibv_qp_init_attr verbs_init;
   // Serializes ModifyVerbsQp and QueryVerbsQp of this QP, as a provider's per-QP mutex does
@@ -376,7 +380,7 @@ int CreateVerbsQp(SimPd* pd, ibv_qp_init_attr* attr, SimQp** qp);
 int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask);
 // ibv_query_qp(qp, attr, attr_mask, init_attr): what was set, the current state, the caps.
 int QueryVerbsQp(SimQp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr);
-// ibv_destroy_qp of a QP of CreateVerbsQp.
+// ibv_destroy_qp of a QP of CreateVerbsQp, or of a CM QP whose id is gone (cm_orphan).
 void DestroyVerbsQp(SimQp* qp);
 
 // ---- Connections to another process (fabric/host.h) -------------------------------------

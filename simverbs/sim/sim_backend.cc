@@ -248,7 +248,10 @@ class SimBackend final : public Backend {
 
   int IbvDestroyQp(ibv_qp* qp) override {
     if (int err = InjectedDestroy(FaultPoint::kIbvDestroyQp, qp); err != 0) return err;
-    if (qp == nullptr || !to_sim(qp)->verbs) return EINVAL;
+    if (qp == nullptr) return EINVAL;
+    if (!to_sim(qp)->verbs && !to_sim(qp)->cm_orphan.load(std::memory_order_acquire)) {
+      return EINVAL;  // a QP of RdmaCreateQpEx whose id lives: RdmaDestroyQp's
+    }
     DestroyVerbsQp(to_sim(qp));
     return Destroyed(qp, 0);
   }
