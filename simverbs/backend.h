@@ -130,6 +130,13 @@ class Backend {
   // ibv_create_qp(pd, attr): a QP in RESET; writes the granted capabilities back into
   // attr->cap. Errors: EINVAL, ENOMEM, EOPNOTSUPP (a QP type the provider has not).
   virtual int IbvCreateQp(ibv_pd* pd, ibv_qp_init_attr* attr, ibv_qp** qp) = 0;
+  // ibv_create_qp_ex(ctx, attr) (with attr->comp_mask beyond IBV_QP_INIT_ATTR_PD; verbs.h
+  // calls ibv_create_qp for the PD alone): as IbvCreateQp, and with
+  // IBV_QP_INIT_ATTR_SEND_OPS_FLAGS an extended QP (IbvQpToQpEx) whose ibv_qp_ex builders are
+  // the ops in send_ops_flags. Writes the granted capabilities back into attr->cap.
+  // Errors: EINVAL, EOPNOTSUPP (a QP type, comp_mask bit or send op the device has not),
+  // ENOMEM.
+  virtual int IbvCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr, ibv_qp** qp) = 0;
   // ibv_modify_qp(qp, attr, attr_mask). Errors: EINVAL (a transition or attribute mask the
   // QP's state does not allow, a bad attribute value).
   virtual int IbvModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) = 0;

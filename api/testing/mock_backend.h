@@ -52,6 +52,7 @@ class MockBackend : public Backend {
   MOCK_METHOD(int, IbvDestroySrq, (ibv_srq*), (override));
   MOCK_METHOD(int, IbvPostSrqRecv, (ibv_srq*, ibv_recv_wr*, ibv_recv_wr**), (override));
   MOCK_METHOD(int, IbvCreateQp, (ibv_pd*, ibv_qp_init_attr*, ibv_qp**), (override));
+  MOCK_METHOD(int, IbvCreateQpEx, (ibv_context*, ibv_qp_init_attr_ex*, ibv_qp**), (override));
   MOCK_METHOD(int, IbvModifyQp, (ibv_qp*, ibv_qp_attr*, int), (override));
   MOCK_METHOD(int, IbvQueryQp, (ibv_qp*, ibv_qp_attr*, int, ibv_qp_init_attr*), (override));
   MOCK_METHOD(int, IbvDestroyQp, (ibv_qp*), (override));

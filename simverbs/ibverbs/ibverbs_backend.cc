@@ -105,6 +105,9 @@ class IbverbsBackend final : public Backend {
   int IbvCreateQp(ibv_pd* pd, ibv_qp_init_attr* attr, ibv_qp** qp) override {
     return ConvertNullErrno([&] { return ::ibv_create_qp(pd, attr); }, qp);
   }
+  int IbvCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr, ibv_qp** qp) override {
+    return ConvertNullErrno([&] { return ::ibv_create_qp_ex(ctx, attr); }, qp);
+  }
   int IbvModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) override {
     return ConvertReturnedErrno(::ibv_modify_qp(qp, attr, attr_mask));
   }

@@ -15,10 +15,12 @@
 // (SimBackend::InstallContextOps). The inline extended verbs of verbs.h (ibv_create_cq_ex,
 // ibv_query_device_ex, ibv_query_port, ibv_alloc_td, ...) look for a struct verbs_context around
 // the context: the simulated context is inside one (sim/device.h), whose ops the shim sets on
-// first use: query_device_ex (the Backend's, cut to the caller's attr_size) and query_port (the
-// whole ibv_port_attr). Every other op is NULL, so its inline verb fails with EOPNOTSUPP /
-// ENOSYS or takes its legacy path by itself, as on a provider without the feature
-// (ibv_create_cq_ex, ibv_create_qp_ex, ibv_alloc_td, ibv_alloc_dm, ibv_open_xrcd, ...).
+// first use: query_device_ex (the Backend's, cut to the caller's attr_size), query_port (the
+// whole ibv_port_attr) and create_qp_ex (send_ops_flags give an extended QP whose ibv_wr_*
+// builders the simulator sets: sim/qp.h says which ops are modelled). Every other op is NULL,
+// so its inline verb fails with EOPNOTSUPP / ENOSYS or takes its legacy path by itself, as on a
+// provider without the feature (ibv_create_cq_ex, ibv_alloc_td, ibv_alloc_dm, ibv_open_xrcd,
+// ...).
 //
 // ONE DEVICE. ibv_get_device_list gives one device, "softrpma_sim0", of the profile that
 // RPMA_SIM_DEVICE names (mlx5 by default: docs/DEVICES.md); the first call starts the simulated
@@ -71,10 +73,12 @@
 //   was set) and ibv_destroy_qp. At RTR the QP is bound to (dgid, dest_qp_num): the process of
 //   that GID, through the fabric (RPMA_SIM_FABRIC; docs/FABRIC.md), so two processes that
 //   exchanged QPN and GID themselves (ibv_rc_pingpong; perftest without -R) talk.
+//   ibv_create_qp_ex with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS (and ibv_qp_to_qp_ex of such a QP,
+//   or of one rdma_create_qp_ex made so): the extended post API, ibv_wr_start /
+//   ibv_wr_complete / ibv_wr_abort with the builders of the RC ops and the SGE / inline setters
+//   (sim/qp.h); send_ops_flags naming other ops give EOPNOTSUPP, as do other comp_mask bits.
 // WHAT FAILS CLEANLY, as a provider without the feature (NULL + errno EOPNOTSUPP, or EOPNOTSUPP
-// returned): ibv_create_qp_ex with more than IBV_QP_INIT_ATTR_PD in comp_mask (the inline
-// verbs.h call finds no create_qp_ex; with the PD alone it is ibv_create_qp),
-// ibv_query_qp_data_in_order (0: no guarantee), ibv_modify_srq, ibv_query_srq,
+// returned): ibv_query_qp_data_in_order (0: no guarantee), ibv_modify_srq, ibv_query_srq,
 // ibv_resize_cq, ibv_rereg_mr, ibv_reg_mr_iova* with iova != addr, ibv_reg_dmabuf_mr,
 // address handles (ibv_create_ah, ibv_create_ah_from_wc, ibv_init_ah_from_wc, ibv_destroy_ah:
 // the simulator has no UD), multicast (ibv_attach_mcast, ibv_detach_mcast),

@@ -245,7 +245,7 @@ static void ExtendedOps(void) {
   CHECK(verbs_get_ctx_op(ctx, query_device_ex) != NULL);
   CHECK(verbs_get_ctx_op(ctx, query_port) != NULL);
   CHECK(verbs_get_ctx_op(ctx, create_cq_ex) == NULL);
-  CHECK(verbs_get_ctx_op(ctx, create_qp_ex) == NULL);
+  CHECK(verbs_get_ctx_op(ctx, create_qp_ex) != NULL);
 
   /* query_device_ex: the same limits as ibv_query_device, the extended fields filled. */
   struct ibv_device_attr attr;
@@ -284,10 +284,6 @@ static void ExtendedOps(void) {
   CHECK(pd != NULL);
   struct ibv_td_init_attr td_attr = {0};
   CHECK_NULL_ERRNO(ibv_alloc_td(ctx, &td_attr), EOPNOTSUPP);
-  struct ibv_qp_init_attr_ex qp_attr_ex = {.comp_mask = IBV_QP_INIT_ATTR_PD |
-                                                         IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-                                           .pd = pd, .qp_type = IBV_QPT_RC};
-  CHECK_NULL_ERRNO(ibv_create_qp_ex(ctx, &qp_attr_ex), EOPNOTSUPP);
   struct ibv_alloc_dm_attr dm_attr = {.length = 64};
   CHECK_NULL_ERRNO(ibv_alloc_dm(ctx, &dm_attr), EOPNOTSUPP);
   struct ibv_counters_init_attr counters_attr = {0};
@@ -298,6 +294,105 @@ static void ExtendedOps(void) {
   CHECK_NULL_ERRNO(ibv_open_xrcd(ctx, &xrcd_attr), EOPNOTSUPP);
   struct ibv_parent_domain_init_attr pd_attr = {.pd = pd};
   CHECK_NULL_ERRNO(ibv_alloc_parent_domain(ctx, &pd_attr), EOPNOTSUPP);
+  CHECK(ibv_dealloc_pd(pd) == 0);
+  CHECK(ibv_close_device(ctx) == 0);
+}
+
+/* The extended post API: a QP of ibv_create_qp_ex with send_ops_flags, connected to itself
+ * out of band, writes through ibv_wr_rdma_write and sends through ibv_wr_send. */
+static void ExtendedPost(void) {
+  struct ibv_device** list = ibv_get_device_list(NULL);
+  CHECK(list != NULL);
+  if (list == NULL) return;
+  struct ibv_context* ctx = ibv_open_device(list[0]);
+  ibv_free_device_list(list);
+  CHECK(ctx != NULL);
+  if (ctx == NULL) return;
+  struct ibv_pd* pd = ibv_alloc_pd(ctx);
+  struct ibv_cq* cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+  CHECK(pd != NULL && cq != NULL);
+  if (pd == NULL || cq == NULL) return;
+  struct ibv_qp_init_attr_ex attr = {
+      .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .pd = pd,
+      .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1,
+              .max_inline_data = 16},
+      .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+      .send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND};
+  /* Ops the device does not have, and other comp_mask bits: refused. */
+  attr.send_ops_flags |= IBV_QP_EX_WITH_BIND_MW;
+  CHECK_NULL_ERRNO(ibv_create_qp_ex(ctx, &attr), EOPNOTSUPP);
+  attr.send_ops_flags &= ~(uint64_t)IBV_QP_EX_WITH_BIND_MW;
+  attr.comp_mask |= IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  CHECK_NULL_ERRNO(ibv_create_qp_ex(ctx, &attr), EINVAL);
+  attr.comp_mask &= ~(uint32_t)IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  struct ibv_qp* qp = ibv_create_qp_ex(ctx, &attr);
+  CHECK(qp != NULL);
+  if (qp == NULL) return;
+  struct ibv_qp_ex* qpx = ibv_qp_to_qp_ex(qp);
+  CHECK(qpx != NULL && qpx->wr_rdma_write != NULL && qpx->wr_send != NULL);
+  if (qpx == NULL) return;
+
+  union ibv_gid gid;
+  CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0);
+  struct ibv_qp_attr init = {.qp_state = IBV_QPS_INIT, .port_num = 1,
+                             .qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
+                                                IBV_ACCESS_REMOTE_WRITE};
+  CHECK(ibv_modify_qp(qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                     IBV_QP_ACCESS_FLAGS) == 0);
+  struct ibv_qp_attr rtr = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
+                            .dest_qp_num = qp->qp_num, .rq_psn = 1, .max_dest_rd_atomic = 1,
+                            .min_rnr_timer = 12,
+                            .ah_attr = {.is_global = 1, .port_num = 1,
+                                        .grh = {.dgid = gid, .hop_limit = 1}}};
+  CHECK(ibv_modify_qp(qp, &rtr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                    IBV_QP_MIN_RNR_TIMER) == 0);
+  struct ibv_qp_attr rts = {.qp_state = IBV_QPS_RTS, .sq_psn = 1, .timeout = 14,
+                            .retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 1};
+  CHECK(ibv_modify_qp(qp, &rts, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+                                    IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                    IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+
+  static char buf[64] = "through ibv_wr";
+  struct ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof(buf),
+                                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  CHECK(mr != NULL);
+  if (mr == NULL) return;
+  struct ibv_sge recv_sge = {(uintptr_t)(buf + 48), 16, mr->lkey};
+  struct ibv_recv_wr recv = {.wr_id = 9, .sg_list = &recv_sge, .num_sge = 1};
+  struct ibv_recv_wr* bad_recv = NULL;
+  CHECK(ibv_post_recv(qp, &recv, &bad_recv) == 0);
+
+  ibv_wr_start(qpx);
+  qpx->wr_id = 1;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_rdma_write(qpx, mr->rkey, (uintptr_t)(buf + 32));
+  ibv_wr_set_sge(qpx, mr->lkey, (uintptr_t)buf, 15);
+  qpx->wr_id = 2;
+  ibv_wr_send(qpx);
+  ibv_wr_set_inline_data(qpx, "sent", 5);
+  CHECK(ibv_wr_complete(qpx) == 0);
+  struct ibv_wc wc[4];
+  int got = 0;
+  for (int tries = 0; got < 3 && tries < 100000; tries++) {
+    int n = ibv_poll_cq(cq, 4 - got, wc + got);
+    CHECK(n >= 0);
+    if (n < 0) break;
+    got += n;
+  }
+  CHECK(got == 3);
+  for (int i = 0; i < got; i++) CHECK(wc[i].status == IBV_WC_SUCCESS);
+  CHECK(strcmp(buf + 32, "through ibv_wr") == 0);
+  CHECK(strcmp(buf + 48, "sent") == 0);
+  /* A builder the QP was not made with fails the batch; nothing of it is posted. */
+  ibv_wr_start(qpx);
+  ibv_wr_rdma_read(qpx, mr->rkey, (uintptr_t)buf);
+  CHECK(ibv_wr_complete(qpx) == EINVAL);
+  CHECK(ibv_poll_cq(cq, 4, wc) == 0);
+
+  CHECK(ibv_destroy_qp(qp) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
   CHECK(ibv_dealloc_pd(pd) == 0);
   CHECK(ibv_close_device(ctx) == 0);
 }
@@ -339,6 +434,7 @@ static void Cm(void) {
 int main(void) {
   Devices();
   ExtendedOps();
+  ExtendedPost();
   Cm();
   if (failures > 0) {
     printf("%d check(s) failed\n", failures);

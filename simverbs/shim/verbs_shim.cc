@@ -128,7 +128,7 @@ void FillGid(ibv_gid* gid) { sim::ProcessGid(gid->raw); }
 
 // ---- The extended ops of the context's verbs_context (sim/device.h), for verbs.h's inline
 // extended verbs. Only these are set; the inline verbs of every other op (ibv_create_cq_ex,
-// ibv_create_qp_ex, ibv_alloc_td, ibv_advise_mr, ...) find it NULL and fail with EOPNOTSUPP /
+// ibv_alloc_td, ibv_advise_mr, ...) find it NULL and fail with EOPNOTSUPP /
 // ENOSYS, or take their legacy path, as on a provider without the feature. -------------------
 
 // ibv_query_device_ex: the device's limits and capabilities (the active profile's), the
@@ -160,12 +160,23 @@ int OpQueryPort(ibv_context* context, uint8_t port_num, ibv_port_attr* port_attr
   return 0;
 }
 
+// ibv_create_qp_ex with more than the PD in comp_mask (verbs.h calls ibv_create_qp for that):
+// send_ops_flags gives an extended QP, whose ibv_wr_* builders the simulator sets.
+ibv_qp* OpCreateQpEx(ibv_context* context, ibv_qp_init_attr_ex* attr) {
+  Backend* backend = TheBackend();
+  if (backend == nullptr || !IsTheContext(context)) return NullWithErrno<ibv_qp>(EINVAL);
+  ibv_qp* qp = nullptr;
+  const int err = backend->IbvCreateQpEx(context, attr, &qp);
+  return err == 0 ? qp : NullWithErrno<ibv_qp>(ToErrno(err));
+}
+
 // Before the context is first handed out (TheContext).
 void InstallExtendedOps(ibv_context* context) {
   verbs_context* vctx = verbs_get_ctx(context);
   if (vctx == nullptr) return;  // (the simulator always makes a verbs_context)
   vctx->query_device_ex = &OpQueryDeviceEx;
   vctx->query_port = &OpQueryPort;
+  vctx->create_qp_ex = &OpCreateQpEx;
 }
 
 // The QPs of rdma_create_qp, by QP (softrpma_shim_qp_made).

@@ -655,11 +655,12 @@ TEST_F(CmTest, CreateQp_NonRc_Einval_CapsAboveLimits_Einval) {
   EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EINVAL);
   attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
   EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EINVAL);
-  // The extended post API: only atomic write, and only on a device that reports it.
+  // The extended post API: the modelled ops only (qp.h), atomic write only on a device that
+  // reports it.
   attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   attr.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE;
   EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EOPNOTSUPP);
-  attr.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+  attr.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_LOCAL_INV;
   EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EOPNOTSUPP);
   EXPECT_EQ(id->qp, nullptr);
   EXPECT_EQ(backend_->RdmaDestroyId(id), 0);

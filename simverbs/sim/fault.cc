@@ -103,6 +103,8 @@ constexpr FaultPointInfo kFaultPointTable[] = {
      "ibv_post_send"},
     {FP::kIbvCreateQp, "ibv_create_qp", kFail, false,
      "create a QP without the CM (ibv_rc_pingpong, perftest); librpma never calls it"},
+    {FP::kIbvCreateQpEx, "ibv_create_qp_ex", kFail, false,
+     "create an extended QP without the CM (the ibv_wr_* post API); librpma never calls it"},
     {FP::kIbvModifyQp, "ibv_modify_qp", kFail, false,
      "move a QP of ibv_create_qp to another state (INIT, RTR, RTS...); librpma never calls it"},
     {FP::kIbvQueryQp, "ibv_query_qp", kFail, false,

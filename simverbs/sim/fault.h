@@ -81,6 +81,7 @@ enum class FaultPoint : uint8_t {
   kIbvPostRecv,
   kIbvWrComplete,
   kIbvCreateQp,
+  kIbvCreateQpEx,
   kIbvModifyQp,
   kIbvQueryQp,
   kIbvDestroyQp,

@@ -1041,6 +1041,44 @@ void CopyCommonInitAttr(const From& from, To* to) {
 
 }  // namespace
 
+namespace {
+
+// The builders of the extended post API, each with the op it adds and the send_ops_flags bit
+// that enables it: the ops ibv_post_send takes (SupportedOpcode; not the 64-bit atomics).
+struct ExtendedOp {
+  ibv_wr_opcode opcode;
+  uint64_t flag;
+};
+constexpr ExtendedOp kExtendedOps[] = {
+    {IBV_WR_RDMA_WRITE, IBV_QP_EX_WITH_RDMA_WRITE},
+    {IBV_WR_RDMA_WRITE_WITH_IMM, IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM},
+    {IBV_WR_SEND, IBV_QP_EX_WITH_SEND},
+    {IBV_WR_SEND_WITH_IMM, IBV_QP_EX_WITH_SEND_WITH_IMM},
+    {IBV_WR_RDMA_READ, IBV_QP_EX_WITH_RDMA_READ},
+    {IBV_WR_ATOMIC_WRITE, IBV_QP_EX_WITH_ATOMIC_WRITE},
+};
+
+uint64_t SendOpFlag(ibv_wr_opcode opcode) {
+  for (const ExtendedOp& op : kExtendedOps) {
+    if (op.opcode == opcode) return op.flag;
+  }
+  return 0;
+}
+
+// The send_ops_flags this device accepts: the RC ops, immediate data where the device has it,
+// atomic write where it reports the capability.
+uint64_t ModelledSendOps() {
+  uint64_t ops = 0;
+  for (const ExtendedOp& op : kExtendedOps) ops |= op.flag;
+  if (!ActiveProfile().immediate_data) {
+    ops &= ~uint64_t{IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND_WITH_IMM};
+  }
+  if (!AtomicWriteSupported()) ops &= ~uint64_t{IBV_QP_EX_WITH_ATOMIC_WRITE};
+  return ops;
+}
+
+}  // namespace
+
 int CreateQp(ibv_qp_init_attr_ex* attr_ex, const std::shared_ptr<SimLink>& join, SimQp** qp) {
   if (attr_ex == nullptr || (attr_ex->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 ||
       attr_ex->pd == nullptr) {
@@ -1052,11 +1090,7 @@ int CreateQp(ibv_qp_init_attr_ex* attr_ex, const std::shared_ptr<SimLink>& join,
   uint64_t send_ops_flags = 0;
   if ((attr_ex->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0) {
     send_ops_flags = attr_ex->send_ops_flags;
-    // Only the atomic write builder is modelled, and only a device with the capability has it.
-    if (send_ops_flags == 0 || send_ops_flags != IBV_QP_EX_WITH_ATOMIC_WRITE ||
-        !AtomicWriteSupported()) {
-      return EOPNOTSUPP;
-    }
+    if (send_ops_flags == 0 || (send_ops_flags & ~ModelledSendOps()) != 0) return EOPNOTSUPP;
   }
   SimPd* pd = to_sim(attr_ex->pd);
   ibv_qp_init_attr plain;
@@ -1342,55 +1376,147 @@ int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fa
 void WrStart(SimQp* qp) {
   qp->ex_mu.Lock();
   qp->ex_batch.clear();
+  qp->ex_sge_pool.clear();
+  qp->ex_inline_pool.clear();
   qp->ex_error = 0;
 }
 
-void WrAtomicWrite(SimQp* qp, uint32_t rkey, uint64_t remote_addr, const void* atomic_wr) {
-  if ((qp->send_ops_flags & IBV_QP_EX_WITH_ATOMIC_WRITE) == 0 || atomic_wr == nullptr) {
-    if (qp->ex_error == 0) qp->ex_error = EINVAL;
+namespace {
+
+// The first error of a batch is the one ibv_wr_complete reports.
+void FailBatch(SimQp* qp, int err) {
+  if (qp->ex_error == 0) qp->ex_error = err;
+}
+
+// The WR the setters give memory to: the last one built (nullptr, and the batch fails, when
+// none is).
+ExtendedWr* LastBuilt(SimQp* qp) {
+  if (qp->ex_batch.empty()) {
+    FailBatch(qp, EINVAL);
+    return nullptr;
+  }
+  return &qp->ex_batch.back();
+}
+
+}  // namespace
+
+void WrBuild(SimQp* qp, ibv_wr_opcode opcode, uint32_t rkey, uint64_t remote_addr,
+             uint32_t imm_data) {
+  if ((qp->send_ops_flags & SendOpFlag(opcode)) == 0) {
+    FailBatch(qp, EINVAL);
     return;
   }
   if (qp->ex_batch.size() >= qp->cap.max_send_wr) {
-    if (qp->ex_error == 0) qp->ex_error = ENOMEM;
+    FailBatch(qp, ENOMEM);
     return;
   }
   ExtendedWr wr;
   wr.wr_id = qp->qp_ex.wr_id;
   wr.wr_flags = qp->qp_ex.wr_flags;
+  wr.opcode = opcode;
   wr.rkey = rkey;
   wr.remote_addr = remote_addr;
-  std::memcpy(&wr.value, atomic_wr, sizeof(wr.value));
+  wr.imm_data = imm_data;
   qp->ex_batch.push_back(wr);
 }
+
+void WrAtomicWrite(SimQp* qp, uint32_t rkey, uint64_t remote_addr, const void* atomic_wr) {
+  if (atomic_wr == nullptr) {
+    FailBatch(qp, EINVAL);
+    return;
+  }
+  const size_t built = qp->ex_batch.size();
+  WrBuild(qp, IBV_WR_ATOMIC_WRITE, rkey, remote_addr);
+  if (qp->ex_batch.size() == built) return;  // refused
+  const ibv_data_buf value = {const_cast<void*>(atomic_wr), sizeof(uint64_t)};
+  WrSetInlineDataList(qp, 1, &value);  // its 8 bytes travel in the WQE
+}
+
+void WrSetSgeList(SimQp* qp, size_t num_sge, const ibv_sge* sg_list) {
+  ExtendedWr* wr = LastBuilt(qp);
+  if (wr == nullptr) return;
+  if (wr->opcode == IBV_WR_ATOMIC_WRITE || (num_sge > 0 && sg_list == nullptr) ||
+      num_sge > qp->cap.max_send_sge) {
+    FailBatch(qp, EINVAL);
+    return;
+  }
+  wr->is_inline = false;
+  wr->first_sge = qp->ex_sge_pool.size();
+  wr->num_sge = static_cast<int>(num_sge);
+  qp->ex_sge_pool.insert(qp->ex_sge_pool.end(), sg_list, sg_list + num_sge);
+}
+
+void WrSetInlineDataList(SimQp* qp, size_t num_buf, const ibv_data_buf* buf_list) {
+  ExtendedWr* wr = LastBuilt(qp);
+  if (wr == nullptr) return;
+  if (num_buf > 0 && buf_list == nullptr) {
+    FailBatch(qp, EINVAL);
+    return;
+  }
+  size_t total = 0;
+  for (size_t i = 0; i < num_buf; ++i) total += buf_list[i].length;
+  // (The atomic write's 8 bytes do not count against max_inline_data; ibv_post_send checks
+  // the rest when the batch is posted.)
+  if (wr->opcode != IBV_WR_ATOMIC_WRITE && total > qp->cap.max_inline_data) {
+    FailBatch(qp, EINVAL);
+    return;
+  }
+  wr->is_inline = true;
+  wr->num_sge = 0;
+  wr->first_inline = qp->ex_inline_pool.size();
+  wr->inline_length = total;
+  for (size_t i = 0; i < num_buf; ++i) {
+    const auto* bytes = static_cast<const uint8_t*>(buf_list[i].addr);
+    qp->ex_inline_pool.insert(qp->ex_inline_pool.end(), bytes, bytes + buf_list[i].length);
+  }
+}
+
+void WrUnsupported(SimQp* qp) { FailBatch(qp, EINVAL); }
+
+namespace {
+
+// The batch's WR `built` as ibv_post_send takes it; `inline_sge` is its one SGE when it is
+// inline.
+void ToSendWr(SimQp* qp, const ExtendedWr& built, ibv_sge* inline_sge, ibv_send_wr* wr) {
+  std::memset(wr, 0, sizeof(*wr));
+  wr->wr_id = built.wr_id;
+  wr->opcode = built.opcode;
+  wr->send_flags = built.wr_flags;
+  wr->imm_data = built.imm_data;
+  if (built.is_inline) {
+    inline_sge->addr = reinterpret_cast<uint64_t>(qp->ex_inline_pool.data() + built.first_inline);
+    inline_sge->length = static_cast<uint32_t>(built.inline_length);
+    inline_sge->lkey = 0;
+    wr->sg_list = inline_sge;
+    wr->num_sge = built.inline_length > 0 ? 1 : 0;
+    wr->send_flags |= IBV_SEND_INLINE;
+  } else {
+    wr->sg_list = built.num_sge > 0 ? qp->ex_sge_pool.data() + built.first_sge : nullptr;
+    wr->num_sge = built.num_sge;
+  }
+  wr->wr.rdma.remote_addr = built.remote_addr;
+  wr->wr.rdma.rkey = built.rkey;
+}
+
+}  // namespace
 
 int WrComplete(SimQp* qp, const WrFault& fault) {
   int err = qp->ex_error;
   if (err == 0 && !qp->ex_batch.empty()) {
-    // The batch as the WR list ibv_post_send would take.
     std::vector<ibv_sge>& sges = qp->ex_sges;
     std::vector<ibv_send_wr>& wrs = qp->ex_wrs;
     sges.resize(qp->ex_batch.size());
     wrs.resize(qp->ex_batch.size());
     for (size_t i = 0; i < qp->ex_batch.size(); ++i) {
-      ExtendedWr& built = qp->ex_batch[i];
-      sges[i].addr = reinterpret_cast<uint64_t>(&built.value);
-      sges[i].length = sizeof(built.value);
-      sges[i].lkey = 0;
-      ibv_send_wr& wr = wrs[i];
-      std::memset(&wr, 0, sizeof(wr));
-      wr.wr_id = built.wr_id;
-      wr.next = i + 1 < wrs.size() ? &wrs[i + 1] : nullptr;
-      wr.sg_list = &sges[i];
-      wr.num_sge = 1;
-      wr.opcode = IBV_WR_ATOMIC_WRITE;
-      wr.send_flags = static_cast<unsigned int>(built.wr_flags) | IBV_SEND_INLINE;
-      wr.wr.rdma.remote_addr = built.remote_addr;
-      wr.wr.rdma.rkey = built.rkey;
+      ToSendWr(qp, qp->ex_batch[i], &sges[i], &wrs[i]);
+      wrs[i].next = i + 1 < wrs.size() ? &wrs[i + 1] : nullptr;
     }
     ibv_send_wr* bad_wr = nullptr;
     err = PostSendWrs(qp, wrs.data(), &bad_wr, fault, /*extended=*/true);
   }
   qp->ex_batch.clear();
+  qp->ex_sge_pool.clear();
+  qp->ex_inline_pool.clear();
   qp->ex_error = 0;
   qp->ex_mu.Unlock();
   return err;
@@ -1398,6 +1524,8 @@ int WrComplete(SimQp* qp, const WrFault& fault) {
 
 void WrAbort(SimQp* qp) {
   qp->ex_batch.clear();
+  qp->ex_sge_pool.clear();
+  qp->ex_inline_pool.clear();
   qp->ex_error = 0;
   qp->ex_mu.Unlock();
 }
@@ -1976,8 +2104,8 @@ int BindLocal(SimQp* qp, const ibv_qp_attr& attr, int mask) ABSL_NO_THREAD_SAFET
 
 }  // namespace
 
-int CreateVerbsQp(SimPd* pd, ibv_qp_init_attr* attr, SimQp** qp) {
-  if (pd == nullptr || attr == nullptr || qp == nullptr) return EINVAL;
+int CreateVerbsQp(ibv_qp_init_attr_ex* attr, SimQp** qp) {
+  if (attr == nullptr || qp == nullptr) return EINVAL;
   switch (attr->qp_type) {
     case IBV_QPT_RC:
       break;
@@ -1992,16 +2120,11 @@ int CreateVerbsQp(SimPd* pd, ibv_qp_init_attr* attr, SimQp** qp) {
       return EINVAL;
   }
   if (int err = EnsureListening(); err != 0) return err;
-  ibv_qp_init_attr_ex ex;
-  std::memset(&ex, 0, sizeof(ex));
-  CopyCommonInitAttr(*attr, &ex);
-  ex.comp_mask = IBV_QP_INIT_ATTR_PD;
-  ex.pd = &pd->pd;
   SimQp* made = nullptr;
-  if (int err = CreateQp(&ex, nullptr, &made); err != 0) return err;
-  attr->cap = ex.cap;
+  if (int err = CreateQp(attr, nullptr, &made); err != 0) return err;
   made->verbs = true;
-  made->verbs_init = *attr;
+  std::memset(&made->verbs_init, 0, sizeof(made->verbs_init));
+  CopyCommonInitAttr(*attr, &made->verbs_init);  // with the granted caps
   {
     softrpma::MutexLock lock(&made->link->mu);
     std::memset(&made->verbs_attr, 0, sizeof(made->verbs_attr));
@@ -2014,6 +2137,18 @@ int CreateVerbsQp(SimPd* pd, ibv_qp_init_attr* attr, SimQp** qp) {
   }
   *qp = made;
   return 0;
+}
+
+int CreateVerbsQp(SimPd* pd, ibv_qp_init_attr* attr, SimQp** qp) {
+  if (pd == nullptr || attr == nullptr) return EINVAL;
+  ibv_qp_init_attr_ex ex;
+  std::memset(&ex, 0, sizeof(ex));
+  CopyCommonInitAttr(*attr, &ex);
+  ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+  ex.pd = &pd->pd;
+  const int err = CreateVerbsQp(&ex, qp);
+  if (err == 0) attr->cap = ex.cap;
+  return err;
 }
 
 int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask) {

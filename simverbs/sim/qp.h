@@ -67,8 +67,17 @@
 //     aligned remote address (REMOTE_WRITE access) with one atomic 8-byte store, so a
 //     concurrent reader of that word sees the old or the new value, never a mix. A misaligned
 //     remote address gives IBV_WC_REM_INV_REQ_ERR. Completion opcode IBV_WC_ATOMIC_WRITE,
-//     byte_len 8. The other ibv_wr_* builders are not modelled (send_ops_flags naming them:
-//     EOPNOTSUPP at creation).
+//     byte_len 8.
+//   * The extended post API has the builders of the ops modelled: ibv_wr_rdma_write(_imm),
+//     ibv_wr_send(_imm), ibv_wr_rdma_read and ibv_wr_atomic_write, with ibv_wr_set_sge(_list)
+//     and ibv_wr_set_inline_data(_list) (copied at the call). The 64-bit atomics
+//     (compare-and-swap, fetch-and-add) are not modelled, here or in ibv_post_send (EINVAL).
+//     A batch is posted by ibv_wr_complete as the same WRs through ibv_post_send would be,
+//     and fails as a whole on the first bad builder (one not in the QP's send_ops_flags, a
+//     setter with no WR to set, more WRs than the send queue holds).
+//     send_ops_flags naming other ops (64-bit atomics, memory windows, invalidate, TSO), or the
+//     *_WITH_IMM ones on a device without immediate data, are EOPNOTSUPP at creation; their
+//     builders, which a provider leaves NULL, fail the batch (EINVAL) instead of crashing.
 //   * An RDMA WRITE of exactly 8 bytes to an 8-byte aligned address is one atomic store too, as
 //     one PCIe write of a real NIC is: that is the atomic write librpma emulates (IBV_SEND_INLINE
 //     | IBV_SEND_FENCE) where the device has no native one. IBV_SEND_FENCE needs no action:
@@ -174,13 +183,22 @@ struct SendWqe {
   std::vector<uint8_t> posted_bytes;
 };
 
-// A WR built by an ibv_wr_* call of the extended post API, waiting for ibv_wr_complete.
+// A WR built by an ibv_wr_* call of the extended post API, waiting for ibv_wr_complete. Its
+// local memory is `num_sge` SGEs from SimQp::ex_sge_pool[first_sge] (ibv_wr_set_sge*), or
+// `inline_length` bytes copied to SimQp::ex_inline_pool[first_inline] (ibv_wr_set_inline_data*
+// and the atomic write's 8 bytes), as the WQE a provider writes at once.
 struct ExtendedWr {
   uint64_t wr_id = 0;
   unsigned int wr_flags = 0;
+  ibv_wr_opcode opcode = IBV_WR_RDMA_WRITE;
   uint32_t rkey = 0;
   uint64_t remote_addr = 0;
-  uint64_t value = 0;  // the atomic write's 8 bytes, copied when the WR was built
+  uint32_t imm_data = 0;  // network order, as the builder takes it
+  size_t first_sge = 0;
+  int num_sge = 0;
+  bool is_inline = false;
+  size_t first_inline = 0;
+  size_t inline_length = 0;
 };
 
 // A posted receive WR.
@@ -311,6 +329,8 @@ struct SimQp final {
   uint64_t send_ops_flags = 0;
   softrpma::Mutex ex_mu;
   std::vector<ExtendedWr> ex_batch;
+  std::vector<ibv_sge> ex_sge_pool;       // the SGEs the batch's setters gave
+  std::vector<uint8_t> ex_inline_pool;    // the inline bytes the batch's setters copied
   // The batch as the WR list ibv_post_send takes (kept: no allocation after the first batch).
   std::vector<ibv_sge> ex_sges;
   std::vector<ibv_send_wr> ex_wrs;
@@ -371,9 +391,12 @@ void SetQpError(SimQp* qp);
 // which the requester reports after the retry timeout. A dgid nobody listens at: the WRs
 // complete IBV_WC_RETRY_EXC_ERR the same way.
 
-// ibv_create_qp(pd, attr). Errors: EOPNOTSUPP (a QP type the simulator has not: UC, UD,
-// raw packet, XRC), EINVAL (unknown type, no CQ, caps above the limits), ENOMEM, and the
-// errors of listening on the process's endpoint.
+// ibv_create_qp_ex(context, attr) (ibv_create_qp: comp_mask IBV_QP_INIT_ATTR_PD alone).
+// Errors: EOPNOTSUPP (a QP type the simulator has not: UC, UD, raw packet, XRC; send_ops_flags
+// it does not model), EINVAL (unknown type, no CQ, caps above the limits, other comp_mask
+// bits), ENOMEM, and the errors of listening on the process's endpoint.
+int CreateVerbsQp(ibv_qp_init_attr_ex* attr, SimQp** qp);
+// ibv_create_qp(pd, attr): the above with the PD alone; the granted caps into attr->cap.
 int CreateVerbsQp(SimPd* pd, ibv_qp_init_attr* attr, SimQp** qp);
 // ibv_modify_qp(qp, attr, attr_mask). Errors: EINVAL (a transition or mask the table above
 // refuses, a bad attribute value, a QP of rdma_create_qp moved anywhere but ERR).
@@ -450,8 +473,18 @@ int PostSrqRecv(SimSrq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 // the whole batch with EINVAL / ENOMEM.
 // REQUIRES: WrStart before the builders and WrComplete, from the thread that started it.
 void WrStart(SimQp* qp) ABSL_EXCLUSIVE_LOCK_FUNCTION(qp->ex_mu);
+// Adds a WR of `opcode` (the fields its builder takes; the rest 0).
+void WrBuild(SimQp* qp, ibv_wr_opcode opcode, uint32_t rkey, uint64_t remote_addr,
+             uint32_t imm_data = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->ex_mu);
 void WrAtomicWrite(SimQp* qp, uint32_t rkey, uint64_t remote_addr, const void* atomic_wr)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->ex_mu);
+// The local memory of the last WR built: SGEs, or inline data copied now.
+void WrSetSgeList(SimQp* qp, size_t num_sge, const ibv_sge* sg_list)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->ex_mu);
+void WrSetInlineDataList(SimQp* qp, size_t num_buf, const ibv_data_buf* buf_list)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->ex_mu);
+// A builder or setter the simulator does not model: the batch fails (EINVAL).
+void WrUnsupported(SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->ex_mu);
 int WrComplete(SimQp* qp, const WrFault& fault = WrFault()) ABSL_UNLOCK_FUNCTION(qp->ex_mu);
 // Ends the batch without posting it (ibv_wr_abort).
 void WrAbort(SimQp* qp) ABSL_UNLOCK_FUNCTION(qp->ex_mu);

@@ -233,6 +233,20 @@ class SimBackend final : public Backend {
     return 0;
   }
 
+  int IbvCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr, ibv_qp** qp) override {
+    if (int err = Injected(FaultPoint::kIbvCreateQpEx); err != 0) return err;
+    if (!IsOurs(ctx) || attr == nullptr || qp == nullptr) return EINVAL;
+    if ((attr->comp_mask & IBV_QP_INIT_ATTR_PD) != 0 && attr->pd != nullptr &&
+        attr->pd->context != ctx) {
+      return EINVAL;
+    }
+    SimQp* made = nullptr;
+    if (int err = CreateVerbsQp(attr, &made); err != 0) return err;
+    if (made->send_ops_flags != 0) InstallQpExOps(&made->qp_ex);
+    *qp = &made->qp;
+    return 0;
+  }
+
   int IbvModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) override {
     if (int err = Injected(FaultPoint::kIbvModifyQp); err != 0) return err;
     if (qp == nullptr || attr == nullptr) return EINVAL;
@@ -557,8 +571,10 @@ int OpPostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   return g_backend.load(std::memory_order_acquire)->IbvPostSrqRecv(srq, wr, bad_wr);
 }
 
-// ibv_qp_ex entries of an extended QP (the inline ibv_wr_* verbs), the same way; only the
-// builders the simulator models are set.
+// ibv_qp_ex entries of an extended QP (the inline ibv_wr_* verbs). The batch's post goes
+// through the backend (its fault point, ibv_wr_complete); the builders and setters, which a
+// provider runs without a syscall or a check, go to the QP directly. Every entry is set: one
+// the simulator does not model fails the batch where a provider's NULL would crash.
 void OpWrStart(ibv_qp_ex* qpx) { g_backend.load(std::memory_order_acquire)->IbvWrStart(qpx); }
 int OpWrComplete(ibv_qp_ex* qpx) {
   return g_backend.load(std::memory_order_acquire)->IbvWrComplete(qpx);
@@ -567,12 +583,71 @@ void OpWrAbort(ibv_qp_ex* qpx) { WrAbort(to_sim(qpx)); }
 void OpWrAtomicWrite(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr, const void* atomic_wr) {
   g_backend.load(std::memory_order_acquire)->IbvWrAtomicWrite(qpx, rkey, remote_addr, atomic_wr);
 }
+void OpWrRdmaWrite(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr) {
+  WrBuild(to_sim(qpx), IBV_WR_RDMA_WRITE, rkey, remote_addr);
+}
+void OpWrRdmaWriteImm(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr, __be32 imm_data) {
+  WrBuild(to_sim(qpx), IBV_WR_RDMA_WRITE_WITH_IMM, rkey, remote_addr, imm_data);
+}
+void OpWrSend(ibv_qp_ex* qpx) { WrBuild(to_sim(qpx), IBV_WR_SEND, 0, 0); }
+void OpWrSendImm(ibv_qp_ex* qpx, __be32 imm_data) {
+  WrBuild(to_sim(qpx), IBV_WR_SEND_WITH_IMM, 0, 0, imm_data);
+}
+void OpWrRdmaRead(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr) {
+  WrBuild(to_sim(qpx), IBV_WR_RDMA_READ, rkey, remote_addr);
+}
+void OpWrSetSge(ibv_qp_ex* qpx, uint32_t lkey, uint64_t addr, uint32_t length) {
+  const ibv_sge sge = {addr, length, lkey};
+  WrSetSgeList(to_sim(qpx), 1, &sge);
+}
+void OpWrSetSgeList(ibv_qp_ex* qpx, size_t num_sge, const ibv_sge* sg_list) {
+  WrSetSgeList(to_sim(qpx), num_sge, sg_list);
+}
+void OpWrSetInlineData(ibv_qp_ex* qpx, void* addr, size_t length) {
+  const ibv_data_buf buf = {addr, length};
+  WrSetInlineDataList(to_sim(qpx), 1, &buf);
+}
+void OpWrSetInlineDataList(ibv_qp_ex* qpx, size_t num_buf, const ibv_data_buf* buf_list) {
+  WrSetInlineDataList(to_sim(qpx), num_buf, buf_list);
+}
+// Not modelled (64-bit atomics, memory windows, invalidation, TSO, UD, XRC).
+void OpWrAtomicCmpSwp(ibv_qp_ex* qpx, uint32_t, uint64_t, uint64_t, uint64_t) {
+  WrUnsupported(to_sim(qpx));
+}
+void OpWrAtomicFetchAdd(ibv_qp_ex* qpx, uint32_t, uint64_t, uint64_t) {
+  WrUnsupported(to_sim(qpx));
+}
+void OpWrBindMw(ibv_qp_ex* qpx, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
+  WrUnsupported(to_sim(qpx));
+}
+void OpWrLocalInv(ibv_qp_ex* qpx, uint32_t) { WrUnsupported(to_sim(qpx)); }
+void OpWrSendInv(ibv_qp_ex* qpx, uint32_t) { WrUnsupported(to_sim(qpx)); }
+void OpWrSendTso(ibv_qp_ex* qpx, void*, uint16_t, uint16_t) { WrUnsupported(to_sim(qpx)); }
+void OpWrSetUdAddr(ibv_qp_ex* qpx, ibv_ah*, uint32_t, uint32_t) { WrUnsupported(to_sim(qpx)); }
+void OpWrSetXrcSrqn(ibv_qp_ex* qpx, uint32_t) { WrUnsupported(to_sim(qpx)); }
 
 void InstallQpExOps(ibv_qp_ex* qpx) {
   qpx->wr_start = &OpWrStart;
   qpx->wr_complete = &OpWrComplete;
   qpx->wr_abort = &OpWrAbort;
   qpx->wr_atomic_write = &OpWrAtomicWrite;
+  qpx->wr_rdma_write = &OpWrRdmaWrite;
+  qpx->wr_rdma_write_imm = &OpWrRdmaWriteImm;
+  qpx->wr_send = &OpWrSend;
+  qpx->wr_send_imm = &OpWrSendImm;
+  qpx->wr_rdma_read = &OpWrRdmaRead;
+  qpx->wr_atomic_cmp_swp = &OpWrAtomicCmpSwp;
+  qpx->wr_atomic_fetch_add = &OpWrAtomicFetchAdd;
+  qpx->wr_set_sge = &OpWrSetSge;
+  qpx->wr_set_sge_list = &OpWrSetSgeList;
+  qpx->wr_set_inline_data = &OpWrSetInlineData;
+  qpx->wr_set_inline_data_list = &OpWrSetInlineDataList;
+  qpx->wr_bind_mw = &OpWrBindMw;
+  qpx->wr_local_inv = &OpWrLocalInv;
+  qpx->wr_send_inv = &OpWrSendInv;
+  qpx->wr_send_tso = &OpWrSendTso;
+  qpx->wr_set_ud_addr = &OpWrSetUdAddr;
+  qpx->wr_set_xrc_srqn = &OpWrSetXrcSrqn;
 }
 
 void SimBackend::InstallContextOps() {

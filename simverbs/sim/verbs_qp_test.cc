@@ -2,11 +2,13 @@
 // ibv_create_qp"): the state machine and its attribute masks, the binding at RTR, the data
 // moving, and traffic toward a QP that is not there.
 
+#include <endian.h>
 #include <infiniband/verbs.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -18,6 +20,8 @@
 #include "simverbs/mutex.h"
 #include "simverbs/sim/fabric/host.h"
 #include "simverbs/sim/fabric/wire.h"
+#include "simverbs/sim/device.h"
+#include "simverbs/sim/device_profile.h"
 #include "simverbs/sim/qp.h"
 #include "simverbs/sim/sim_backend.h"
 #include "simverbs/sim/test_util.h"
@@ -483,6 +487,210 @@ TEST_F(VerbsQpTest, GidIsThisProcesssLoopbackAddress) {
   EXPECT_EQ(gid.raw[12], 127);
   const uint32_t pid = (uint32_t{gid.raw[13]} << 16) | (uint32_t{gid.raw[14]} << 8) | gid.raw[15];
   EXPECT_EQ(pid, static_cast<uint32_t>(getpid()) & 0xffffff);
+}
+
+
+// ---- The extended post API on QPs of ibv_create_qp_ex (qp.h, "The extended post API") --------
+
+constexpr uint64_t kRcOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                            IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+                            IBV_QP_EX_WITH_RDMA_READ;
+
+class ExtendedPostTest : public VerbsQpTest {
+ protected:
+  // Both QPs again, as extended QPs with `send_ops_flags`, connected.
+  void Remake(uint64_t send_ops_flags) {
+    for (Side* side : {&a_, &b_}) {
+      ASSERT_EQ(backend_->IbvDestroyQp(side->qp), 0);
+      side->qp = nullptr;
+      int err = 0;
+      side->qp = MakeQpEx(side, send_ops_flags, IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+                          &err);
+      ASSERT_NE(side->qp, nullptr) << err;
+    }
+    ConnectPair();
+    ASSERT_EQ(backend_->IbvQpToQpEx(a_.qp, &qpx_), 0);
+    ASSERT_NE(qpx_, nullptr);
+  }
+
+  ibv_qp* MakeQpEx(Side* side, uint64_t send_ops_flags, uint32_t comp_mask, int* err) {
+    ibv_qp_init_attr_ex attr;
+    std::memset(&attr, 0, sizeof(attr));
+    attr.send_cq = side->cq;
+    attr.recv_cq = side->cq;
+    attr.cap.max_send_wr = 16;
+    attr.cap.max_recv_wr = 16;
+    attr.cap.max_send_sge = 2;
+    attr.cap.max_recv_sge = 1;
+    attr.cap.max_inline_data = 64;
+    attr.qp_type = IBV_QPT_RC;
+    attr.comp_mask = comp_mask;
+    attr.pd = side->pd;
+    attr.send_ops_flags = send_ops_flags;
+    ibv_qp* qp = nullptr;
+    *err = backend_->IbvCreateQpEx(SimContext(), &attr, &qp);
+    return *err == 0 ? qp : nullptr;
+  }
+
+  void NextWr(uint64_t wr_id) {
+    qpx_->wr_id = wr_id;
+    qpx_->wr_flags = IBV_SEND_SIGNALED;
+  }
+
+  ibv_qp_ex* qpx_ = nullptr;
+};
+
+TEST_F(ExtendedPostTest, EveryBuilderMovesDataAsIbvPostSendWould) {
+  Remake(kRcOps);
+  TestBuffer a_buf(backend_, a_.pd, 128, kRemoteAccess);
+  TestBuffer b_buf(backend_, b_.pd, 128, kRemoteAccess);
+  std::memcpy(a_buf.data(), "two ", 4);
+  std::memcpy(a_buf.data() + 8, "sges", 5);
+  std::memcpy(b_buf.data() + 64, "read from b", 12);
+  ibv_sge recv1 = b_buf.Sge(32, 16);
+  ibv_sge recv2 = b_buf.Sge(48, 16);
+  ASSERT_EQ(PostRecvBuf(backend_, b_.qp, 100, &recv1, 1), 0);
+  ASSERT_EQ(PostRecvBuf(backend_, b_.qp, 101, &recv2, 1), 0);
+
+  ibv_wr_start(qpx_);
+  NextWr(1);  // RDMA WRITE of two SGEs
+  ibv_wr_rdma_write(qpx_, b_buf.mr()->rkey, b_buf.addr(0));
+  const ibv_sge two[2] = {a_buf.Sge(0, 4), a_buf.Sge(8, 5)};
+  ibv_wr_set_sge_list(qpx_, 2, two);
+  NextWr(2);  // RDMA WRITE with immediate data, inline: consumes recv 100
+  ibv_wr_rdma_write_imm(qpx_, b_buf.mr()->rkey, b_buf.addr(16), htobe32(0x1234));
+  char imm_text[] = "imm";
+  ibv_wr_set_inline_data(qpx_, imm_text, sizeof(imm_text));
+  NextWr(3);  // SEND with immediate data: recv 101
+  ibv_wr_send_imm(qpx_, htobe32(0x5678));
+  ibv_wr_set_sge(qpx_, a_buf.mr()->lkey, a_buf.addr(0), 4);
+  NextWr(4);  // RDMA READ
+  ibv_wr_rdma_read(qpx_, b_buf.mr()->rkey, b_buf.addr(64));
+  ibv_wr_set_sge(qpx_, a_buf.mr()->lkey, a_buf.addr(64), 12);
+  ASSERT_EQ(ibv_wr_complete(qpx_), 0);
+
+  std::vector<ibv_wc> sent = PollN(backend_, a_.cq, 4);
+  ASSERT_EQ(sent.size(), 4u);
+  const ibv_wc_opcode expected[] = {IBV_WC_RDMA_WRITE, IBV_WC_RDMA_WRITE, IBV_WC_SEND,
+                                    IBV_WC_RDMA_READ};
+  for (size_t i = 0; i < sent.size(); ++i) {
+    EXPECT_EQ(sent[i].status, IBV_WC_SUCCESS) << i;
+    EXPECT_EQ(sent[i].wr_id, i + 1);
+    EXPECT_EQ(sent[i].opcode, expected[i]) << i;
+  }
+  EXPECT_EQ(std::memcmp(b_buf.data(), "two sges", 9), 0);
+  EXPECT_STREQ(reinterpret_cast<char*>(b_buf.data() + 16), "imm");
+  EXPECT_STREQ(reinterpret_cast<char*>(a_buf.data() + 64), "read from b");
+
+  std::vector<ibv_wc> got = PollN(backend_, b_.cq, 2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].wr_id, 100u);
+  EXPECT_EQ(got[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_EQ(got[0].imm_data, htobe32(0x1234));
+  EXPECT_NE(got[0].wc_flags & IBV_WC_WITH_IMM, 0u);
+  EXPECT_EQ(got[1].wr_id, 101u);
+  EXPECT_EQ(got[1].opcode, IBV_WC_RECV);
+  EXPECT_EQ(got[1].byte_len, 4u);
+  EXPECT_EQ(got[1].imm_data, htobe32(0x5678));
+  EXPECT_EQ(std::memcmp(b_buf.data() + 48, "two ", 4), 0);
+}
+
+TEST_F(ExtendedPostTest, InlineDataIsCopiedWhenItIsSet) {
+  Remake(IBV_QP_EX_WITH_RDMA_WRITE);
+  TestBuffer b_buf(backend_, b_.pd, 64, kRemoteAccess);
+  char text[] = "as set";
+  ibv_wr_start(qpx_);
+  NextWr(1);
+  ibv_wr_rdma_write(qpx_, b_buf.mr()->rkey, b_buf.addr(0));
+  ibv_wr_set_inline_data(qpx_, text, sizeof(text));
+  std::memcpy(text, "later", 6);  // before the batch is posted
+  ASSERT_EQ(ibv_wr_complete(qpx_), 0);
+  EXPECT_THAT(PollN(backend_, a_.cq, 1), ElementsAre(Field(&ibv_wc::status, IBV_WC_SUCCESS)));
+  EXPECT_STREQ(reinterpret_cast<char*>(b_buf.data()), "as set");
+}
+
+TEST_F(ExtendedPostTest, ABadBuilderFailsTheWholeBatchAndPostsNothing) {
+  Remake(IBV_QP_EX_WITH_RDMA_WRITE);
+  TestBuffer a_buf(backend_, a_.pd, 64, kRemoteAccess);
+  TestBuffer b_buf(backend_, b_.pd, 64, kRemoteAccess);
+  std::memcpy(a_buf.data(), "data", 5);
+  auto write_then = [&](const std::function<void()>& bad) {
+    ibv_wr_start(qpx_);
+    NextWr(1);
+    ibv_wr_rdma_write(qpx_, b_buf.mr()->rkey, b_buf.addr(0));
+    ibv_wr_set_sge(qpx_, a_buf.mr()->lkey, a_buf.addr(0), 5);
+    bad();
+    return ibv_wr_complete(qpx_);
+  };
+  // An op not in send_ops_flags; a builder the simulator does not model (a provider's NULL);
+  // more SGEs than the QP has; inline data beyond max_inline_data.
+  EXPECT_EQ(write_then([&] { ibv_wr_send(qpx_); }), EINVAL);
+  EXPECT_EQ(write_then([&] { ibv_wr_local_inv(qpx_, 1); }), EINVAL);
+  EXPECT_EQ(write_then([&] { ibv_wr_atomic_fetch_add(qpx_, b_buf.mr()->rkey, b_buf.addr(8), 1); }),
+            EINVAL);
+  const ibv_sge three[3] = {a_buf.Sge(0, 1), a_buf.Sge(1, 1), a_buf.Sge(2, 1)};
+  EXPECT_EQ(write_then([&] { ibv_wr_set_sge_list(qpx_, 3, three); }), EINVAL);
+  std::vector<char> big(4096, 'x');
+  EXPECT_EQ(write_then([&] { ibv_wr_set_inline_data(qpx_, big.data(), big.size()); }), EINVAL);
+  // A setter before any builder.
+  ibv_wr_start(qpx_);
+  ibv_wr_set_sge(qpx_, a_buf.mr()->lkey, a_buf.addr(0), 5);
+  EXPECT_EQ(ibv_wr_complete(qpx_), EINVAL);
+  // Nothing of those batches was posted; an aborted one neither.
+  ibv_wr_start(qpx_);
+  NextWr(9);
+  ibv_wr_rdma_write(qpx_, b_buf.mr()->rkey, b_buf.addr(0));
+  ibv_wr_set_sge(qpx_, a_buf.mr()->lkey, a_buf.addr(0), 5);
+  ibv_wr_abort(qpx_);
+  ExecutePosted(backend_, a_.cq);
+  int polled = -1;
+  ibv_wc wc;
+  EXPECT_EQ(backend_->IbvPollCq(a_.cq, 1, &wc, &polled), 0);
+  EXPECT_EQ(polled, 0);
+  EXPECT_EQ(b_buf.data()[0], 0);
+  // The QP still posts.
+  EXPECT_EQ(write_then([] {}), 0);
+  EXPECT_THAT(PollN(backend_, a_.cq, 1), ElementsAre(Field(&ibv_wc::wr_id, 1u)));
+  EXPECT_STREQ(reinterpret_cast<char*>(b_buf.data()), "data");
+}
+
+TEST_F(ExtendedPostTest, CreationRefusesWhatIsNotModelled) {
+  int err = 0;
+  for (uint64_t other : {IBV_QP_EX_WITH_LOCAL_INV, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
+                         IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD}) {
+    EXPECT_EQ(MakeQpEx(&a_, other | IBV_QP_EX_WITH_SEND,
+                       IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, &err),
+              nullptr);
+    EXPECT_EQ(err, EOPNOTSUPP) << other;
+  }
+  EXPECT_EQ(MakeQpEx(&a_, 0, IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, &err),
+            nullptr);
+  EXPECT_EQ(err, EOPNOTSUPP);
+  EXPECT_EQ(MakeQpEx(&a_, 0, IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS, &err), nullptr);
+  EXPECT_EQ(err, EINVAL);
+  EXPECT_EQ(MakeQpEx(&a_, 0, 0, &err), nullptr);  // no PD
+  EXPECT_EQ(err, EINVAL);
+  SetAtomicWriteSupported(false);
+  EXPECT_EQ(MakeQpEx(&a_, IBV_QP_EX_WITH_ATOMIC_WRITE,
+                     IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, &err),
+            nullptr);
+  EXPECT_EQ(err, EOPNOTSUPP);
+  ResetDeviceOverrides();
+  // siw has no immediate data: its builders are not offered.
+  absl::StatusOr<const DeviceProfile*> siw = FindDeviceProfile("siw");
+  ASSERT_TRUE(siw.ok());
+  SetActiveProfile(**siw);
+  EXPECT_EQ(MakeQpEx(&a_, IBV_QP_EX_WITH_SEND_WITH_IMM,
+                     IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, &err),
+            nullptr);
+  EXPECT_EQ(err, EOPNOTSUPP);
+  ibv_qp* plain = MakeQpEx(&a_, IBV_QP_EX_WITH_SEND,
+                           IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, &err);
+  EXPECT_NE(plain, nullptr) << err;
+  if (plain != nullptr) {
+    EXPECT_EQ(backend_->IbvDestroyQp(plain), 0);
+  }
+  SetActiveProfile(DeviceProfiles()[0]);
 }
 
 }  // namespace

@@ -108,6 +108,9 @@ int CmEventInjector::IbvPostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr**
 int CmEventInjector::IbvCreateQp(ibv_pd* pd, ibv_qp_init_attr* attr, ibv_qp** qp) {
   return sim_->IbvCreateQp(pd, attr, qp);
 }
+int CmEventInjector::IbvCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr, ibv_qp** qp) {
+  return sim_->IbvCreateQpEx(ctx, attr, qp);
+}
 int CmEventInjector::IbvModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   return sim_->IbvModifyQp(qp, attr, attr_mask);
 }

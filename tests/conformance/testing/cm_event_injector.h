@@ -73,6 +73,7 @@ class CmEventInjector final : public Backend {
   int IbvDestroySrq(ibv_srq* srq) override;
   int IbvPostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) override;
   int IbvCreateQp(ibv_pd* pd, ibv_qp_init_attr* attr, ibv_qp** qp) override;
+  int IbvCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr, ibv_qp** qp) override;
   int IbvModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) override;
   int IbvQueryQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
                  ibv_qp_init_attr* init_attr) override;
