@@ -226,15 +226,21 @@ static void Devices(void) {
   CHECK(ibv_is_fork_initialized() == IBV_FORK_UNNEEDED);
 }
 
-/* The extended ops of the context's verbs_context: query_device_ex and query_port answer, every
- * other inline extended verb fails by itself as on a provider without the op. */
-static void ExtendedOps(void) {
+/* The one device, opened (NULL, counted as a failure, when it cannot be). */
+static struct ibv_context* OpenTheDevice(void) {
   struct ibv_device** list = ibv_get_device_list(NULL);
   CHECK(list != NULL);
-  if (list == NULL) return;
+  if (list == NULL) return NULL;
   struct ibv_context* ctx = ibv_open_device(list[0]);
   ibv_free_device_list(list);
   CHECK(ctx != NULL);
+  return ctx;
+}
+
+/* The extended ops of the context's verbs_context: query_device_ex and query_port answer, every
+ * other inline extended verb fails by itself as on a provider without the op. */
+static void ExtendedOps(void) {
+  struct ibv_context* ctx = OpenTheDevice();
   if (ctx == NULL) return;
 
   /* A verbs_context is around the context, as rdma-core's verbs_init_context makes it. */
@@ -301,12 +307,7 @@ static void ExtendedOps(void) {
 /* The extended post API: a QP of ibv_create_qp_ex with send_ops_flags, connected to itself
  * out of band, writes through ibv_wr_rdma_write and sends through ibv_wr_send. */
 static void ExtendedPost(void) {
-  struct ibv_device** list = ibv_get_device_list(NULL);
-  CHECK(list != NULL);
-  if (list == NULL) return;
-  struct ibv_context* ctx = ibv_open_device(list[0]);
-  ibv_free_device_list(list);
-  CHECK(ctx != NULL);
+  struct ibv_context* ctx = OpenTheDevice();
   if (ctx == NULL) return;
   struct ibv_pd* pd = ibv_alloc_pd(ctx);
   struct ibv_cq* cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);

@@ -108,6 +108,21 @@ struct Side {
 
 class VerbsQpTest : public ::testing::Test {
  protected:
+  // An RC QP's attributes on `side`'s CQ, 16 WRs each way (ibv_qp_init_attr or _ex).
+  template <typename Attr>
+  static Attr QpAttr(Side* side, uint32_t max_send_sge) {
+    Attr attr;
+    std::memset(&attr, 0, sizeof(attr));
+    attr.send_cq = side->cq;
+    attr.recv_cq = side->cq;
+    attr.cap.max_send_wr = 16;
+    attr.cap.max_recv_wr = 16;
+    attr.cap.max_send_sge = max_send_sge;
+    attr.cap.max_recv_sge = 1;
+    attr.qp_type = IBV_QPT_RC;
+    return attr;
+  }
+
   void SetUp() override {
     backend_ = SimBackend();
     ASSERT_NE(backend_, nullptr);
@@ -129,14 +144,7 @@ class VerbsQpTest : public ::testing::Test {
   }
 
   ibv_qp* MakeQp(Side* side, ibv_qp_type type = IBV_QPT_RC, int* err = nullptr) {
-    ibv_qp_init_attr attr;
-    std::memset(&attr, 0, sizeof(attr));
-    attr.send_cq = side->cq;
-    attr.recv_cq = side->cq;
-    attr.cap.max_send_wr = 16;
-    attr.cap.max_recv_wr = 16;
-    attr.cap.max_send_sge = 1;
-    attr.cap.max_recv_sge = 1;
+    ibv_qp_init_attr attr = QpAttr<ibv_qp_init_attr>(side, /*max_send_sge=*/1);
     attr.qp_type = type;
     ibv_qp* qp = nullptr;
     const int rc = backend_->IbvCreateQp(side->pd, &attr, &qp);
@@ -514,16 +522,8 @@ class ExtendedPostTest : public VerbsQpTest {
   }
 
   ibv_qp* MakeQpEx(Side* side, uint64_t send_ops_flags, uint32_t comp_mask, int* err) {
-    ibv_qp_init_attr_ex attr;
-    std::memset(&attr, 0, sizeof(attr));
-    attr.send_cq = side->cq;
-    attr.recv_cq = side->cq;
-    attr.cap.max_send_wr = 16;
-    attr.cap.max_recv_wr = 16;
-    attr.cap.max_send_sge = 2;
-    attr.cap.max_recv_sge = 1;
+    ibv_qp_init_attr_ex attr = QpAttr<ibv_qp_init_attr_ex>(side, /*max_send_sge=*/2);
     attr.cap.max_inline_data = 64;
-    attr.qp_type = IBV_QPT_RC;
     attr.comp_mask = comp_mask;
     attr.pd = side->pd;
     attr.send_ops_flags = send_ops_flags;
