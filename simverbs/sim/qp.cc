@@ -1039,10 +1039,6 @@ void CopyCommonInitAttr(const From& from, To* to) {
   to->sq_sig_all = from.sq_sig_all;
 }
 
-}  // namespace
-
-namespace {
-
 // The builders of the extended post API, each with the op it adds and the send_ops_flags bit
 // that enables it: the ops ibv_post_send takes (SupportedOpcode; not the 64-bit atomics).
 struct ExtendedOp {
