@@ -93,6 +93,17 @@ class Backend {
   // Errors: EINVAL (cqe < 1 or above the device limit), ENOMEM.
   virtual int IbvCreateCq(ibv_context* ctx, int cqe, void* cq_context,
                           ibv_comp_channel* channel, int comp_vector, ibv_cq** cq) = 0;
+  // ibv_create_cq_ex(ctx, attr): a CQ that is an extended CQ too (ibv_create_cq_ex(3)): the
+  // ibv_start_poll / ibv_next_poll / ibv_end_poll iterator and the ibv_wc_read_* readers of the
+  // fields attr->wc_flags asks for. attr->cqe, cq_context, channel (may be NULL) and
+  // comp_vector are IbvCreateCq's; attr->comp_mask may hold IBV_CQ_INIT_ATTR_MASK_FLAGS
+  // (attr->flags are read) and IBV_CQ_INIT_ATTR_MASK_PD (attr->parent_domain). The CQ is one CQ
+  // under both names: ibv_cq_ex_to_cq(*cq) (a cast) goes to IbvPollCq, IbvReqNotifyCq and
+  // IbvDestroyCq, which destroys it. Errors: EINVAL (cqe < 1 or above the device limit, bits
+  // of comp_mask, flags or wc_flags that verbs does not define, a parent_domain that is not a
+  // parent domain), EOPNOTSUPP (wc_flags or flags verbs defines but the device does not give),
+  // ENOMEM.
+  virtual int IbvCreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr, ibv_cq_ex** cq) = 0;
   // ibv_destroy_cq(cq). Errors: EBUSY (a QP or SRQ still uses it, or events were delivered
   // and not acknowledged: where libibverbs would block forever, a backend may report EBUSY).
   virtual int IbvDestroyCq(ibv_cq* cq) = 0;

@@ -41,6 +41,8 @@ class MockBackend : public Backend {
   MOCK_METHOD(int, IbvDestroyCompChannel, (ibv_comp_channel*), (override));
   MOCK_METHOD(int, IbvCreateCq, (ibv_context*, int, void*, ibv_comp_channel*, int, ibv_cq**),
               (override));
+  MOCK_METHOD(int, IbvCreateCqEx, (ibv_context*, ibv_cq_init_attr_ex*, ibv_cq_ex**),
+              (override));
   MOCK_METHOD(int, IbvDestroyCq, (ibv_cq*), (override));
   MOCK_METHOD(int, IbvReqNotifyCq, (ibv_cq*, int), (override));
   MOCK_METHOD(int, IbvGetCqEvent, (ibv_comp_channel*, ibv_cq**, void**), (override));

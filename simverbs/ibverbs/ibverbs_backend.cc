@@ -68,6 +68,9 @@ class IbverbsBackend final : public Backend {
     return ConvertNullErrno(
         [&] { return ::ibv_create_cq(ctx, cqe, cq_context, channel, comp_vector); }, cq);
   }
+  int IbvCreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr, ibv_cq_ex** cq) override {
+    return ConvertNullErrno([&] { return ::ibv_create_cq_ex(ctx, attr); }, cq);
+  }
   int IbvDestroyCq(ibv_cq* cq) override { return ConvertReturnedErrno(::ibv_destroy_cq(cq)); }
   int IbvReqNotifyCq(ibv_cq* cq, int solicited_only) override {
     return ConvertReturnedErrno(::ibv_req_notify_cq(cq, solicited_only));

@@ -6,6 +6,8 @@
 
 #include <infiniband/verbs.h>
 
+#include <cerrno>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gmock/gmock.h"
@@ -89,6 +91,31 @@ TEST_F(IbverbsDeviceTest, IbvAllocPdThenIbvDeallocPd_Succeed) {
   ASSERT_NE(pd, nullptr);
   EXPECT_EQ(pd->context, ctx_);
   EXPECT_EQ((*backend)->IbvDeallocPd(pd), 0);
+}
+
+// The pass-through of ibv_create_cq_ex: the provider's extended CQ, polled through its own ops
+// and through IbvPollCq on ibv_cq_ex_to_cq, destroyed by IbvDestroyCq. (Only the success path:
+// which errno an undefined wc_flags bit gives differs between providers.)
+TEST_F(IbverbsDeviceTest, IbvCreateCqEx_EmptyCqPolledBothWays_ThenIbvDestroyCq) {
+  absl::StatusOr<Backend*> backend = GetIbverbsBackend();
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ibv_cq_init_attr_ex attr = {};
+  attr.cqe = 4;
+  attr.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM;
+  ibv_cq_ex* cq = nullptr;
+
+  ASSERT_EQ((*backend)->IbvCreateCqEx(ctx_, &attr, &cq), 0);
+
+  ASSERT_NE(cq, nullptr);
+  EXPECT_EQ(cq->context, ctx_);
+  EXPECT_GE(cq->cqe, 4);
+  ibv_poll_cq_attr poll_attr = {};
+  EXPECT_EQ(ibv_start_poll(cq, &poll_attr), ENOENT);
+  ibv_wc wc;
+  int polled = -1;
+  EXPECT_EQ((*backend)->IbvPollCq(ibv_cq_ex_to_cq(cq), 1, &wc, &polled), 0);
+  EXPECT_EQ(polled, 0);
+  EXPECT_EQ((*backend)->IbvDestroyCq(ibv_cq_ex_to_cq(cq)), 0);
 }
 
 }  // namespace

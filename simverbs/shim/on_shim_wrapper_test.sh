@@ -22,7 +22,7 @@ expect() {
   grep -qF -- "$text" <<<"$out" || fail "$name: no \"$text\" in:"$'\n'"$out"
 }
 
-expect "device cases pass" 0 "PASS: 2 case(s) of ibverbs_backend_test passed" \
+expect "device cases pass" 0 "PASS: 3 case(s) of ibverbs_backend_test passed" \
   "$lib" "$binary"
 # On the shim a device exists, so the no-device cases skip: nothing passed.
 expect "every case skipped" 1 "no test case of $binary passed on the shim" \

@@ -16,11 +16,12 @@
 // ibv_query_device_ex, ibv_query_port, ibv_alloc_td, ...) look for a struct verbs_context around
 // the context: the simulated context is inside one (sim/device.h), whose ops the shim sets on
 // first use: query_device_ex (the Backend's, cut to the caller's attr_size), query_port (the
-// whole ibv_port_attr) and create_qp_ex (send_ops_flags give an extended QP whose ibv_wr_*
-// builders the simulator sets: sim/qp.h says which ops are modelled). Every other op is NULL,
-// so its inline verb fails with EOPNOTSUPP / ENOSYS or takes its legacy path by itself, as on a
-// provider without the feature (ibv_create_cq_ex, ibv_alloc_td, ibv_alloc_dm, ibv_open_xrcd,
-// ...).
+// whole ibv_port_attr), create_cq_ex (the Backend's IbvCreateCqEx: an ibv_cq_ex whose own ops
+// serve the inline ibv_start_poll / ibv_next_poll / ibv_end_poll / ibv_wc_read_*, sim/cq.h) and
+// create_qp_ex (send_ops_flags give an extended QP whose ibv_wr_* builders the simulator sets:
+// sim/qp.h says which ops are modelled). Every other op is NULL, so its inline verb fails with
+// EOPNOTSUPP / ENOSYS or takes its legacy path by itself, as on a provider without the feature
+// (ibv_alloc_td, ibv_alloc_dm, ibv_open_xrcd, ibv_alloc_parent_domain, ...).
 //
 // ONE DEVICE. ibv_get_device_list gives one device, "softrpma_sim0", of the profile that
 // RPMA_SIM_DEVICE names (mlx5 by default: docs/DEVICES.md); the first call starts the simulated
@@ -66,6 +67,11 @@
 //   ibv_copy_qp_attr_from_kern, ibv_copy_ah_attr_from_kern, ibv_copy_path_rec_from_kern,
 //   ibv_copy_path_rec_to_kern.
 //   ibv_destroy_qp on a QP that rdma_create_qp made (what rdma_destroy_qp does).
+//   THE EXTENDED CQ: ibv_create_cq_ex (wc_flags of IBV_WC_STANDARD_FLAGS; comp_mask
+//   IBV_CQ_INIT_ATTR_MASK_FLAGS with IBV_CREATE_CQ_ATTR_SINGLE_THREADED), ibv_start_poll,
+//   ibv_next_poll, ibv_end_poll, the ibv_wc_read_* of the fields asked for (opcode, vendor_err
+//   and wc_flags always), ibv_cq_ex_to_cq and every ibv_cq call on the result (ibv_poll_cq,
+//   ibv_req_notify_cq, ibv_get_cq_event, ibv_destroy_cq).
 //   QPs WITHOUT THE CM: ibv_create_qp (RC only: UC, UD, raw packet, XRC give EOPNOTSUPP),
 //   ibv_modify_qp (RESET -> INIT -> RTR -> RTS with the attribute masks the kernel's
 //   ib_modify_qp_is_ok demands, any state -> ERR / RESET; the RTR's AV needs a GRH, is_global 1
@@ -78,7 +84,11 @@
 //   ibv_wr_complete / ibv_wr_abort with the builders of the RC ops and the SGE / inline setters
 //   (sim/qp.h); send_ops_flags naming other ops give EOPNOTSUPP, as do other comp_mask bits.
 // WHAT FAILS CLEANLY, as a provider without the feature (NULL + errno EOPNOTSUPP, or EOPNOTSUPP
-// returned): ibv_query_qp_data_in_order (0: no guarantee), ibv_modify_srq, ibv_query_srq,
+// returned): ibv_create_cq_ex asking for a completion timestamp
+// (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, _WALLCLOCK: no device clock), CVLAN, flow tag or
+// tag-matching info, or for IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN (an overrun is a CQ error here;
+// unknown bits and a parent domain, which the simulator has none of, are EINVAL),
+// ibv_query_qp_data_in_order (0: no guarantee), ibv_modify_srq, ibv_query_srq,
 // ibv_resize_cq, ibv_rereg_mr, ibv_reg_mr_iova* with iova != addr, ibv_reg_dmabuf_mr,
 // address handles (ibv_create_ah, ibv_create_ah_from_wc, ibv_init_ah_from_wc, ibv_destroy_ah:
 // the simulator has no UD), multicast (ibv_attach_mcast, ibv_detach_mcast),

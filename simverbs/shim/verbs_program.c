@@ -126,9 +126,6 @@ static void Devices(void) {
   CHECK(errno == EAGAIN);
   CHECK(ibv_destroy_comp_channel(channel) == EBUSY);
   CHECK(ibv_resize_cq(cq, 32) == EOPNOTSUPP);
-  /* No extended CQ: the verbs_context has no create_cq_ex, the inline verb fails by itself. */
-  struct ibv_cq_init_attr_ex cq_attr = {.cqe = 16};
-  CHECK_NULL_ERRNO(ibv_create_cq_ex(ctx, &cq_attr), EOPNOTSUPP);
 
   /* An RC QP without the CM, connected to itself (loopback: dgid is our own, dest_qp_num its
    * own number) through RESET -> INIT -> RTR -> RTS; a write moves bytes. No UD, no
@@ -237,8 +234,9 @@ static struct ibv_context* OpenTheDevice(void) {
   return ctx;
 }
 
-/* The extended ops of the context's verbs_context: query_device_ex and query_port answer, every
- * other inline extended verb fails by itself as on a provider without the op. */
+/* The extended ops of the context's verbs_context: query_device_ex, query_port, create_cq_ex and
+ * create_qp_ex answer, every other inline extended verb fails by itself as on a provider
+ * without the op. */
 static void ExtendedOps(void) {
   struct ibv_context* ctx = OpenTheDevice();
   if (ctx == NULL) return;
@@ -250,8 +248,8 @@ static void ExtendedOps(void) {
   CHECK(vctx->sz == sizeof(struct verbs_context));
   CHECK(verbs_get_ctx_op(ctx, query_device_ex) != NULL);
   CHECK(verbs_get_ctx_op(ctx, query_port) != NULL);
-  CHECK(verbs_get_ctx_op(ctx, create_cq_ex) == NULL);
-  CHECK(verbs_get_ctx_op(ctx, create_qp_ex) != NULL);
+  CHECK(verbs_get_ctx_op(ctx, create_cq_ex) != NULL); /* ExtendedCq() uses it */
+  CHECK(verbs_get_ctx_op(ctx, create_qp_ex) != NULL); /* ExtendedPost() uses it */
 
   /* query_device_ex: the same limits as ibv_query_device, the extended fields filled. */
   struct ibv_device_attr attr;
@@ -304,6 +302,147 @@ static void ExtendedOps(void) {
   CHECK(ibv_close_device(ctx) == 0);
 }
 
+/* An RC QP of ibv_create_qp connected to itself (RESET -> INIT -> RTR -> RTS, dgid our own GID,
+ * dest_qp_num its own number). */
+static int ConnectToItself(struct ibv_qp* qp, const union ibv_gid* gid) {
+  struct ibv_qp_attr attr;
+  memset(&attr, 0, sizeof(attr));
+  attr.qp_state = IBV_QPS_INIT;
+  attr.port_num = 1;
+  attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  if (ibv_modify_qp(qp, &attr,
+                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+    return -1;
+  }
+  memset(&attr, 0, sizeof(attr));
+  attr.qp_state = IBV_QPS_RTR;
+  attr.path_mtu = IBV_MTU_1024;
+  attr.dest_qp_num = qp->qp_num;
+  attr.max_dest_rd_atomic = 1;
+  attr.min_rnr_timer = 12;
+  attr.ah_attr.port_num = 1;
+  attr.ah_attr.is_global = 1;
+  attr.ah_attr.grh.dgid = *gid;
+  if (ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                   IBV_QP_MIN_RNR_TIMER) != 0) {
+    return -1;
+  }
+  memset(&attr, 0, sizeof(attr));
+  attr.qp_state = IBV_QPS_RTS;
+  attr.timeout = 14;
+  attr.retry_cnt = 7;
+  attr.rnr_retry = 7;
+  attr.max_rd_atomic = 1;
+  return ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+                                      IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                      IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* The extended CQ (ibv_create_cq_ex(3)), through verbs.h's inline calls only: its errors, then
+ * as the send and receive CQ of a QP connected to itself, an RDMA WRITE WITH IMM read back
+ * through ibv_start_poll / ibv_next_poll / ibv_wc_read_* (its send and its receive
+ * completion), ibv_poll_cq on ibv_cq_ex_to_cq of the same CQ, and ibv_destroy_cq. */
+static void ExtendedCq(void) {
+  struct ibv_context* ctx = OpenTheDevice();
+  if (ctx == NULL) return;
+  union ibv_gid gid;
+  CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0);
+
+  const uint64_t wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM;
+  struct ibv_cq_init_attr_ex cq_attr = {.cqe = 0, .wc_flags = wc_flags};
+  CHECK_NULL_ERRNO(ibv_create_cq_ex(ctx, &cq_attr), EINVAL); /* cqe 0 */
+  cq_attr.cqe = 16;
+  cq_attr.wc_flags = wc_flags | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP; /* no device clock */
+  CHECK_NULL_ERRNO(ibv_create_cq_ex(ctx, &cq_attr), EOPNOTSUPP);
+  cq_attr.wc_flags = wc_flags | (UINT64_C(1) << 40); /* no such flag */
+  CHECK_NULL_ERRNO(ibv_create_cq_ex(ctx, &cq_attr), EINVAL);
+  cq_attr.wc_flags = wc_flags;
+  cq_attr.comp_mask = 1u << 5; /* no such attribute */
+  CHECK_NULL_ERRNO(ibv_create_cq_ex(ctx, &cq_attr), EINVAL);
+  cq_attr.comp_mask = 0;
+  struct ibv_cq_ex* cq_ex = ibv_create_cq_ex(ctx, &cq_attr);
+  CHECK(cq_ex != NULL);
+  if (cq_ex == NULL) return;
+  struct ibv_cq* cq = ibv_cq_ex_to_cq(cq_ex);
+  CHECK(cq->context == ctx && cq->cqe >= 16);
+  CHECK(cq_ex->read_src_qp == NULL); /* not asked for: unset, as on mlx5 */
+  struct ibv_poll_cq_attr poll_attr = {.comp_mask = 0};
+  CHECK(ibv_start_poll(cq_ex, &poll_attr) == ENOENT); /* empty; no ibv_end_poll after it */
+
+  struct ibv_pd* pd = ibv_alloc_pd(ctx);
+  CHECK(pd != NULL);
+  static char buf[64] = "extended";
+  struct ibv_mr* mr =
+      ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  CHECK(mr != NULL);
+  struct ibv_qp_init_attr qp_attr = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+                                     .cap = {.max_send_wr = 4, .max_recv_wr = 4,
+                                             .max_send_sge = 1, .max_recv_sge = 1}};
+  struct ibv_qp* qp = ibv_create_qp(pd, &qp_attr);
+  CHECK(qp != NULL);
+  if (pd == NULL || mr == NULL || qp == NULL) return;
+  CHECK(ConnectToItself(qp, &gid) == 0);
+
+  struct ibv_sge recv_sge = {.addr = (uintptr_t)(buf + 48), .length = 16, .lkey = mr->lkey};
+  struct ibv_recv_wr recv_wr = {.wr_id = 9, .sg_list = &recv_sge, .num_sge = 1};
+  struct ibv_recv_wr* bad_recv = NULL;
+  CHECK(ibv_post_recv(qp, &recv_wr, &bad_recv) == 0);
+  struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = 9, .lkey = mr->lkey};
+  struct ibv_send_wr wr = {.wr_id = 8, .sg_list = &sge, .num_sge = 1,
+                           .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+                           .send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(0x5a5a)};
+  wr.wr.rdma.remote_addr = (uintptr_t)(buf + 16);
+  wr.wr.rdma.rkey = mr->rkey;
+  struct ibv_send_wr* bad = NULL;
+  CHECK(ibv_post_send(qp, &wr, &bad) == 0);
+
+  /* Both completions, in batches: the send's (RDMA_WRITE) and the receive's (WITH_IMM). */
+  int got_send = 0, got_recv = 0;
+  for (int spin = 0; spin < 10000000 && got_send + got_recv < 2; ++spin) {
+    int ret = ibv_start_poll(cq_ex, &poll_attr);
+    if (ret == ENOENT) continue;
+    CHECK(ret == 0);
+    if (ret != 0) break;
+    do {
+      CHECK(cq_ex->status == IBV_WC_SUCCESS);
+      CHECK(ibv_wc_read_qp_num(cq_ex) == qp->qp_num);
+      if (cq_ex->wr_id == 8) {
+        got_send++;
+        CHECK(ibv_wc_read_opcode(cq_ex) == IBV_WC_RDMA_WRITE);
+      } else {
+        CHECK(cq_ex->wr_id == 9);
+        got_recv++;
+        CHECK(ibv_wc_read_opcode(cq_ex) == IBV_WC_RECV_RDMA_WITH_IMM);
+        CHECK(ibv_wc_read_byte_len(cq_ex) == 9);
+        CHECK((ibv_wc_read_wc_flags(cq_ex) & IBV_WC_WITH_IMM) != 0);
+        CHECK(ntohl(ibv_wc_read_imm_data(cq_ex)) == 0x5a5a);
+      }
+    } while ((ret = ibv_next_poll(cq_ex)) == 0);
+    CHECK(ret == ENOENT);
+    ibv_end_poll(cq_ex);
+  }
+  CHECK(got_send == 1 && got_recv == 1);
+  CHECK(strcmp(buf + 16, "extended") == 0);
+
+  /* The same CQ through ibv_cq_ex_to_cq: ibv_poll_cq takes what comes next. */
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.wr_id = 10;
+  CHECK(ibv_post_send(qp, &wr, &bad) == 0);
+  struct ibv_wc wc;
+  int polled = 0;
+  for (int spin = 0; spin < 10000000 && polled == 0; ++spin) polled = ibv_poll_cq(cq, 1, &wc);
+  CHECK(polled == 1 && wc.wr_id == 10 && wc.status == IBV_WC_SUCCESS);
+  CHECK(ibv_start_poll(cq_ex, &poll_attr) == ENOENT);
+
+  CHECK(ibv_destroy_cq(cq) == EBUSY); /* the QP uses it */
+  CHECK(ibv_destroy_qp(qp) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+  CHECK(ibv_dealloc_pd(pd) == 0);
+  CHECK(ibv_close_device(ctx) == 0);
+}
+
 /* The extended post API: a QP of ibv_create_qp_ex with send_ops_flags, connected to itself
  * out of band, writes through ibv_wr_rdma_write and sends through ibv_wr_send. */
 static void ExtendedPost(void) {
@@ -335,24 +474,7 @@ static void ExtendedPost(void) {
 
   union ibv_gid gid;
   CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0);
-  struct ibv_qp_attr init = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-                             .qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
-                                                IBV_ACCESS_REMOTE_WRITE};
-  CHECK(ibv_modify_qp(qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                     IBV_QP_ACCESS_FLAGS) == 0);
-  struct ibv_qp_attr rtr = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
-                            .dest_qp_num = qp->qp_num, .rq_psn = 1, .max_dest_rd_atomic = 1,
-                            .min_rnr_timer = 12,
-                            .ah_attr = {.is_global = 1, .port_num = 1,
-                                        .grh = {.dgid = gid, .hop_limit = 1}}};
-  CHECK(ibv_modify_qp(qp, &rtr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                    IBV_QP_MIN_RNR_TIMER) == 0);
-  struct ibv_qp_attr rts = {.qp_state = IBV_QPS_RTS, .sq_psn = 1, .timeout = 14,
-                            .retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 1};
-  CHECK(ibv_modify_qp(qp, &rts, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-                                    IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                    IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  CHECK(ConnectToItself(qp, &gid) == 0);
 
   static char buf[64] = "through ibv_wr";
   struct ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof(buf),
@@ -435,6 +557,7 @@ static void Cm(void) {
 int main(void) {
   Devices();
   ExtendedOps();
+  ExtendedCq();
   ExtendedPost();
   Cm();
   if (failures > 0) {

@@ -127,9 +127,9 @@ void FillPort(ibv_port_attr* attr) {
 void FillGid(ibv_gid* gid) { sim::ProcessGid(gid->raw); }
 
 // ---- The extended ops of the context's verbs_context (sim/device.h), for verbs.h's inline
-// extended verbs. Only these are set; the inline verbs of every other op (ibv_create_cq_ex,
-// ibv_alloc_td, ibv_advise_mr, ...) find it NULL and fail with EOPNOTSUPP /
-// ENOSYS, or take their legacy path, as on a provider without the feature. -------------------
+// extended verbs. Only these are set; the inline verbs of every other op (ibv_alloc_td,
+// ibv_advise_mr, ibv_alloc_dm, ...) find it NULL and fail with EOPNOTSUPP / ENOSYS, or take
+// their legacy path, as on a provider without the feature. -----------------------------------
 
 // ibv_query_device_ex: the device's limits and capabilities (the active profile's), the
 // fields that fit in the caller's attr_size (a program built against older headers passes a
@@ -170,12 +170,24 @@ ibv_qp* OpCreateQpEx(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   return err == 0 ? qp : NullWithErrno<ibv_qp>(ToErrno(err));
 }
 
+// ibv_create_cq_ex: the Backend's extended CQ (sim/cq.h), NULL + errno on failure. Its
+// ibv_start_poll / ibv_next_poll / ibv_end_poll / ibv_wc_read_* are the CQ's own ops (set by the
+// simulator, as a provider sets them); ibv_destroy_cq destroys it.
+ibv_cq_ex* OpCreateCqEx(ibv_context* context, ibv_cq_init_attr_ex* attr) {
+  Backend* backend = TheBackend();
+  if (backend == nullptr) return nullptr;  // errno EINVAL
+  ibv_cq_ex* cq = nullptr;
+  const int err = backend->IbvCreateCqEx(context, attr, &cq);
+  return err == 0 ? cq : NullWithErrno<ibv_cq_ex>(err);
+}
+
 // Before the context is first handed out (TheContext).
 void InstallExtendedOps(ibv_context* context) {
   verbs_context* vctx = verbs_get_ctx(context);
   if (vctx == nullptr) return;  // (the simulator always makes a verbs_context)
   vctx->query_device_ex = &OpQueryDeviceEx;
   vctx->query_port = &OpQueryPort;
+  vctx->create_cq_ex = &OpCreateCqEx;
   vctx->create_qp_ex = &OpCreateQpEx;
 }
 

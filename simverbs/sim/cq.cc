@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstddef>
 #include <cstring>
+#include <thread>
 
 #include "simverbs/alloc.h"
 #include "simverbs/sim/trace.h"
@@ -54,9 +57,23 @@ SimCompChannel::SimCompChannel(SimDevice* device)
   channel.fd = -1;
 }
 
+// The ibv_cq_ex begins with the ibv_cq's fields (SimCq's union relies on it, as rdma-core's
+// verbs_cq does).
+static_assert(offsetof(ibv_cq_ex, context) == offsetof(ibv_cq, context));
+static_assert(offsetof(ibv_cq_ex, channel) == offsetof(ibv_cq, channel));
+static_assert(offsetof(ibv_cq_ex, cq_context) == offsetof(ibv_cq, cq_context));
+static_assert(offsetof(ibv_cq_ex, handle) == offsetof(ibv_cq, handle));
+static_assert(offsetof(ibv_cq_ex, cqe) == offsetof(ibv_cq, cqe));
+static_assert(offsetof(ibv_cq_ex, mutex) == offsetof(ibv_cq, mutex));
+static_assert(offsetof(ibv_cq_ex, cond) == offsetof(ibv_cq, cond));
+static_assert(offsetof(ibv_cq_ex, comp_events_completed) ==
+              offsetof(ibv_cq, comp_events_completed));
+static_assert(offsetof(ibv_cq_ex, async_events_completed) ==
+              offsetof(ibv_cq, async_events_completed));
+
 SimCq::SimCq(SimDevice* dev, int cqe, void* cq_context, SimCompChannel* comp_channel, bool dummy)
     : device(dev), channel(comp_channel), is_dummy(dummy) {
-  std::memset(&cq, 0, sizeof(cq));
+  std::memset(&cq_ex, 0, sizeof(cq_ex));  // the whole union: a plain CQ's cq_ex ops are NULL
   cq.context = &dev->context;
   cq.channel = comp_channel != nullptr ? &comp_channel->channel : nullptr;
   cq.cq_context = cq_context;
@@ -260,8 +277,12 @@ int DestroyCompChannel(SimCompChannel* channel) {
   return 0;
 }
 
-int CreateCq(SimDevice* device, int cqe, void* cq_context, SimCompChannel* channel, int comp_vector,
-             ibv_cq** cq) {
+namespace {
+
+// CreateCq, and CreateCqEx once its own attributes are checked: `poller` non-null makes the CQ
+// an extended one, with the readers of `wc_flags`.
+int NewCq(SimDevice* device, int cqe, void* cq_context, SimCompChannel* channel, int comp_vector,
+          Backend* poller, uint64_t wc_flags, SimCq** made) {
   // The CQ holds, and cq->cqe reports, what the driver makes of `cqe` (docs/DEVICES.md).
   const DeviceProfile& profile = ActiveProfile();
   if (cqe < 1 || cqe > profile.max_cqe) return EINVAL;
@@ -270,16 +291,132 @@ int CreateCq(SimDevice* device, int cqe, void* cq_context, SimCompChannel* chann
   if (channel != nullptr && channel->channel.context != &device->context) return EINVAL;
   SimCq* sim_cq = New<SimCq>(device, cqe, cq_context, channel, /*is_dummy=*/false);
   if (sim_cq == nullptr) return ENOMEM;
+  if (poller != nullptr) sim_cq->MakeExtended(poller, wc_flags);
   if (channel != nullptr) {
     softrpma::MutexLock lock(&channel->mu);
     channel->cqs.push_back(sim_cq);
   }
   if (TraceOn()) {
-    TraceEvent("create_cq cq=%u cqe=%d channel=%u", sim_cq->cq.handle, cqe,
-               channel != nullptr ? channel->number : 0);
+    if (poller != nullptr) {
+      TraceEvent("create_cq cq=%u cqe=%d channel=%u wc_flags=0x%llx", sim_cq->cq.handle, cqe,
+                 channel != nullptr ? channel->number : 0,
+                 static_cast<unsigned long long>(wc_flags));
+    } else {
+      TraceEvent("create_cq cq=%u cqe=%d channel=%u", sim_cq->cq.handle, cqe,
+                 channel != nullptr ? channel->number : 0);
+    }
   }
-  *cq = &sim_cq->cq;
+  *made = sim_cq;
   return 0;
+}
+
+// ---- The ops of an extended CQ (verbs.h's inline ibv_start_poll, ibv_wc_read_*, ...) ---------
+
+int OpStartPoll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) { return to_sim(cq)->StartPoll(attr); }
+int OpNextPoll(ibv_cq_ex* cq) { return to_sim(cq)->NextPoll(); }
+void OpEndPoll(ibv_cq_ex* cq) { to_sim(cq)->EndPoll(); }
+ibv_wc_opcode OpReadOpcode(ibv_cq_ex* cq) { return to_sim(cq)->current().opcode; }
+uint32_t OpReadVendorErr(ibv_cq_ex* cq) { return to_sim(cq)->current().vendor_err; }
+uint32_t OpReadByteLen(ibv_cq_ex* cq) { return to_sim(cq)->current().byte_len; }
+__be32 OpReadImmData(ibv_cq_ex* cq) { return to_sim(cq)->current().imm_data; }
+uint32_t OpReadQpNum(ibv_cq_ex* cq) { return to_sim(cq)->current().qp_num; }
+uint32_t OpReadSrcQp(ibv_cq_ex* cq) { return to_sim(cq)->current().src_qp; }
+unsigned int OpReadWcFlags(ibv_cq_ex* cq) { return to_sim(cq)->current().wc_flags; }
+uint32_t OpReadSlid(ibv_cq_ex* cq) { return to_sim(cq)->current().slid; }
+uint8_t OpReadSl(ibv_cq_ex* cq) { return to_sim(cq)->current().sl; }
+uint8_t OpReadDlidPathBits(ibv_cq_ex* cq) { return to_sim(cq)->current().dlid_path_bits; }
+
+// The IBV_CQ_INIT_ATTR_MASK_* bits and ibv_create_cq_attr_flags verbs defines.
+constexpr uint32_t kKnownCqInitAttrMask = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;
+constexpr uint32_t kKnownCreateCqFlags =
+    IBV_CREATE_CQ_ATTR_SINGLE_THREADED | IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+
+}  // namespace
+
+void SimCq::MakeExtended(Backend* poller, uint64_t wc_flags) {
+  poller_ = poller;
+  cq_ex.start_poll = &OpStartPoll;
+  cq_ex.next_poll = &OpNextPoll;
+  cq_ex.end_poll = &OpEndPoll;
+  cq_ex.read_opcode = &OpReadOpcode;
+  cq_ex.read_vendor_err = &OpReadVendorErr;
+  cq_ex.read_wc_flags = &OpReadWcFlags;
+  if (wc_flags & IBV_WC_EX_WITH_BYTE_LEN) cq_ex.read_byte_len = &OpReadByteLen;
+  if (wc_flags & IBV_WC_EX_WITH_IMM) cq_ex.read_imm_data = &OpReadImmData;
+  if (wc_flags & IBV_WC_EX_WITH_QP_NUM) cq_ex.read_qp_num = &OpReadQpNum;
+  if (wc_flags & IBV_WC_EX_WITH_SRC_QP) cq_ex.read_src_qp = &OpReadSrcQp;
+  if (wc_flags & IBV_WC_EX_WITH_SLID) cq_ex.read_slid = &OpReadSlid;
+  if (wc_flags & IBV_WC_EX_WITH_SL) cq_ex.read_sl = &OpReadSl;
+  if (wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS) cq_ex.read_dlid_path_bits = &OpReadDlidPathBits;
+}
+
+int SimCq::PollCurrent() {
+  int polled = 0;
+  const int err = poller_->IbvPollCq(&cq, 1, &current_, &polled);
+  if (err != 0) return err > 0 ? err : EIO;  // kNoErrno: the poll gave no errno value
+  if (polled == 0) return ENOENT;
+  cq_ex.wr_id = current_.wr_id;
+  cq_ex.status = current_.status;
+  return 0;
+}
+
+int SimCq::StartPoll(const ibv_poll_cq_attr* attr) {
+  if (attr == nullptr || attr->comp_mask != 0) return EINVAL;
+  const std::thread::id self = std::this_thread::get_id();
+  if (batch_owner_.load(std::memory_order_relaxed) == self) return EINVAL;  // would deadlock
+  batch_mu_.Lock();
+  batch_owner_.store(self, std::memory_order_relaxed);
+  const int err = PollCurrent();
+  if (err != 0) {  // verbs: no end_poll after a failed start_poll
+    batch_owner_.store(std::thread::id(), std::memory_order_relaxed);
+    batch_mu_.Unlock();
+  }
+  return err;
+}
+
+int SimCq::NextPoll() {
+  if (batch_owner_.load(std::memory_order_relaxed) != std::this_thread::get_id()) return EINVAL;
+  return PollCurrent();
+}
+
+void SimCq::EndPoll() {
+  if (batch_owner_.load(std::memory_order_relaxed) != std::this_thread::get_id()) return;
+  batch_owner_.store(std::thread::id(), std::memory_order_relaxed);
+  batch_mu_.Unlock();
+}
+
+int CreateCq(SimDevice* device, int cqe, void* cq_context, SimCompChannel* channel, int comp_vector,
+             ibv_cq** cq) {
+  SimCq* made = nullptr;
+  const int err = NewCq(device, cqe, cq_context, channel, comp_vector, /*poller=*/nullptr,
+                        /*wc_flags=*/0, &made);
+  if (err == 0) *cq = &made->cq;
+  return err;
+}
+
+int CreateCqEx(SimDevice* device, const ibv_cq_init_attr_ex& attr, Backend* poller,
+               ibv_cq_ex** cq) {
+  if ((attr.comp_mask & ~kKnownCqInitAttrMask) != 0) return EINVAL;
+  if ((attr.wc_flags & ~kKnownWcFlags) != 0) return EINVAL;
+  if ((attr.wc_flags & ~kSupportedWcFlags) != 0) return EOPNOTSUPP;
+  if ((attr.comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) != 0) {
+    if ((attr.flags & ~kKnownCreateCqFlags) != 0) return EINVAL;
+    // An overrun is an error of the CQ here, as on every device by default (cq.h).
+    if ((attr.flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN) != 0) return EOPNOTSUPP;
+  }
+  // The simulator has no parent domains (ibv_alloc_parent_domain fails): whatever is given is
+  // not one, as mlx5 answers for a PD that is not a parent domain.
+  if ((attr.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) != 0) return EINVAL;
+  if (attr.cqe > static_cast<uint32_t>(INT_MAX) ||
+      attr.comp_vector > static_cast<uint32_t>(INT_MAX)) {
+    return EINVAL;
+  }
+  SimCq* made = nullptr;
+  const int err = NewCq(device, static_cast<int>(attr.cqe), attr.cq_context,
+                        attr.channel != nullptr ? to_sim(attr.channel) : nullptr,
+                        static_cast<int>(attr.comp_vector), poller, attr.wc_flags, &made);
+  if (err == 0) *cq = &made->cq_ex;
+  return err;
 }
 
 int DestroyCq(SimCq* cq) {

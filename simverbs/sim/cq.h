@@ -25,9 +25,33 @@
 // Each CQ counts the events IbvGetCqEvent delivered and IbvAckCqEvents acknowledged;
 // destroying a CQ with unacknowledged events is EBUSY (libibverbs would block forever).
 //
-// Lock order (the whole simulator): LinkSet::mu -> SimLink::mu -> SimPd::mu (shared) ->
-// SimSrq::mu -> SimCq::mu_ -> SimCompChannel::mu -> the tracer's mutex (trace.h). IbvPollCq
-// takes the CQ's mutex (and the tracer's when tracing), after its poll point (qp.h).
+// THE EXTENDED CQ (CreateCqEx, ibv_create_cq_ex(3)). A SimCq begins with a union of ibv_cq and
+// ibv_cq_ex (the ibv_cq_ex begins with the ibv_cq's fields, as in rdma-core's struct verbs_cq),
+// so ibv_cq_ex_to_cq's cast gives the same CQ: every call on an ibv_cq works on it. Its ops are
+// a provider's: start_poll takes the earliest completion (ENOENT when there is none), next_poll
+// the next one, end_poll ends the batch, each sets cq_ex->wr_id and status, and the read_*
+// ops read the current one. start_poll and next_poll are each one IbvPollCq of one entry by the
+// backend that made the CQ (CreateCqEx's `poller`), so faults of ibv_poll_cq, the poll point of
+// asynchronous execution, the progress of remote connections and the poison of what verbs
+// leaves undefined are theirs too; a failing poll is their error code (kNoErrno: EIO). Only the
+// readers of the fields attr->wc_flags asks for are set, as mlx5 sets them (read_opcode,
+// read_vendor_err and read_wc_flags always): reading another field calls NULL, on a real NIC
+// too. Fields the simulator has no value for (timestamps, CVLAN, flow tag, tag matching) are
+// refused at creation (EOPNOTSUPP).
+// Thread-safety of a batch: a successful start_poll holds the CQ's batch lock until end_poll,
+// as mlx5 holds its CQ lock, so another thread's start_poll of the same CQ waits for the batch
+// (IBV_CREATE_CQ_ATTR_SINGLE_THREADED is taken as a hint: the simulator locks anyway). A batch
+// touches nothing of other CQs: batches of different CQs in different threads run in parallel.
+// IbvPollCq does not take the batch lock (completions are handed out once each, to whichever
+// poll takes them). Misuse that would deadlock or corrupt the batch fails instead: start_poll
+// inside the same thread's open batch and next_poll outside one give EINVAL, end_poll outside
+// one does nothing.
+//
+// Lock order (the whole simulator): SimCq::batch_mu_ -> LinkSet::mu -> SimLink::mu ->
+// SimPd::mu (shared) -> SimSrq::mu -> SimCq::mu_ -> SimCompChannel::mu -> the tracer's mutex
+// (trace.h). IbvPollCq takes the CQ's mutex (and the tracer's when tracing), after its poll
+// point (qp.h); a batch holds its CQ's batch lock over its polls (no simulator code takes one
+// while holding another lock).
 
 #ifndef SOFTRPMA_SIMVERBS_SIM_CQ_H_
 #define SOFTRPMA_SIMVERBS_SIM_CQ_H_
@@ -38,9 +62,11 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "simverbs/backend.h"
 #include "simverbs/mutex.h"
 #include "simverbs/sim/device.h"
 #include "simverbs/sim/fabric/host.h"
@@ -111,7 +137,11 @@ struct CqEntry {
 };
 
 struct SimCq final {
-  ibv_cq cq;  // FIRST member
+  // FIRST member: the CQ as verbs sees it; cq_ex only on a CQ of CreateCqEx (see file comment).
+  union {
+    ibv_cq cq;
+    ibv_cq_ex cq_ex;
+  };
   SimDevice* device;
   SimCompChannel* channel;  // may be nullptr
   bool is_dummy;            // the "unknown_cq" fault's CQ: on no channel, never destroyed
@@ -171,7 +201,33 @@ struct SimCq final {
 
   LinkSet links;  // the links of the QPs using this CQ
 
+  // ---- The extended CQ (see file comment); the ops of cq_ex call these. -------------------
+  // Makes this CQ an extended one: its polls go through `poller`'s IbvPollCq, the readers of
+  // `wc_flags` (already checked by CreateCqEx) are set. REQUIRES: before the CQ is handed out.
+  void MakeExtended(Backend* poller, uint64_t wc_flags);
+  // ibv_start_poll: 0 (the first completion is current; the batch lock is held), ENOENT (none),
+  // EINVAL (attr NULL or attr->comp_mask not 0, or a batch of this thread is open), or the
+  // poll's error (the batch lock is not held after a failure).
+  // (It takes the batch lock and returns holding it: not expressible to the analysis.)
+  int StartPoll(const ibv_poll_cq_attr* attr) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // ibv_next_poll: 0, ENOENT, the poll's error; EINVAL outside a batch of this thread.
+  int NextPoll();
+  // ibv_end_poll: releases the batch. Outside a batch of this thread: nothing.
+  void EndPoll() ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // The current completion of the open batch (what the read_* ops read). REQUIRES: the caller's
+  // batch is open and its last start_poll / next_poll returned 0.
+  const ibv_wc& current() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return current_; }
+
  private:
+  // One IbvPollCq of one entry into current_; sets cq_ex.wr_id and status. REQUIRES: the
+  // calling thread holds batch_mu_ (across calls: not expressible to the analysis).
+  int PollCurrent() ABSL_NO_THREAD_SAFETY_ANALYSIS;
+
+  Backend* poller_ = nullptr;  // of an extended CQ: whose IbvPollCq start_poll / next_poll use
+  softrpma::Mutex batch_mu_;   // held from a successful StartPoll to EndPoll
+  std::atomic<std::thread::id> batch_owner_{};  // the thread whose batch is open, or none
+  ibv_wc current_ ABSL_GUARDED_BY(batch_mu_);
+
   enum class Arm : uint8_t { kNone, kAny, kSolicited };
   void SetArm(bool solicited_only, bool muted) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -188,12 +244,22 @@ struct SimCq final {
 };
 
 inline SimCq* to_sim(ibv_cq* cq) { return reinterpret_cast<SimCq*>(cq); }
+inline SimCq* to_sim(ibv_cq_ex* cq) { return reinterpret_cast<SimCq*>(cq); }
+
+// The wc_flags of ibv_cq_init_attr_ex the simulator gives (IBV_WC_STANDARD_FLAGS: every field
+// of an ibv_wc), and those verbs defines (IBV_CREATE_CQ_SUP_WC_FLAGS).
+inline constexpr uint64_t kSupportedWcFlags = IBV_WC_STANDARD_FLAGS;
+inline constexpr uint64_t kKnownWcFlags = IBV_CREATE_CQ_SUP_WC_FLAGS;
 
 // ---- The verbs calls of this module (see backend.h for each contract) -------------------
 int CreateCompChannel(SimDevice* device, ibv_comp_channel** channel);
 int DestroyCompChannel(SimCompChannel* channel);
 int CreateCq(SimDevice* device, int cqe, void* cq_context, SimCompChannel* channel, int comp_vector,
              ibv_cq** cq);
+// ibv_create_cq_ex. The CQ's start_poll / next_poll are IbvPollCq calls of `poller` (the
+// backend that makes it).
+int CreateCqEx(SimDevice* device, const ibv_cq_init_attr_ex& attr, Backend* poller,
+               ibv_cq_ex** cq);
 int DestroyCq(SimCq* cq);
 // Blocks (or EAGAIN on an O_NONBLOCK fd) until the channel has an event; returns the CQ of
 // the earliest one and moves the clock to its due time. `poll_point` (when not nullptr) runs

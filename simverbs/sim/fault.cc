@@ -65,6 +65,9 @@ constexpr FaultPointInfo kFaultPointTable[] = {
     {FP::kIbvCreateCq, "ibv_create_cq", kFail, false,
      "create a completion queue; fails rpma_conn_req_new, rpma_ep_next_conn_req and "
      "rpma_srq_new (RPMA_E_PROVIDER)"},
+    {FP::kIbvCreateCqEx, "ibv_create_cq_ex", kFail, false,
+     "create an extended completion queue (ibv_start_poll / ibv_next_poll / ibv_wc_read_*, "
+     "which are hits of ibv_poll_cq); librpma never calls it"},
     {FP::kIbvDestroyCq, "ibv_destroy_cq", kFail, false,
      "destroy a completion queue; fails rpma_conn_delete, rpma_conn_req_delete and "
      "rpma_srq_delete (RPMA_E_PROVIDER)"},

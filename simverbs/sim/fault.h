@@ -69,6 +69,7 @@ enum class FaultPoint : uint8_t {
   kIbvCreateCompChannel,
   kIbvDestroyCompChannel,
   kIbvCreateCq,
+  kIbvCreateCqEx,
   kIbvDestroyCq,
   kIbvReqNotifyCq,
   kIbvGetCqEvent,

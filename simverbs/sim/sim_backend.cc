@@ -114,6 +114,13 @@ class SimBackend final : public Backend {
                     comp_vector, cq);
   }
 
+  int IbvCreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr, ibv_cq_ex** cq) override {
+    if (int err = Injected(FaultPoint::kIbvCreateCqEx); err != 0) return err;
+    if (!IsOurs(ctx) || attr == nullptr || cq == nullptr) return EINVAL;
+    // Its start_poll / next_poll are this backend's IbvPollCq (faults, poll points, poison).
+    return CreateCqEx(&device_, *attr, this, cq);
+  }
+
   int IbvDestroyCq(ibv_cq* cq) override {
     if (int err = InjectedDestroy(FaultPoint::kIbvDestroyCq, cq); err != 0) return err;
     if (cq == nullptr) return EINVAL;

@@ -81,6 +81,9 @@ int CmEventInjector::IbvCreateCq(ibv_context* ctx, int cqe, void* cq_context,
                                  ibv_comp_channel* channel, int comp_vector, ibv_cq** cq) {
   return sim_->IbvCreateCq(ctx, cqe, cq_context, channel, comp_vector, cq);
 }
+int CmEventInjector::IbvCreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr, ibv_cq_ex** cq) {
+  return sim_->IbvCreateCqEx(ctx, attr, cq);
+}
 int CmEventInjector::IbvDestroyCq(ibv_cq* cq) { return sim_->IbvDestroyCq(cq); }
 int CmEventInjector::IbvReqNotifyCq(ibv_cq* cq, int solicited_only) {
   return sim_->IbvReqNotifyCq(cq, solicited_only);

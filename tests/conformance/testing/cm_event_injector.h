@@ -62,6 +62,7 @@ class CmEventInjector final : public Backend {
   int IbvDestroyCompChannel(ibv_comp_channel* channel) override;
   int IbvCreateCq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* channel,
                   int comp_vector, ibv_cq** cq) override;
+  int IbvCreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr, ibv_cq_ex** cq) override;
   int IbvDestroyCq(ibv_cq* cq) override;
   int IbvReqNotifyCq(ibv_cq* cq, int solicited_only) override;
   int IbvGetCqEvent(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) override;
