@@ -100,9 +100,9 @@ class Backend {
   // (attr->flags are read) and IBV_CQ_INIT_ATTR_MASK_PD (attr->parent_domain). The CQ is one CQ
   // under both names: ibv_cq_ex_to_cq(*cq) (a cast) goes to IbvPollCq, IbvReqNotifyCq and
   // IbvDestroyCq, which destroys it. Errors: EINVAL (cqe < 1 or above the device limit, bits
-  // of comp_mask, flags or wc_flags that verbs does not define, a parent_domain that is not a
-  // parent domain), EOPNOTSUPP (wc_flags or flags verbs defines but the device does not give),
-  // ENOMEM.
+  // of comp_mask or flags that verbs does not define, a parent_domain that is not a parent
+  // domain), EOPNOTSUPP (wc_flags the device does not give, or that verbs does not define, as
+  // libibverbs; flags verbs defines but the device does not give), ENOMEM.
   virtual int IbvCreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr, ibv_cq_ex** cq) = 0;
   // ibv_destroy_cq(cq). Errors: EBUSY (a QP or SRQ still uses it, or events were delivered
   // and not acknowledged: where libibverbs would block forever, a backend may report EBUSY).
@@ -145,8 +145,8 @@ class Backend {
   // calls ibv_create_qp for the PD alone): as IbvCreateQp, and with
   // IBV_QP_INIT_ATTR_SEND_OPS_FLAGS an extended QP (IbvQpToQpEx) whose ibv_qp_ex builders are
   // the ops in send_ops_flags. Writes the granted capabilities back into attr->cap.
-  // Errors: EINVAL, EOPNOTSUPP (a QP type, comp_mask bit or send op the device has not),
-  // ENOMEM.
+  // Errors: EINVAL (comp_mask bits beyond the PD and send_ops_flags, a bad attribute),
+  // EOPNOTSUPP (a QP type or send op the device has not), ENOMEM.
   virtual int IbvCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr, ibv_qp** qp) = 0;
   // ibv_modify_qp(qp, attr, attr_mask). Errors: EINVAL (a transition or attribute mask the
   // QP's state does not allow, a bad attribute value).

@@ -94,10 +94,12 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
 int rdma_destroy_id(rdma_cm_id* id) {
   Backend* backend = B();
   if (backend == nullptr) return -1;
+  // A QP left on the id is the caller's now, for ibv_destroy_qp, as on rdma-core: forgotten
+  // before the id goes (an ibv_destroy_qp meanwhile must not find the id), again if it stays.
   ibv_qp* qp = id != nullptr ? id->qp : nullptr;
+  if (qp != nullptr) softrpma_shim_qp_gone(qp);
   const int err = backend->RdmaDestroyId(id);
-  // A QP left on the id is the caller's now, for ibv_destroy_qp, as on rdma-core.
-  if (err == 0 && qp != nullptr) softrpma_shim_qp_gone(qp);
+  if (err != 0 && qp != nullptr) softrpma_shim_qp_made(qp, id);
   return Result(err);
 }
 

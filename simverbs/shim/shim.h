@@ -82,7 +82,7 @@
 //   ibv_create_qp_ex with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS (and ibv_qp_to_qp_ex of such a QP,
 //   or of one rdma_create_qp_ex made so): the extended post API, ibv_wr_start /
 //   ibv_wr_complete / ibv_wr_abort with the builders of the RC ops and the SGE / inline setters
-//   (sim/qp.h); send_ops_flags naming other ops give EOPNOTSUPP, as do other comp_mask bits.
+//   (sim/qp.h); send_ops_flags naming other ops give EOPNOTSUPP, other comp_mask bits EINVAL.
 // WHAT FAILS CLEANLY, as a provider without the feature (NULL + errno EOPNOTSUPP, or EOPNOTSUPP
 // returned): ibv_create_cq_ex asking for a completion timestamp
 // (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, _WALLCLOCK: no device clock), CVLAN, flow tag or

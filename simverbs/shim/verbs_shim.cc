@@ -167,7 +167,7 @@ ibv_qp* OpCreateQpEx(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   if (backend == nullptr || !IsTheContext(context)) return NullWithErrno<ibv_qp>(EINVAL);
   ibv_qp* qp = nullptr;
   const int err = backend->IbvCreateQpEx(context, attr, &qp);
-  return err == 0 ? qp : NullWithErrno<ibv_qp>(ToErrno(err));
+  return err == 0 ? qp : NullWithErrno<ibv_qp>(err);
 }
 
 // ibv_create_cq_ex: the Backend's extended CQ (sim/cq.h), NULL + errno on failure. Its

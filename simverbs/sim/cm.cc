@@ -225,7 +225,8 @@ int ConnectionManager::DestroyId(SimCmId* id) {
       DropRequestLocked(id, kRejectConsumer, nullptr, 0, /*free_it=*/false);
       break;
     case State::kConnected:
-      // As the kernel's CM: destroying a connected id sends a DREQ (its QP is gone already).
+      // As the kernel's CM: destroying a connected id sends a DREQ (its QP, if still there,
+      // is left as it is, below).
       if (id->peer != nullptr && id->peer->peer == id) DreqReceivedLocked(id->peer);
       SendRemoteLocked(id, wire::MakeHeader(wire::Type::kDisconnect), nullptr, 0);
       break;
@@ -240,7 +241,11 @@ int ConnectionManager::DestroyId(SimCmId* id) {
     // As rdma-core's rdma_destroy_id: the id goes, its QP stays, in the state it is in, the
     // caller's to destroy with ibv_destroy_qp (perftest -R destroys the ids it failed to
     // connect with their QPs on them).
-    to_sim(id->id.qp)->cm_orphan.store(true, std::memory_order_release);
+    SimQp* qp = to_sim(id->id.qp);
+    qp->cm_orphan.store(true, std::memory_order_release);
+    // A connection to another process closes with the id (FreeIdLocked): what the QP has
+    // outstanding or posts later ends in IBV_WC_RETRY_EXC_ERR, as toward a vanished peer.
+    if (id->remote != nullptr) RemotePeerGone(qp);
     id->id.qp = nullptr;
   }
   FreeIdLocked(id);

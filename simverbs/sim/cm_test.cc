@@ -537,6 +537,17 @@ TEST_F(CmTest, DestroyId_WithQp_LeavesTheQpForIbvDestroyQp) {
   ibv_qp_init_attr init;
   ASSERT_EQ(backend_->IbvQueryQp(qp, &attr, IBV_QP_STATE, &init), 0);
   EXPECT_EQ(attr.qp_state, IBV_QPS_RTS);  // left as it was
+  // It still talks to its peer, whose QP is RTS too (in one process the link stays).
+  TestBuffer src(backend_, conn.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer dst(backend_, conn.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  std::memcpy(src.data(), "orphan", 7);
+  ibv_sge sge = src.Sge(0, 7);
+  ASSERT_EQ(PostWrite(backend_, qp, 5, &sge, 1, dst.addr(0), dst.mr()->rkey), 0);
+  ExecutePosted(backend_, conn.active.send_cq);
+  std::vector<ibv_wc> done = PollAll(backend_, conn.active.send_cq);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, IBV_WC_SUCCESS);
+  EXPECT_STREQ(reinterpret_cast<char*>(dst.data()), "orphan");
   EXPECT_EQ(backend_->IbvDestroyQp(qp), 0);
   // The peer was told, as by a DREQ.
   absl::StatusOr<rdma_cm_event*> event = GetCmEventNow(backend_, conn.passive.channel);

@@ -397,7 +397,7 @@ int CreateCq(SimDevice* device, int cqe, void* cq_context, SimCompChannel* chann
 int CreateCqEx(SimDevice* device, const ibv_cq_init_attr_ex& attr, Backend* poller,
                ibv_cq_ex** cq) {
   if ((attr.comp_mask & ~kKnownCqInitAttrMask) != 0) return EINVAL;
-  if ((attr.wc_flags & ~kKnownWcFlags) != 0) return EINVAL;
+  // libibverbs refuses wc_flags it does not define with EOPNOTSUPP itself (ibv_cmd_create_cq_ex).
   if ((attr.wc_flags & ~kSupportedWcFlags) != 0) return EOPNOTSUPP;
   if ((attr.comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) != 0) {
     if ((attr.flags & ~kKnownCreateCqFlags) != 0) return EINVAL;
@@ -422,6 +422,7 @@ int CreateCqEx(SimDevice* device, const ibv_cq_init_attr_ex& attr, Backend* poll
 int DestroyCq(SimCq* cq) {
   if (cq->is_dummy) return EINVAL;
   if (cq->users.load(std::memory_order_acquire) != 0) return EBUSY;
+  if (cq->batch_open()) return EBUSY;  // a thread is between ibv_start_poll and ibv_end_poll
   // libibverbs waits for the acknowledgement of every asynchronous event it handed out.
   if (cq->async_events_delivered.load(std::memory_order_acquire) !=
       cq->async_events_acked.load(std::memory_order_acquire)) {

@@ -217,6 +217,10 @@ struct SimCq final {
   // The current completion of the open batch (what the read_* ops read). REQUIRES: the caller's
   // batch is open and its last start_poll / next_poll returned 0.
   const ibv_wc& current() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return current_; }
+  // Whether a thread's batch is open (DestroyCq then refuses: EBUSY).
+  bool batch_open() const {
+    return batch_owner_.load(std::memory_order_acquire) != std::thread::id();
+  }
 
  private:
   // One IbvPollCq of one entry into current_; sets cq_ex.wr_id and status. REQUIRES: the

@@ -1285,6 +1285,29 @@ int DestroySrq(SimSrq* srq) {
   return 0;
 }
 
+namespace {
+
+// Whether every WR of `wr` would be posted (the QP's state, each WR's checks, room in the send
+// queue for all of them); else the error and the first WR that fails into *bad_wr.
+// REQUIRES: qp->link->mu held.
+int ValidateBatchLocked(const SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  const uint32_t in_use = qp->sq_in_use.load(std::memory_order_acquire);
+  uint32_t count = 0;
+  for (; wr != nullptr; wr = wr->next) {
+    uint64_t length = 0;
+    int err = qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR ? EINVAL : 0;
+    if (err == 0) err = ValidateSend(qp, wr, /*extended=*/true, &length);
+    if (err == 0 && in_use + ++count > qp->cap.max_send_wr) err = ENOMEM;
+    if (err != 0) {
+      *bad_wr = wr;
+      return err;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
 // ibv_post_send, and ibv_wr_complete's post of its batch (`extended`).
 int PostSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault,
                 bool extended) {
@@ -1295,6 +1318,10 @@ int PostSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault&
   const bool in_process = link->remote == nullptr;
   const bool deferred = in_process && CurrentExecutionMode() == ExecutionMode::kAsync;
   const bool watch = deferred && RaceDetectorOn();
+  if (extended) {
+    // ibv_wr_complete posts all of its batch or nothing (ibv_wr_post(3)).
+    if (int err = ValidateBatchLocked(qp, wr, bad_wr); err != 0) return err;
+  }
   ++link->post_points;
   int err = 0;
   for (bool first = true; wr != nullptr; wr = wr->next, first = false) {
@@ -1398,7 +1425,9 @@ ExtendedWr* LastBuilt(SimQp* qp) {
 
 void WrBuild(SimQp* qp, ibv_wr_opcode opcode, uint32_t rkey, uint64_t remote_addr,
              uint32_t imm_data) {
-  if ((qp->send_ops_flags & SendOpFlag(opcode)) == 0) {
+  // As mlx5 and rxe, an extended QP has the builder of every op the device has, not only of
+  // those its send_ops_flags named.
+  if ((ModelledSendOps() & SendOpFlag(opcode)) == 0) {
     FailBatch(qp, EINVAL);
     return;
   }
@@ -1431,9 +1460,12 @@ void WrAtomicWrite(SimQp* qp, uint32_t rkey, uint64_t remote_addr, const void* a
 void WrSetSgeList(SimQp* qp, size_t num_sge, const ibv_sge* sg_list) {
   ExtendedWr* wr = LastBuilt(qp);
   if (wr == nullptr) return;
-  if (wr->opcode == IBV_WR_ATOMIC_WRITE || (num_sge > 0 && sg_list == nullptr) ||
-      num_sge > qp->cap.max_send_sge) {
+  if (wr->opcode == IBV_WR_ATOMIC_WRITE || (num_sge > 0 && sg_list == nullptr)) {
     FailBatch(qp, EINVAL);
+    return;
+  }
+  if (num_sge > qp->cap.max_send_sge) {
+    FailBatch(qp, ENOMEM);  // mlx5's
     return;
   }
   wr->is_inline = false;
@@ -1454,7 +1486,7 @@ void WrSetInlineDataList(SimQp* qp, size_t num_buf, const ibv_data_buf* buf_list
   // (The atomic write's 8 bytes do not count against max_inline_data; ibv_post_send checks
   // the rest when the batch is posted.)
   if (wr->opcode != IBV_WR_ATOMIC_WRITE && total > qp->cap.max_inline_data) {
-    FailBatch(qp, EINVAL);
+    FailBatch(qp, ENOMEM);  // mlx5's
     return;
   }
   wr->is_inline = true;
@@ -1477,7 +1509,8 @@ void ToSendWr(SimQp* qp, const ExtendedWr& built, ibv_sge* inline_sge, ibv_send_
   std::memset(wr, 0, sizeof(*wr));
   wr->wr_id = built.wr_id;
   wr->opcode = built.opcode;
-  wr->send_flags = built.wr_flags;
+  // Inline is what the setter chose: IBV_SEND_INLINE in wr_flags means nothing here (mlx5).
+  wr->send_flags = built.wr_flags & ~static_cast<unsigned int>(IBV_SEND_INLINE);
   wr->imm_data = built.imm_data;
   if (built.is_inline) {
     inline_sge->addr = reinterpret_cast<uint64_t>(qp->ex_inline_pool.data() + built.first_inline);

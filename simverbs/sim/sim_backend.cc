@@ -270,9 +270,12 @@ class SimBackend final : public Backend {
   int IbvDestroyQp(ibv_qp* qp) override {
     if (int err = InjectedDestroy(FaultPoint::kIbvDestroyQp, qp); err != 0) return err;
     if (qp == nullptr) return EINVAL;
-    if (!to_sim(qp)->verbs && !to_sim(qp)->cm_orphan.load(std::memory_order_acquire)) {
+    const bool orphan = to_sim(qp)->cm_orphan.load(std::memory_order_acquire);
+    if (!to_sim(qp)->verbs && !orphan) {
       return EINVAL;  // a QP of RdmaCreateQpEx whose id lives: RdmaDestroyQp's
     }
+    // (Traced as RdmaDestroyQp traces the CM's QPs; a QP of ibv_create_qp has no create_qp line.)
+    if (orphan && TraceOn()) TraceEvent("destroy_qp qp=%u", qp->qp_num);
     DestroyVerbsQp(to_sim(qp));
     return Destroyed(qp, 0);
   }

@@ -622,16 +622,15 @@ TEST_F(ExtendedPostTest, ABadBuilderFailsTheWholeBatchAndPostsNothing) {
     bad();
     return ibv_wr_complete(qpx_);
   };
-  // An op not in send_ops_flags; a builder the simulator does not model (a provider's NULL);
-  // more SGEs than the QP has; inline data beyond max_inline_data.
-  EXPECT_EQ(write_then([&] { ibv_wr_send(qpx_); }), EINVAL);
+  // A builder the simulator does not model (a provider's NULL); more SGEs than the QP has and
+  // inline data beyond max_inline_data (ENOMEM, as mlx5's setters).
   EXPECT_EQ(write_then([&] { ibv_wr_local_inv(qpx_, 1); }), EINVAL);
   EXPECT_EQ(write_then([&] { ibv_wr_atomic_fetch_add(qpx_, b_buf.mr()->rkey, b_buf.addr(8), 1); }),
             EINVAL);
   const ibv_sge three[3] = {a_buf.Sge(0, 1), a_buf.Sge(1, 1), a_buf.Sge(2, 1)};
-  EXPECT_EQ(write_then([&] { ibv_wr_set_sge_list(qpx_, 3, three); }), EINVAL);
+  EXPECT_EQ(write_then([&] { ibv_wr_set_sge_list(qpx_, 3, three); }), ENOMEM);
   std::vector<char> big(4096, 'x');
-  EXPECT_EQ(write_then([&] { ibv_wr_set_inline_data(qpx_, big.data(), big.size()); }), EINVAL);
+  EXPECT_EQ(write_then([&] { ibv_wr_set_inline_data(qpx_, big.data(), big.size()); }), ENOMEM);
   // A setter before any builder.
   ibv_wr_start(qpx_);
   ibv_wr_set_sge(qpx_, a_buf.mr()->lkey, a_buf.addr(0), 5);
@@ -652,6 +651,68 @@ TEST_F(ExtendedPostTest, ABadBuilderFailsTheWholeBatchAndPostsNothing) {
   EXPECT_EQ(write_then([] {}), 0);
   EXPECT_THAT(PollN(backend_, a_.cq, 1), ElementsAre(Field(&ibv_wc::wr_id, 1u)));
   EXPECT_STREQ(reinterpret_cast<char*>(b_buf.data()), "data");
+}
+
+// ibv_wr_post(3): "the entire posting will be aborted". Errors found only when the batch is
+// posted (no room behind outstanding WRs, a WR ibv_post_send would refuse) post none of it.
+TEST_F(ExtendedPostTest, ABatchThatCannotBePostedWholePostsNothing) {
+  Remake(IBV_QP_EX_WITH_RDMA_WRITE);
+  TestBuffer a_buf(backend_, a_.pd, 64, kRemoteAccess);
+  TestBuffer b_buf(backend_, b_.pd, 64, kRemoteAccess);
+  const uint32_t room = to_sim(a_.qp)->cap.max_send_wr;
+  auto batch = [&](uint32_t n, uint64_t first_wr_id) {
+    ibv_wr_start(qpx_);
+    for (uint32_t i = 0; i < n; ++i) {
+      NextWr(first_wr_id + i);
+      ibv_wr_rdma_write(qpx_, b_buf.mr()->rkey, b_buf.addr(0));
+      ibv_wr_set_sge(qpx_, a_buf.mr()->lkey, a_buf.addr(0), 8);
+    }
+    return ibv_wr_complete(qpx_);
+  };
+  ASSERT_EQ(batch(room - 2, 1), 0);  // outstanding: not polled
+  EXPECT_EQ(batch(3, 100), ENOMEM);  // fits the queue, not behind them
+  std::vector<ibv_wc> done = PollN(backend_, a_.cq, room - 2);
+  ASSERT_EQ(done.size(), room - 2);
+  for (const ibv_wc& wc : done) EXPECT_LT(wc.wr_id, 100u);
+  ExecutePosted(backend_, a_.cq);
+  EXPECT_TRUE(PollAll(backend_, a_.cq).empty());
+  // A READ with inline data, behind a good WRITE: neither is posted.
+  ibv_wr_start(qpx_);
+  NextWr(200);
+  ibv_wr_rdma_write(qpx_, b_buf.mr()->rkey, b_buf.addr(0));
+  ibv_wr_set_sge(qpx_, a_buf.mr()->lkey, a_buf.addr(0), 8);
+  NextWr(201);
+  ibv_wr_rdma_read(qpx_, b_buf.mr()->rkey, b_buf.addr(0));
+  ibv_wr_set_inline_data(qpx_, a_buf.data(), 8);
+  EXPECT_EQ(ibv_wr_complete(qpx_), EINVAL);
+  ExecutePosted(backend_, a_.cq);
+  EXPECT_TRUE(PollAll(backend_, a_.cq).empty());
+}
+
+// As on mlx5 / rxe: an extended QP has every builder the device has (send_ops_flags only
+// name what the program means to use), and IBV_SEND_INLINE in wr_flags means nothing (inline
+// is what ibv_wr_set_inline_data does).
+TEST_F(ExtendedPostTest, EveryModelledBuilderAndNoInlineFlag) {
+  Remake(IBV_QP_EX_WITH_RDMA_WRITE);
+  TestBuffer a_buf(backend_, a_.pd, 256, kRemoteAccess);
+  TestBuffer b_buf(backend_, b_.pd, 256, kRemoteAccess);
+  std::memcpy(b_buf.data(), "read anyway", 12);
+  std::memset(a_buf.data() + 128, 'z', 100);  // more than max_inline_data (64)
+  ibv_wr_start(qpx_);
+  NextWr(1);
+  ibv_wr_rdma_read(qpx_, b_buf.mr()->rkey, b_buf.addr(0));
+  ibv_wr_set_sge(qpx_, a_buf.mr()->lkey, a_buf.addr(0), 12);
+  qpx_->wr_id = 2;
+  qpx_->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  ibv_wr_rdma_write(qpx_, b_buf.mr()->rkey, b_buf.addr(128));
+  ibv_wr_set_sge(qpx_, a_buf.mr()->lkey, a_buf.addr(128), 100);
+  ASSERT_EQ(ibv_wr_complete(qpx_), 0);
+  std::vector<ibv_wc> done = PollN(backend_, a_.cq, 2);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].opcode, IBV_WC_RDMA_READ);
+  EXPECT_EQ(done[1].status, IBV_WC_SUCCESS);
+  EXPECT_STREQ(reinterpret_cast<char*>(a_buf.data()), "read anyway");
+  EXPECT_EQ(std::memcmp(b_buf.data() + 128, a_buf.data() + 128, 100), 0);
 }
 
 TEST_F(ExtendedPostTest, CreationRefusesWhatIsNotModelled) {
