@@ -23,9 +23,6 @@ using ::testing::Field;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int kRemoteAccess =
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-
 // A connection with a 64-byte local buffer (source / READ target) and receive buffer on the
 // active side and the passive side respectively, and a 64-byte remote region; the write /
 // read helpers post one SGE of `local` at `offset` to the same offset of `remote`.

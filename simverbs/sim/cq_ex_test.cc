@@ -27,9 +27,6 @@
 namespace softrpma::sim::testing {
 namespace {
 
-constexpr int kRemoteAccess =
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-
 ibv_cq_init_attr_ex CqAttr(uint32_t cqe, uint64_t wc_flags) {
   ibv_cq_init_attr_ex attr;
   std::memset(&attr, 0, sizeof(attr));

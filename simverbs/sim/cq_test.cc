@@ -21,9 +21,6 @@
 namespace softrpma::sim::testing {
 namespace {
 
-constexpr int kRemoteAccess =
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-
 class CqTest : public ::testing::Test {
  protected:
   void Connect(const ConnectionOptions& options = ConnectionOptions()) {

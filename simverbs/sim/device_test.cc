@@ -23,9 +23,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::Field;
 
-constexpr int kRemoteAccess =
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-
 // The verbs struct is the first member of every sim struct, so to_sim() is a plain cast.
 template <typename Sim, typename Verbs>
 bool VerbsStructIsFirst(Sim* sim, Verbs* verbs) {

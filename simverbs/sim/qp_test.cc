@@ -25,9 +25,6 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::Field;
 
-constexpr int kRemoteAccess =
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-
 class QpTest : public ::testing::Test {
  protected:
   void Connect(const ConnectionOptions& options = ConnectionOptions()) {

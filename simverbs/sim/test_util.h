@@ -19,6 +19,10 @@
 
 namespace softrpma::sim::testing {
 
+// The access of a test buffer that the peer writes and reads, and the local side too.
+inline constexpr int kRemoteAccess =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
 // The simulated backend. REQUIRES: it starts (RPMA_SIM_FAULTS unset or valid).
 Backend* SimBackend();
 

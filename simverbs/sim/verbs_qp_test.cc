@@ -32,8 +32,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::Field;
 
-constexpr int kRemoteAccess =
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 constexpr int kInitMask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
 constexpr int kRtrMask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -496,7 +494,6 @@ TEST_F(VerbsQpTest, GidIsThisProcesssLoopbackAddress) {
   const uint32_t pid = (uint32_t{gid.raw[13]} << 16) | (uint32_t{gid.raw[14]} << 8) | gid.raw[15];
   EXPECT_EQ(pid, static_cast<uint32_t>(getpid()) & 0xffffff);
 }
-
 
 // ---- The extended post API on QPs of ibv_create_qp_ex (qp.h, "The extended post API") --------
 
