@@ -272,7 +272,8 @@ void AcceptAll(const std::shared_ptr<Listener::State>& listener) {
     }
     ucred cred;
     socklen_t cred_len = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 || cred.uid != geteuid()) {
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 || cred.uid != geteuid() ||
+        cred.pid <= 0) {
       close(fd);  // another user's process: fabrics of different users never meet
       continue;
     }
@@ -286,7 +287,7 @@ void AcceptAll(const std::shared_ptr<Listener::State>& listener) {
       }
       token = g_fabric->next_token++;
     }
-    conn = std::make_shared<Conn>(fd, token);
+    conn = std::make_shared<Conn>(fd, token, cred.pid, cred.uid);
     std::shared_ptr<Conn::Handler> handler;
     {
       softrpma::MutexLock lock(&listener->mu);
@@ -389,8 +390,12 @@ std::string ListenerName(const sockaddr* addr) {
 
 // ---- Conn -----------------------------------------------------------------------------------
 
-Conn::Conn(int fd, uint64_t token)
-    : fd_(fd), token_(token), generation_(g_generation.load(std::memory_order_acquire)) {}
+Conn::Conn(int fd, uint64_t token, pid_t peer_pid, uid_t peer_uid)
+    : fd_(fd),
+      token_(token),
+      peer_pid_(peer_pid),
+      peer_uid_(peer_uid),
+      generation_(g_generation.load(std::memory_order_acquire)) {}
 
 Conn::~Conn() {
   if (generation_ == g_generation.load(std::memory_order_acquire)) close(fd_);
@@ -738,6 +743,14 @@ int DialAt(const std::vector<std::string>& names, std::shared_ptr<Conn::Handler>
       }
       return err;
     }
+    // Who listens there, as the kernel says (the process that called listen(2)).
+    ucred cred;
+    socklen_t cred_len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 || cred.pid <= 0) {
+      err = errno != 0 ? errno : ECONNREFUSED;
+      close(fd);
+      return err;
+    }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     softrpma::MutexLock lock(&g_mu);
     Fabric* fabric = nullptr;
@@ -747,7 +760,7 @@ int DialAt(const std::vector<std::string>& names, std::shared_ptr<Conn::Handler>
       return err;
     }
     const uint64_t token = fabric->next_token++;
-    auto made = std::make_shared<Conn>(fd, token);
+    auto made = std::make_shared<Conn>(fd, token, cred.pid, cred.uid);
     Conn::Internal::SetHandler(made.get(), std::move(handler));
     err = AddWatchLocked(fabric, fd, token, Watch{made, nullptr});
     if (err != 0) return err;  // `made` closes the socket

@@ -105,9 +105,17 @@ class Conn final : public std::enable_shared_from_this<Conn> {
   // handler's held.
   void Settle() ABSL_LOCKS_EXCLUDED(mu_, read_mu_);
 
+  // WHO IS AT THE OTHER END, as the kernel says (SO_PEERCRED of the socket: for a connection
+  // this process accepted, the process that connected; for one it dialed, the process that
+  // listened). Never what a message says: a peer's messages that name a process are checked
+  // against this (cm.cc, qp.cc). 0 / (uid_t)-1 when the kernel would not say (the connection
+  // is then refused before it is made).
+  pid_t peer_pid() const { return peer_pid_; }
+  uid_t peer_uid() const { return peer_uid_; }
+
   // Internal (the fabric's): use Listen / Dial.
   struct Internal;
-  Conn(int fd, uint64_t token);
+  Conn(int fd, uint64_t token, pid_t peer_pid, uid_t peer_uid);
   Conn(const Conn&) = delete;
   Conn& operator=(const Conn&) = delete;
   ~Conn();
@@ -117,6 +125,8 @@ class Conn final : public std::enable_shared_from_this<Conn> {
 
   const int fd_;
   const uint64_t token_;
+  const pid_t peer_pid_;
+  const uid_t peer_uid_;
   const uint64_t generation_;  // the fork generation that made it (host.cc)
   softrpma::Mutex mu_;
   std::shared_ptr<Handler> handler_ ABSL_GUARDED_BY(mu_);
