@@ -544,7 +544,7 @@ int ConnectionManager::AcceptRemoteLocked(SimCmId* id, const rdma_conn_param* pa
     default:
       break;
   }
-  EstablishRemote(to_sim(id->id.qp), id->remote_qp_num, id->remote_pid);
+  EstablishRemote(to_sim(id->id.qp), id->remote_qp_num, id->remote_pid, id->we_reach_peer);
   wire::AcceptBody body;
   std::memset(&body, 0, sizeof(body));
   body.qp_num = id->id.qp->qp_num;
@@ -591,7 +591,14 @@ void ConnectionManager::OnRemoteCm(const std::shared_ptr<RemoteEnd>& end,
     case wire::Type::kConnectRequest: {
       wire::ConnectBody request_body;
       std::memcpy(&request_body, body, sizeof(request_body));
-      if (id != nullptr || !wire::ValidateConnectBody(request_body)) {
+      // Who the peer is comes from the kernel (SO_PEERCRED); a REQ naming another process is
+      // a lie (a peer naming our own pid, or a third process's, would make this NIC copy that
+      // process's memory for it): it ends the connection.
+      std::shared_ptr<host::Conn> peer_conn = end->conn();
+      const pid_t peer_pid = peer_conn != nullptr ? peer_conn->peer_pid() : 0;
+      const bool lies = request_body.pid != peer_pid;
+      if (lies && id == nullptr) wire::ReportPeerMismatch("pid", request_body.pid, peer_pid);
+      if (id != nullptr || lies || !wire::ValidateConnectBody(request_body)) {
         // A second REQ, or a malformed one: this connection ends, and the id of the first
         // (a request, or an accepted connection) learns it.
         if (std::shared_ptr<host::Conn> conn = end->conn(); conn != nullptr) conn->Close();
@@ -615,8 +622,8 @@ void ConnectionManager::OnRemoteCm(const std::shared_ptr<RemoteEnd>& end,
       }
       request->remote = end;
       request->remote_qp_num = request_body.qp_num;
-      request->remote_pid = request_body.pid;
-      request->we_reach_peer = host::CanReach(request_body.pid, request_body.probe_addr);
+      request->remote_pid = peer_pid;  // the kernel's, which the body's agreed with
+      request->we_reach_peer = host::CanReach(peer_pid, request_body.probe_addr);
       end->id = request;
       rdma_conn_param conn;
       std::memset(&conn, 0, sizeof(conn));
@@ -632,16 +639,20 @@ void ConnectionManager::OnRemoteCm(const std::shared_ptr<RemoteEnd>& end,
       wire::AcceptBody accept;
       std::memcpy(&accept, body, sizeof(accept));
       if (id == nullptr || id->state != State::kConnecting) return;
-      if (!wire::ValidateAcceptBody(accept) || id->id.qp == nullptr) {
+      std::shared_ptr<host::Conn> peer_conn = end->conn();
+      const pid_t peer_pid = peer_conn != nullptr ? peer_conn->peer_pid() : 0;
+      const bool lies = accept.pid != peer_pid;  // the kernel's word (see kConnectRequest)
+      if (lies) wire::ReportPeerMismatch("pid", accept.pid, peer_pid);
+      if (lies || !wire::ValidateAcceptBody(accept) || id->id.qp == nullptr) {
         CloseRemoteLocked(id);
         id->state = State::kUnreachable;
         QueueLocked(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, id, nullptr, nullptr, nullptr, 0);
         return;
       }
       id->remote_qp_num = accept.qp_num;
-      id->remote_pid = accept.pid;
+      id->remote_pid = peer_pid;
       id->peer_reaches_us = accept.can_reach_you != 0;
-      id->rtu_cma = host::CanReach(accept.pid, accept.probe_addr);
+      id->rtu_cma = host::CanReach(peer_pid, accept.probe_addr);
       id->state = State::kConnected;
       rdma_conn_param conn;
       std::memset(&conn, 0, sizeof(conn));
@@ -1120,7 +1131,7 @@ void ConnectionManager::ProcessConnectResponse(SimCmId* id) {
   SimQp* qp = to_sim(id->id.qp);
   if (TraceOn()) TraceEvent("cm_connect_response id=%u qp=%u", id->serial, qp->qp.qp_num);
   if (id->remote != nullptr) {
-    EstablishRemote(qp, id->remote_qp_num, id->remote_pid);
+    EstablishRemote(qp, id->remote_qp_num, id->remote_pid, id->rtu_cma);
     if (id->peer_reaches_us) SetPeerReachesUs(qp);
     wire::Header ready = wire::MakeHeader(wire::Type::kReady);
     if (id->rtu_cma) ready.flags = wire::kFlagCma;

@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "simverbs/alloc.h"
+#include "simverbs/sim/fabric/cma.h"
 #include "simverbs/sim/trace.h"
 
 namespace softrpma::sim {
@@ -81,37 +82,16 @@ void Copy(const Segments& src, const Segments& dst) {
 // peer can: below it, a system call to copy costs more than the bytes through the socket.
 constexpr uint64_t kCmaMinBytes = 16 * 1024;
 
-// Where the bytes of a message are: in this process, or in the peer's process (cross-memory
-// attach: addresses in ITS address space, read with process_vm_readv).
+// Where the bytes of a message are. Always in this process: a cross-memory-attach request's
+// data is fetched into a buffer of this process before it is served (ServeRequestLocked).
 struct MessageSource {
   const Segments* local = nullptr;
-  int32_t pid = 0;
-  const wire::CmaSegment* remote = nullptr;
-  int remote_count = 0;
   uint64_t total = 0;
 
-  // Copies the message into the front of `dst` (REQUIRES: dst.total >= total). False when the
-  // peer's memory could not be read (the peer unmapped it, or went away).
+  // Copies the message into the front of `dst` (REQUIRES: dst.total >= total). True.
   bool CopyTo(const Segments& dst) const {
-    if (local != nullptr) {
-      Copy(*local, dst);
-      return true;
-    }
-    iovec to[kMaxSge];
-    int count = 0;
-    uint64_t left = total;
-    for (int i = 0; i < dst.count && left > 0; ++i) {
-      const uint64_t n = std::min(left, dst.pieces[i].length);
-      to[count++] = iovec{dst.pieces[i].ptr, static_cast<size_t>(n)};
-      left -= n;
-    }
-    iovec from[wire::kMaxCmaSegments];
-    for (int i = 0; i < remote_count; ++i) {
-      from[i] = iovec{reinterpret_cast<void*>(static_cast<uintptr_t>(remote[i].addr)),
-                      static_cast<size_t>(remote[i].length)};
-    }
-    return total == 0 ||
-           process_vm_readv(pid, to, count, from, remote_count, 0) == static_cast<ssize_t>(total);
+    Copy(*local, dst);
+    return true;
   }
 };
 
@@ -740,57 +720,176 @@ void RespondLocked(SimLink* link, const wire::Header& request, ibv_wc_status sta
   if (out != nullptr) out->Send(response, iov, iovcnt);
 }
 
-// Executes one request of the peer against `qp` (nullptr: destroyed) and answers it. Returns
-// false, answering nothing, when it needs a receive and none is posted.
-bool ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
-                        const uint8_t* body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+// What became of a request of the peer (ServeRequestLocked).
+enum class Served {
+  kAnswered,  // executed (or refused) and answered
+  kWaits,     // needs a receive and none is posted: it waits, unanswered, with what follows it
+  kCopying,   // its cross-memory-attach copy runs (cma.h): it waits, in flight, until it ends
+};
+
+// THE BUDGET of requests a peer may leave waiting here (a SEND without a receive, and what
+// arrived behind it): per connection, and for the whole process. A peer over it is a peer this
+// NIC cannot keep up with: the connection ends (the peer sees it closed, as after a NIC's RNR
+// retries ran out), instead of this process buffering without bound.
+constexpr uint64_t kMaxWaitingBytesPerLink = uint64_t{256} << 20;
+constexpr size_t kMaxWaitingPerLink = 65536;
+constexpr uint64_t kMaxWaitingBytes = uint64_t{1} << 30;
+// The largest SEND whose data is fetched by cross-memory attach before a receive takes it.
+constexpr uint64_t kMaxFetchedSendBytes = kMaxWaitingBytesPerLink;
+std::atomic<uint64_t> g_waiting_bytes{0};
+
+// The connection `request` came on (and is answered on).
+std::shared_ptr<host::Conn> ServingConnLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  return link->serve != nullptr ? link->serve : link->remote;
+}
+
+// The peer's segments of a kFlagCma request (a validated header: 1 to kMaxCmaSegments of them)
+// as iovecs of ITS address space; false when their lengths do not add up to header.length.
+bool CmaSegments(const wire::Header& request, const uint8_t* body, std::vector<iovec>* out) {
+  const size_t count = request.body_len / sizeof(wire::CmaSegment);
+  out->resize(count);
+  uint64_t sum = 0;
+  for (size_t i = 0; i < count; ++i) {
+    wire::CmaSegment segment;
+    std::memcpy(&segment, body + i * sizeof(segment), sizeof(segment));
+    if (segment.length > wire::kMaxMessageBytes) return false;
+    sum += segment.length;
+    (*out)[i] = iovec{reinterpret_cast<void*>(static_cast<uintptr_t>(segment.addr)),
+                      static_cast<size_t>(segment.length)};
+  }
+  return sum == request.length;
+}
+
+void DrainIncomingLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+
+// The in-flight request at the head of link's incoming requests, if it is `seq`'s (it may have
+// gone meanwhile: the peer went away, the QP was destroyed or reset).
+IncomingRequest* InFlightLocked(SimLink* link, uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  if (link->incoming.empty()) return nullptr;
+  IncomingRequest& head = link->incoming.front();
+  return head.in_flight && head.header.seq == seq ? &head : nullptr;
+}
+
+// Starts the cross-memory-attach copy of `request` (the head of link's requests from now on),
+// between `local` and the peer's `segments`: for a WRITE or SEND, the data is fetched and the
+// request is then served as if it had carried it; for a READ (to_peer), `local` holds the data
+// and the response follows the copy. Toward the connection's own peer only: link->remote_pid
+// is the kernel's word for it. Returns kCopying, or kAnswered when the copy may not start.
+Served StartCopyLocked(SimLink* link, SimQp* qp, const wire::Header& request,
+                       std::vector<iovec> segments, std::vector<uint8_t> local, bool to_peer)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  std::weak_ptr<SimLink> weak = qp->link;
+  std::weak_ptr<host::Conn> conn = ServingConnLocked(link);
+  cma::Copy copy;
+  copy.pid = link->remote_pid;
+  copy.to_peer = to_peer;
+  copy.remote = std::move(segments);
+  copy.local = std::move(local);
+  const uint64_t seq = request.seq;
+  auto done = [weak, seq, to_peer](bool ok, std::vector<uint8_t> data) {
+    std::shared_ptr<SimLink> link = weak.lock();
+    if (link == nullptr) return;
+    softrpma::MutexLock lock(&link->mu);
+    IncomingRequest* head = InFlightLocked(link.get(), seq);
+    if (head == nullptr) return;
+    if (to_peer || !ok) {
+      // A read's data is in place (or could not be put there); a fetch that failed: the
+      // requester's memory went away.
+      RespondLocked(link.get(), head->header,
+                    ok ? IBV_WC_SUCCESS : IBV_WC_LOC_PROT_ERR, nullptr);
+      link->incoming.pop_front();
+    } else {
+      // The data is here now: the request is served as one that carried it.
+      head->header.flags &= static_cast<uint16_t>(~wire::kFlagCma);
+      head->header.length = 0;
+      head->header.body_len = static_cast<uint32_t>(data.size());
+      link->incoming_bytes += data.size();
+      g_waiting_bytes.fetch_add(data.size(), std::memory_order_relaxed);
+      head->body = std::move(data);
+      head->in_flight = false;
+    }
+    DrainIncomingLocked(link.get());
+  };
+  auto on_stuck = [conn] {
+    if (std::shared_ptr<host::Conn> c = conn.lock(); c != nullptr) c->Shutdown();
+  };
+  if (!cma::Start(std::move(copy), std::move(done), std::move(on_stuck))) {
+    RespondLocked(link, request, IBV_WC_REM_OP_ERR, nullptr);
+    return Served::kAnswered;
+  }
+  if (TraceOn()) {
+    TraceEvent("fabric_cma_copy qp=%u seq=%llu bytes=%llu", qp->qp.qp_num,
+               static_cast<unsigned long long>(seq),
+               static_cast<unsigned long long>(request.length));
+  }
+  return Served::kCopying;
+}
+
+// Executes one request of the peer against `qp` (nullptr: destroyed) and answers it, or says
+// why it waits. ONE RULE for every request type (wire::TargetBytes): the bytes the operation
+// touches here are what is checked against the key, whatever the flags say.
+Served ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
+                          const uint8_t* body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   const wire::Type type = static_cast<wire::Type>(request.type);
   if (qp != nullptr) CheckOverflowLocked(qp);
   // Not ready yet (see ExecuteLocked): the request waits, as the peer's retries would.
-  if (qp != nullptr && qp->state == IBV_QPS_INIT && !qp->verbs) return false;
+  if (qp != nullptr && qp->state == IBV_QPS_INIT && !qp->verbs) return Served::kWaits;
   if (qp == nullptr || (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_RTR)) {
     RespondLocked(link, request, IBV_WC_RETRY_EXC_ERR, nullptr);  // a real requester times out
-    return true;
+    return Served::kAnswered;
   }
   PdReadLocks pd_lock(qp->pd, nullptr);
   const bool cma = (request.flags & wire::kFlagCma) != 0;
-  Segments message;
-  MessageSource source;
+  std::vector<iovec> segments;
   if (cma) {
-    // The bytes are in the requester's process, at these addresses.
-    source.pid = link->remote_pid;
-    source.remote = reinterpret_cast<const wire::CmaSegment*>(body);
-    source.remote_count = static_cast<int>(request.body_len / sizeof(wire::CmaSegment));
-    uint64_t sum = 0;
-    for (int i = 0; i < source.remote_count; ++i) sum += source.remote[i].length;
-    if (source.pid <= 0 || sum != request.length) {
+    // The bytes are in the requester's process, at addresses of ITS memory. Copied only toward
+    // the connection's own peer as the kernel names it, and only when this side proved at
+    // connect time that it may reach it (host::CanReach); never toward this process itself.
+    if (!link->we_reach_peer || link->remote_pid <= 0 || link->remote_pid == getpid() ||
+        !CmaSegments(request, body, &segments)) {
       RespondLocked(link, request, IBV_WC_REM_INV_REQ_ERR, nullptr);  // malformed: refused
-      return true;
+      return Served::kAnswered;
     }
-    source.total = request.length;
-  } else {
-    if (request.body_len > 0) message.Add(const_cast<uint8_t*>(body), request.body_len);
-    source = LocalSource(message);
   }
-  // The remote range (a zero-length operation checks no key).
+  // The remote range (a zero-length operation checks no key): the key first, then an atomic's
+  // alignment, as in ExecuteLocked.
   Segments remote;
-  const uint64_t length =
-      type == wire::Type::kRead || cma ? request.length : request.body_len;
+  const uint64_t length = wire::TargetBytes(request);
   if (type != wire::Type::kSend && length > 0) {
-    if (type == wire::Type::kAtomicWrite && request.remote_addr % sizeof(uint64_t) != 0) {
-      RespondLocked(link, request, IBV_WC_REM_INV_REQ_ERR, nullptr);
-      EnterErrorLocked(qp);  // the responder goes to ERROR as well (see ExecuteLocked)
-      return true;
-    }
     const int need =
         type == wire::Type::kRead ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
     if (qp->pd->FindRemote(request.rkey, request.remote_addr, length, need) == nullptr) {
       RespondLocked(link, request, IBV_WC_REM_ACCESS_ERR, nullptr);
       EnterErrorLocked(qp);  // IB class C (see ExecuteLocked)
-      return true;
+      return Served::kAnswered;
+    }
+    if (type == wire::Type::kAtomicWrite && request.remote_addr % sizeof(uint64_t) != 0) {
+      RespondLocked(link, request, IBV_WC_REM_INV_REQ_ERR, nullptr);
+      EnterErrorLocked(qp);  // the responder goes to ERROR as well (see ExecuteLocked)
+      return Served::kAnswered;
     }
     remote.Add(AsPtr(request.remote_addr), length);
   }
+  if (cma) {
+    if (type == wire::Type::kRead) {
+      // The data leaves the region now, under its PD's lock; the copy into the requester's
+      // memory runs without it.
+      std::vector<uint8_t> data(length);
+      Segments bounce;
+      if (length > 0) bounce.Add(data.data(), length);
+      Copy(remote, bounce);
+      return StartCopyLocked(link, qp, request, std::move(segments), std::move(data), true);
+    }
+    if (type == wire::Type::kSend && length > kMaxFetchedSendBytes) {
+      RespondLocked(link, request, IBV_WC_REM_INV_REQ_ERR, nullptr);
+      return Served::kAnswered;
+    }
+    return StartCopyLocked(link, qp, request, std::move(segments), std::vector<uint8_t>(length),
+                           false);
+  }
+  Segments message;
+  if (request.body_len > 0) message.Add(const_cast<uint8_t*>(body), request.body_len);
+  const MessageSource source = LocalSource(message);
   const Delivery delivery{&qp->link, link->remote_qp_num,
                           (request.flags & wire::kFlagSolicited) != 0,
                           (request.flags & wire::kFlagImm) != 0, request.imm_data};
@@ -802,47 +901,92 @@ bool ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
     case wire::Type::kWrite:
       if (delivery.with_imm) {
         outcome = DeliverToReceive(qp, delivery, source, &remote);
-      } else if (!source.CopyTo(remote)) {
-        outcome = Done(IBV_WC_LOC_PROT_ERR);  // the requester's memory went away
+      } else {
+        source.CopyTo(remote);
       }
       break;
     case wire::Type::kRead:
-      if (cma && length > 0) {
-        // Straight into the requester's memory.
-        iovec from{remote.pieces[0].ptr, static_cast<size_t>(length)};
-        iovec to[wire::kMaxCmaSegments];
-        for (int i = 0; i < source.remote_count; ++i) {
-          to[i] = iovec{reinterpret_cast<void*>(static_cast<uintptr_t>(source.remote[i].addr)),
-                        static_cast<size_t>(source.remote[i].length)};
-        }
-        const bool copied = process_vm_writev(source.pid, &from, 1, to, source.remote_count, 0) ==
-                            static_cast<ssize_t>(length);
-        RespondLocked(link, request, copied ? IBV_WC_SUCCESS : IBV_WC_LOC_PROT_ERR, nullptr);
-        return true;
-      }
       RespondLocked(link, request, IBV_WC_SUCCESS, &remote);
-      return true;
-    default: {  // kAtomicWrite: one 8-byte store, never torn
+      return Served::kAnswered;
+    default: {  // kAtomicWrite: one 8-byte store, never torn, at the range checked above
       uint64_t value = 0;
       std::memcpy(&value, body, sizeof(value));
-      __atomic_store_n(reinterpret_cast<uint64_t*>(AsPtr(request.remote_addr)), value,
+      __atomic_store_n(reinterpret_cast<uint64_t*>(remote.pieces[0].ptr), value,
                        __ATOMIC_SEQ_CST);
       break;
     }
   }
-  if (outcome.wait) return false;
+  if (outcome.wait) return Served::kWaits;
   RespondLocked(link, request, outcome.status, nullptr);
-  return true;
+  return Served::kAnswered;
 }
 
-// Serves the peer's requests that waited for a receive, oldest first, until one waits again.
+// Forgets link's waiting requests (their bytes leave the process's budget).
+void ClearIncomingLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  g_waiting_bytes.fetch_sub(link->incoming_bytes, std::memory_order_relaxed);
+  link->incoming_bytes = 0;
+  link->incoming.clear();
+}
+
+void PopIncomingLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  const uint64_t bytes = link->incoming.front().body.size();
+  link->incoming_bytes -= bytes;
+  g_waiting_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+  link->incoming.pop_front();
+}
+
+// Serves the peer's requests that waited, oldest first, until one waits again (or is in
+// flight).
 void DrainIncomingLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   SimQp* qp = LocalSideLocked(link);
   while (!link->incoming.empty()) {
     IncomingRequest& request = link->incoming.front();
-    if (!ServeRequestLocked(link, qp, request.header, request.body.data())) return;
-    link->incoming.pop_front();
+    if (request.in_flight) return;
+    const Served served = ServeRequestLocked(link, qp, request.header, request.body.data());
+    if (served == Served::kWaits) return;
+    if (served == Served::kCopying) {
+      // Its body (segments) is spent; the copy owns what comes next.
+      g_waiting_bytes.fetch_sub(request.body.size(), std::memory_order_relaxed);
+      link->incoming_bytes -= request.body.size();
+      request.body.clear();
+      request.in_flight = true;
+      return;
+    }
+    PopIncomingLocked(link);
   }
+}
+
+// A request of the peer that arrived on link's connection: served now, in order behind the ones
+// that wait, or kept (within THE BUDGET) until it can be.
+void ServeOrQueueLocked(SimLink* link, SimQp* qp, const wire::Header& header,
+                        const uint8_t* body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  Served served = Served::kWaits;
+  if (link->incoming.empty()) {
+    served = ServeRequestLocked(link, qp, header, body);
+    if (served == Served::kAnswered) return;
+  }
+  const uint64_t bytes = served == Served::kCopying ? 0 : header.body_len;
+  if (link->incoming.size() >= kMaxWaitingPerLink ||
+      link->incoming_bytes + bytes > kMaxWaitingBytesPerLink ||
+      g_waiting_bytes.load(std::memory_order_relaxed) + bytes > kMaxWaitingBytes) {
+    static std::atomic<bool> reported{false};
+    if (!reported.exchange(true)) {
+      std::fprintf(stderr,
+                   "softrpma: fabric: a peer left more requests waiting for receives than this "
+                   "NIC keeps (%zu, %llu bytes on its connection); its connection is ended "
+                   "(later ones are not reported)\n",
+                   link->incoming.size(), static_cast<unsigned long long>(link->incoming_bytes));
+    }
+    if (std::shared_ptr<host::Conn> conn = ServingConnLocked(link); conn != nullptr) {
+      conn->Shutdown();
+    }
+    return;
+  }
+  IncomingRequest request{header, {}, served == Served::kCopying};
+  if (bytes > 0) request.body.assign(body, body + bytes);
+  link->incoming_bytes += bytes;
+  g_waiting_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  link->incoming.push_back(std::move(request));
 }
 
 // A status from the peer, as one this side may report (untrusted input).
@@ -1165,7 +1309,7 @@ void DestroyQp(SimQp* qp) {
     for (const IncomingRequest& request : link->incoming) {
       RespondLocked(link, request.header, IBV_WC_RETRY_EXC_ERR, nullptr);
     }
-    link->incoming.clear();
+    ClearIncomingLocked(link);
   }
   qp->send_cq->ForgetSlots(&qp->sq_in_use);
   qp->recv_cq->ForgetSlots(&qp->rq_in_use);
@@ -1212,10 +1356,11 @@ void EnterRts(SimQp* qp) {
   KickLinkLocked(link);      // and what is still deferred now has a responder
 }
 
-void EstablishRemote(SimQp* qp, uint32_t remote_qp_num, int32_t remote_pid) {
+void EstablishRemote(SimQp* qp, uint32_t remote_qp_num, int32_t remote_pid, bool we_reach_peer) {
   softrpma::MutexLock lock(&qp->link->mu);
   qp->link->remote_qp_num = remote_qp_num;
   qp->link->remote_pid = remote_pid;
+  qp->link->we_reach_peer = we_reach_peer && remote_pid > 0 && remote_pid != getpid();
   EnterRtsLocked(qp);
   ProgressLinkLocked(qp->link.get());
 }
@@ -1231,7 +1376,7 @@ void RemotePeerGone(SimQp* qp) {
   softrpma::MutexLock lock(&link->mu);
   if (link->remote == nullptr || link->peer_gone) return;
   link->peer_gone = true;
-  link->incoming.clear();  // nobody to answer
+  ClearIncomingLocked(link);  // nobody to answer
   ProgressRemoteLocked(link, qp);
 }
 
@@ -1250,9 +1395,7 @@ void HandleRemoteMessage(const std::shared_ptr<SimLink>& link, const wire::Heade
     case wire::Type::kRead:
     case wire::Type::kAtomicWrite:
       // In order: behind any request that waits for a receive.
-      if (link->incoming.empty() && ServeRequestLocked(link.get(), qp, header, body)) return;
-      link->incoming.push_back(
-          IncomingRequest{header, std::vector<uint8_t>(body, body + header.body_len)});
+      ServeOrQueueLocked(link.get(), qp, header, body);
       return;
     default:
       return;  // connection management is the CM's
@@ -1786,6 +1929,21 @@ class ServeEnd final : public host::Conn::Handler {
         conn->Close();
         return;
       }
+      // Who sends is the kernel's word (SO_PEERCRED): a bind naming another process (its pid,
+      // or a GID that is not the sender's own) would let a third process speak for a QP's
+      // peer. It ends the connection.
+      int32_t gid_pid = 0;
+      const pid_t peer_pid = conn->peer_pid();
+      if (bind.pid != peer_pid) {
+        wire::ReportPeerMismatch("pid", bind.pid, peer_pid);
+        conn->Close();
+        return;
+      }
+      if (!GidPid(bind.src_gid, &gid_pid) || gid_pid != (peer_pid & 0xffffff)) {
+        wire::ReportPeerMismatch("the GID of pid", gid_pid, peer_pid);
+        conn->Close();
+        return;
+      }
       bound_ = true;
       dst_qp_num_ = bind.dst_qp_num;
       src_qp_num_ = bind.src_qp_num;
@@ -1806,9 +1964,7 @@ class ServeEnd final : public host::Conn::Handler {
           qp->send_cq->AddRemote(conn);
           if (qp->recv_cq != qp->send_cq) qp->recv_cq->AddRemote(conn);
         }
-        if (link->incoming.empty() && ServeRequestLocked(link.get(), qp, header, body)) return;
-        link->incoming.push_back(
-            IncomingRequest{header, std::vector<uint8_t>(body, body + header.body_len)});
+        ServeOrQueueLocked(link.get(), qp, header, body);
         return;
       }
     }
@@ -1844,7 +2000,7 @@ class DialEnd final : public host::Conn::Handler {
     softrpma::MutexLock lock(&link->mu);
     if (link->remote == nullptr || link->peer_gone) return;
     link->peer_gone = true;  // its process is gone: what is outstanding times out
-    link->incoming.clear();
+    ClearIncomingLocked(link.get());
     if (SimQp* qp = LocalSideLocked(link.get()); qp != nullptr) ProgressRemoteLocked(link.get(), qp);
   }
 
@@ -2014,9 +2170,10 @@ std::shared_ptr<host::Conn> ResetLocked(SimQp* qp) {
   link->remote = nullptr;
   link->serve = nullptr;
   link->peer_gone = false;
-  link->incoming.clear();
+  ClearIncomingLocked(link);
   link->remote_qp_num = 0;
   link->remote_pid = 0;
+  link->we_reach_peer = false;
   std::memset(&qp->verbs_attr, 0, sizeof(qp->verbs_attr));
   SetStateLocked(qp, IBV_QPS_RESET);
   return conn;
@@ -2222,7 +2379,15 @@ int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask) {
     int32_t pid = 0;
     if (GidPid(dgid, &pid)) {
       auto end = std::make_shared<DialEnd>(qp->link);
-      if (host::DialEndpoint(GidEndpoint(dgid), end, &conn) == 0) {
+      // The endpoint must be the process the GID names (the kernel says who listens there):
+      // another process of the fabric may have taken a name that is not its own.
+      if (host::DialEndpoint(GidEndpoint(dgid), end, &conn) == 0 &&
+          (conn->peer_pid() & 0xffffff) != pid) {
+        wire::ReportPeerMismatch("the endpoint of the GID of pid", pid, conn->peer_pid());
+        conn->Close();
+        conn = nullptr;
+      }
+      if (conn != nullptr) {
         wire::QpBindBody bind;
         std::memset(&bind, 0, sizeof(bind));
         bind.version = wire::kQpBindVersion;

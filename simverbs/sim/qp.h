@@ -218,6 +218,9 @@ struct SimQp;
 struct IncomingRequest {
   wire::Header header;
   std::vector<uint8_t> body;
+  // Its cross-memory-attach copy runs (fabric/cma.h): it is answered when that ends, and
+  // everything behind it waits.
+  bool in_flight = false;
 };
 
 struct SimLink final {
@@ -228,13 +231,19 @@ struct SimLink final {
   // nullptr for a connection inside this process.
   std::shared_ptr<host::Conn> remote ABSL_GUARDED_BY(mu);
   uint32_t remote_qp_num ABSL_GUARDED_BY(mu) = 0;
+  // The peer's process, as the kernel names the connection's other end (SO_PEERCRED), never
+  // as a message says: the only process a cross-memory-attach copy may reach.
   int32_t remote_pid ABSL_GUARDED_BY(mu) = 0;
+  // This side proved at connect time that it may reach the peer's memory (host::CanReach):
+  // only then are the peer's kFlagCma requests served.
+  bool we_reach_peer ABSL_GUARDED_BY(mu) = false;
   // The peer proved it can reach this process's memory (host::CanReach): large requests carry
   // addresses, and the peer copies (wire::kFlagCma).
   bool peer_reaches_us ABSL_GUARDED_BY(mu) = false;
   // The peer's connection closed after its DREQ (RemotePeerGone): nothing answers any more.
   bool peer_gone ABSL_GUARDED_BY(mu) = false;
   std::deque<IncomingRequest> incoming ABSL_GUARDED_BY(mu);
+  uint64_t incoming_bytes ABSL_GUARDED_BY(mu) = 0;  // their bodies' bytes (qp.cc, THE BUDGET)
   // A QP of ibv_create_qp: the connection the peer's requests arrived on (they are answered
   // there); nullptr: answered on `remote` (a CM connection carries both ways).
   std::shared_ptr<host::Conn> serve ABSL_GUARDED_BY(mu);
@@ -420,8 +429,10 @@ void DestroyVerbsQp(SimQp* qp);
 // Makes qp's link a link to a peer in another process, reached through `conn`.
 void AttachRemote(SimQp* qp, std::shared_ptr<host::Conn> conn);
 // Moves the local QP of a remote link to RTS (from INIT) and records the peer's QP number and
-// process.
-void EstablishRemote(SimQp* qp, uint32_t remote_qp_num, int32_t remote_pid);
+// process (`remote_pid`: the kernel's word for the connection's other end, SO_PEERCRED), and
+// whether this side proved it may reach that process's memory (host::CanReach): only then are
+// the peer's cross-memory-attach requests served.
+void EstablishRemote(SimQp* qp, uint32_t remote_qp_num, int32_t remote_pid, bool we_reach_peer);
 // The peer of qp's remote link can reach this process's memory (wire::kFlagCma).
 void SetPeerReachesUs(SimQp* qp);
 // The peer of qp's remote link is gone (its connection closed after a DREQ) while qp may still

@@ -468,12 +468,29 @@ TEST_F(VerbsQpTest, EndpointAnswersAnUnknownQpAndClosesOnAMessageBeforeTheBind) 
   EXPECT_TRUE(WaitFor(other_gid.get(), 0, true));
   conn->Close();
 
-  // A good bind to a QP that is not connected to the sender: each request is dropped, as a
-  // real responder drops it (answered RETRY_EXC_ERR: the requester's retries run out).
-  auto third = std::make_shared<Recorder>();
-  ASSERT_EQ(host::DialEndpoint(OurEndpoint(), third, &conn), 0);
+  // Binds whose sender lies about itself, as the kernel (SO_PEERCRED) knows it: another pid,
+  // or a GID that is not the sender's own (a third process's). Each ends the connection.
   const ibv_gid ours = OurGid();
   std::memcpy(bind.dst_gid, ours.raw, sizeof(bind.dst_gid));
+  for (int lie = 0; lie < 2; ++lie) {
+    auto liar = std::make_shared<Recorder>();
+    ASSERT_EQ(host::DialEndpoint(OurEndpoint(), liar, &conn), 0);
+    bind.pid = lie == 0 ? getpid() + 1 : getpid();
+    std::memcpy(bind.src_gid, ours.raw, sizeof(bind.src_gid));
+    if (lie == 1) bind.src_gid[15] ^= 1;  // the GID of pid ^ 1
+    conn->Send(header, &iov, 1);
+    conn->Send(write, nullptr, 0);
+    EXPECT_TRUE(WaitFor(liar.get(), 0, true)) << "lie " << lie;
+    conn->Close();
+  }
+
+  // A good bind (this process's own pid and GID) to a QP that is not connected to the sender:
+  // each request is dropped, as a real responder drops it (answered RETRY_EXC_ERR: the
+  // requester's retries run out).
+  auto third = std::make_shared<Recorder>();
+  ASSERT_EQ(host::DialEndpoint(OurEndpoint(), third, &conn), 0);
+  bind.pid = getpid();
+  std::memcpy(bind.src_gid, ours.raw, sizeof(bind.src_gid));
   conn->Send(header, &iov, 1);
   conn->Send(write, nullptr, 0);
   ASSERT_TRUE(WaitFor(third.get(), 1, false));

@@ -463,6 +463,10 @@ void Conn::Close() {
   // `handler` is released here, outside the lock.
 }
 
+void Conn::Shutdown() {
+  if (generation_ == g_generation.load(std::memory_order_acquire)) shutdown(fd_, SHUT_RDWR);
+}
+
 void Conn::Internal::SetHandler(Conn* conn, std::shared_ptr<Handler> handler) {
   std::shared_ptr<Handler> old;
   softrpma::MutexLock lock(&conn->mu_);
@@ -624,7 +628,8 @@ uint64_t ProbeAddress() {
 }
 
 bool CanReach(int32_t pid, uint64_t probe_addr) {
-  if (!g_cma_enabled.load() || pid <= 0 || probe_addr == 0) return false;
+  // Never this process itself: a peer must not be able to make this NIC copy its own memory.
+  if (!g_cma_enabled.load() || pid <= 0 || pid == getpid() || probe_addr == 0) return false;
   uint64_t word = 0;
   iovec local{&word, sizeof(word)};
   iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(probe_addr)), sizeof(word)};

@@ -89,6 +89,11 @@ class Conn final : public std::enable_shared_from_this<Conn> {
   // Ends the connection from this side: what was sent is still delivered, then the peer sees
   // the end. The handler is released and gets no further call.
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the connection as if the peer had gone: the socket is shut down both ways now, and
+  // the fabric thread then finds its end and calls the handler's OnClosed, as for a peer that
+  // died. Takes no lock and never blocks: callable under any lock (a stuck cross-memory copy,
+  // a peer over its budget).
+  void Shutdown();
   // Does the fabric thread's work for this connection now, in the calling thread: writes what
   // is queued and handles the messages that have arrived (their handlers run here). Returns at
   // once when another thread is at it. A program polling a CQ calls this (through the CQ) so

@@ -2,6 +2,8 @@
 
 #include <netinet/in.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstring>
 
 namespace softrpma::sim::wire {
@@ -18,11 +20,34 @@ bool ValidCmaBody(const Header& header) {
          header.body_len / sizeof(CmaSegment) <= kMaxCmaSegments;
 }
 
+// The flags each type may carry: one that does not belong to the type makes the message
+// malformed (a cross-memory-attach flag on an atomic once made the responder skip its key
+// check).
+uint16_t AllowedFlags(Type type) {
+  switch (type) {
+    case Type::kWrite:
+    case Type::kSend:
+      return kFlagImm | kFlagSolicited | kFlagCma;
+    case Type::kRead:
+      return kFlagSolicited | kFlagCma;
+    case Type::kAtomicWrite:
+      return kFlagSolicited;
+    case Type::kReadResponse:
+    case Type::kReady:
+      return kFlagCma;
+    default:
+      return 0;
+  }
+}
+
 }  // namespace
 
 bool ValidateHeader(const Header& header) {
   if (header.magic != kMagic) return false;
-  switch (static_cast<Type>(header.type)) {
+  const Type type = static_cast<Type>(header.type);
+  if ((header.flags & ~AllowedFlags(type)) != 0) return false;
+  const bool cma = (header.flags & kFlagCma) != 0;
+  switch (type) {
     case Type::kConnectRequest:
       return header.body_len == sizeof(ConnectBody);
     case Type::kAccept:
@@ -37,21 +62,34 @@ bool ValidateHeader(const Header& header) {
     case Type::kAck:
       return header.body_len == 0;
     case Type::kAtomicWrite:
-      return header.body_len == sizeof(uint64_t);
+      // Its 8 bytes are the body; `length` is not the operation's and must say nothing.
+      return header.body_len == sizeof(uint64_t) && header.length == 0;
     case Type::kRead:
       if (header.length > kMaxMessageBytes) return false;
-      return (header.flags & kFlagCma) != 0 ? ValidCmaBody(header) : header.body_len == 0;
+      return cma ? ValidCmaBody(header) : header.body_len == 0;
     case Type::kWrite:
     case Type::kSend:
-      if ((header.flags & kFlagCma) != 0) {
-        return header.length <= kMaxMessageBytes && ValidCmaBody(header);
-      }
-      return header.body_len <= kMaxMessageBytes;
+      // The data is the body, or (cross-memory attach) `length` bytes the segments describe.
+      if (cma) return header.length <= kMaxMessageBytes && ValidCmaBody(header);
+      return header.length == 0 && header.body_len <= kMaxMessageBytes;
     case Type::kReadResponse:
-      return (header.flags & kFlagCma) != 0 ? header.body_len == 0
-                                             : header.body_len <= kMaxMessageBytes;
+      return cma ? header.body_len == 0 : header.body_len <= kMaxMessageBytes;
   }
   return false;
+}
+
+uint64_t TargetBytes(const Header& header) {
+  switch (static_cast<Type>(header.type)) {
+    case Type::kAtomicWrite:
+      return sizeof(uint64_t);
+    case Type::kRead:
+      return header.length;
+    case Type::kWrite:
+    case Type::kSend:
+      return (header.flags & kFlagCma) != 0 ? header.length : header.body_len;
+    default:
+      return 0;
+  }
 }
 
 bool ValidateConnectBody(const ConnectBody& body) {
@@ -70,6 +108,15 @@ bool ValidateRejectBody(const RejectBody& body) {
 bool ValidateQpBindBody(const QpBindBody& body) {
   return body.version == kQpBindVersion && body.dst_qp_num != 0 && body.dst_qp_num < (1u << 24) &&
          body.src_qp_num != 0 && body.src_qp_num < (1u << 24);
+}
+
+void ReportPeerMismatch(const char* what, long claimed, long kernel_pid) {
+  static std::atomic<bool> reported{false};
+  if (reported.exchange(true)) return;
+  std::fprintf(stderr,
+               "softrpma: fabric: a peer process (pid %ld, as the kernel says) claimed %s %ld; "
+               "its connection is ended (later ones are not reported)\n",
+               kernel_pid, what, claimed);
 }
 
 Header MakeHeader(Type type) {

@@ -128,9 +128,16 @@ struct QpBindBody {
   uint8_t dst_gid[16];
 };
 
-// True when `header` is a message this version understands with a body length its type
-// allows (fixed for CM bodies, bounded for data). Nothing else of the message is trusted yet.
+// True when `header` is a message this version understands: a known type, only the flags that
+// type may carry, and lengths that agree with the type (fixed for CM bodies, bounded for data;
+// `length` zero where the type does not use it). Nothing else of the message is trusted yet.
 bool ValidateHeader(const Header& header);
+
+// ONE RULE FOR EVERY REQUEST: the bytes a request (a validated header) touches at the target,
+// which are what the responder checks against the key: an atomic's 8, a read's `length`, a
+// write's or send's data (its body, or under kFlagCma the `length` its segments describe).
+// 0 for a message that is not a request.
+uint64_t TargetBytes(const Header& header);
 
 // True when `body` (a validated ConnectBody / AcceptBody / RejectBody) has consistent fields:
 // private_data_len within its array, addresses of a known family.
@@ -138,6 +145,11 @@ bool ValidateConnectBody(const ConnectBody& body);
 bool ValidateAcceptBody(const AcceptBody& body);
 bool ValidateRejectBody(const RejectBody& body);
 bool ValidateQpBindBody(const QpBindBody& body);
+
+// A peer said something about itself that the kernel contradicts (`what`, e.g. "pid", as it
+// claimed, against the kernel's SO_PEERCRED pid): the caller ends the connection; this says so
+// on stderr, the first time in this process only (a hostile peer cannot flood the log).
+void ReportPeerMismatch(const char* what, long claimed, long kernel_pid);
 
 // A header of `type` with the magic set and everything else zero.
 Header MakeHeader(Type type);

@@ -101,5 +101,63 @@ TEST(ValidateBodies, RejectOversizedPrivateDataAndUnknownFamilies) {
   EXPECT_FALSE(ValidateRejectBody(reject));
 }
 
+// Issue 18, attack 0: an atomic flagged for cross-memory attach with length 0 once skipped the
+// key check and stored its word wherever remote_addr named. A flag that does not belong to the
+// type, or a length the type does not use, makes the message malformed.
+TEST(ValidateHeader, RejectsFlagsAndLengthsThatDoNotBelongToTheType) {
+  Header header = MakeHeader(Type::kAtomicWrite);
+  header.body_len = 8;
+  EXPECT_TRUE(ValidateHeader(header));
+  header.flags = kFlagCma;
+  EXPECT_FALSE(ValidateHeader(header));
+  header.flags = kFlagImm;
+  EXPECT_FALSE(ValidateHeader(header));
+  header.flags = 0;
+  header.length = 8;  // an atomic's bytes are its body
+  EXPECT_FALSE(ValidateHeader(header));
+
+  header = MakeHeader(Type::kWrite);
+  header.body_len = 64;
+  header.length = 64;  // a write that carries its data has no length of its own
+  EXPECT_FALSE(ValidateHeader(header));
+  header.length = 0;
+  header.flags = kFlagImm | kFlagSolicited;
+  EXPECT_TRUE(ValidateHeader(header));
+  header.flags = 0x80;  // no such flag
+  EXPECT_FALSE(ValidateHeader(header));
+
+  header = MakeHeader(Type::kRead);
+  header.length = 64;
+  header.flags = kFlagImm;  // a read has no immediate data
+  EXPECT_FALSE(ValidateHeader(header));
+
+  for (Type type : {Type::kAck, Type::kDisconnect, Type::kDisconnectReply}) {
+    header = MakeHeader(type);
+    header.flags = kFlagCma;
+    EXPECT_FALSE(ValidateHeader(header)) << static_cast<int>(type);
+  }
+  header = MakeHeader(Type::kConnectRequest);
+  header.body_len = sizeof(ConnectBody);
+  header.flags = kFlagCma;
+  EXPECT_FALSE(ValidateHeader(header));
+}
+
+TEST(TargetBytes, IsWhatTheOperationTouchesAtTheTarget) {
+  Header atomic = MakeHeader(Type::kAtomicWrite);
+  atomic.body_len = 8;
+  EXPECT_EQ(TargetBytes(atomic), 8u);
+  Header read = MakeHeader(Type::kRead);
+  read.length = 4096;
+  EXPECT_EQ(TargetBytes(read), 4096u);
+  Header write = MakeHeader(Type::kWrite);
+  write.body_len = 100;
+  EXPECT_EQ(TargetBytes(write), 100u);
+  write.flags = kFlagCma;
+  write.body_len = sizeof(CmaSegment);
+  write.length = 1 << 20;
+  EXPECT_EQ(TargetBytes(write), uint64_t{1} << 20);
+  EXPECT_EQ(TargetBytes(MakeHeader(Type::kAck)), 0u);
+}
+
 }  // namespace
 }  // namespace softrpma::sim::wire

@@ -1,0 +1,225 @@
+#include "simverbs/sim/fabric/cma.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <utility>
+
+namespace softrpma::sim::cma {
+namespace {
+
+uint64_t NowNs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000ULL + static_cast<uint64_t>(now.tv_nsec);
+}
+
+struct Job {
+  Copy copy;
+  DoneFn done;
+  StuckFn on_stuck;
+};
+
+// What the watchdog sees of a worker.
+struct WorkerState {
+  uint64_t busy_since_ns = 0;  // 0: idle
+  bool stuck = false;
+  StuckFn on_stuck;
+};
+
+// The pool (std::mutex and condition variables: pthreads, which ThreadSanitizer understands).
+// Its lock is a leaf: nothing else is taken while it is held, so Start may be called under the
+// NIC's locks.
+struct Pool {
+  std::mutex mu;
+  std::condition_variable work_cv;      // workers wait for jobs
+  std::condition_variable watchdog_cv;  // the watchdog waits for a busy worker
+  std::deque<Job> queue;
+  std::deque<std::shared_ptr<WorkerState>> workers;  // live ones (not written off)
+  int idle = 0;
+  int stuck = 0;
+  bool watchdog = false;
+};
+
+// Workers run `done` under it (shared) and a fork takes it (exclusive) before the pool's lock:
+// a child is never a copy of a worker half-way through `done` (which takes the NIC's locks and
+// allocates). Never held during a copy, so a stuck copy never holds up a fork.
+std::shared_mutex g_done_mu;
+Pool* g_pool = nullptr;  // guarded by g_pool_mu
+std::mutex g_pool_mu;
+
+void AtForkPrepare() {
+  g_done_mu.lock();
+  g_pool_mu.lock();
+  if (g_pool != nullptr) g_pool->mu.lock();
+}
+void AtForkParent() {
+  if (g_pool != nullptr) g_pool->mu.unlock();
+  g_pool_mu.unlock();
+  g_done_mu.unlock();
+}
+// The child has none of the parent's threads: it forgets the pool (leaked: a copy of the
+// parent's, whose workers do not exist here) and starts its own on first use.
+void AtForkChild() {
+  if (g_pool != nullptr) g_pool->mu.unlock();
+  g_pool = nullptr;
+  g_pool_mu.unlock();
+  g_done_mu.unlock();
+}
+
+Pool* ThePool() {
+  std::lock_guard<std::mutex> lock(g_pool_mu);
+  if (g_pool == nullptr) {
+    static const bool registered =
+        (pthread_atfork(&AtForkPrepare, &AtForkParent, &AtForkChild), true);
+    (void)registered;
+    g_pool = new Pool;
+  }
+  return g_pool;
+}
+
+bool DoCopy(const Copy& copy) {
+  const size_t length = copy.local.size();
+  if (length == 0) return true;
+  iovec local{const_cast<uint8_t*>(copy.local.data()), length};
+  const ssize_t n =
+      copy.to_peer
+          ? process_vm_writev(copy.pid, &local, 1, copy.remote.data(), copy.remote.size(), 0)
+          : process_vm_readv(copy.pid, &local, 1, copy.remote.data(), copy.remote.size(), 0);
+  return n == static_cast<ssize_t>(length);
+}
+
+struct WorkerArg {
+  Pool* pool;
+  std::shared_ptr<WorkerState> self;
+};
+
+void* RunWorker(void* arg) {
+  Pool* const pool = static_cast<WorkerArg*>(arg)->pool;
+  const std::shared_ptr<WorkerState> self = std::move(static_cast<WorkerArg*>(arg)->self);
+  delete static_cast<WorkerArg*>(arg);
+  while (true) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(pool->mu);
+      ++pool->idle;
+      pool->work_cv.wait(lock, [&] { return !pool->queue.empty(); });
+      --pool->idle;
+      job = std::move(pool->queue.front());
+      pool->queue.pop_front();
+      self->busy_since_ns = NowNs();
+      self->on_stuck = job.on_stuck;
+      pool->watchdog_cv.notify_one();
+    }
+    const bool ok = DoCopy(job.copy);  // no lock held: it may block as long as the peer likes
+    bool written_off;
+    {
+      std::lock_guard<std::mutex> lock(pool->mu);
+      written_off = self->stuck;
+      self->busy_since_ns = 0;
+      self->on_stuck = nullptr;
+    }
+    {
+      std::shared_lock<std::shared_mutex> done_lock(g_done_mu);
+      job.done(ok && !written_off, std::move(job.copy.local));
+    }
+    if (written_off) {
+      std::lock_guard<std::mutex> lock(pool->mu);
+      --pool->stuck;
+      return nullptr;  // replaced when it was written off
+    }
+  }
+}
+
+// Starts a worker. REQUIRES: pool->mu held.
+void SpawnWorkerLocked(Pool* pool);
+
+void* RunWatchdog(void* arg) {
+  auto* pool = static_cast<Pool*>(arg);
+  std::unique_lock<std::mutex> lock(pool->mu);
+  while (true) {
+    bool any_busy = false;
+    const uint64_t now = NowNs();
+    for (auto it = pool->workers.begin(); it != pool->workers.end();) {
+      WorkerState& worker = **it;
+      if (worker.busy_since_ns == 0) {
+        ++it;
+        continue;
+      }
+      if (now - worker.busy_since_ns < kTimeoutNs) {
+        any_busy = true;
+        ++it;
+        continue;
+      }
+      // Stuck: written off (it ends when its system call returns) and replaced.
+      worker.stuck = true;
+      ++pool->stuck;
+      StuckFn on_stuck = std::move(worker.on_stuck);
+      worker.on_stuck = nullptr;
+      it = pool->workers.erase(it);
+      if (!pool->queue.empty() && pool->idle == 0) SpawnWorkerLocked(pool);
+      if (on_stuck) on_stuck();  // must not block (it shuts a socket down)
+    }
+    if (any_busy) {
+      pool->watchdog_cv.wait_for(lock, std::chrono::milliseconds(250));
+    } else {
+      pool->watchdog_cv.wait(lock);
+    }
+  }
+}
+
+// A thread that takes no signals (the application's handlers run on its own threads).
+bool StartThread(void* (*run)(void*), void* arg) {
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_t thread;
+  const int err = pthread_create(&thread, &attr, run, arg);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return err == 0;
+}
+
+void SpawnWorkerLocked(Pool* pool) {
+  auto* arg = new WorkerArg{pool, std::make_shared<WorkerState>()};
+  pool->workers.push_back(arg->self);
+  if (!StartThread(&RunWorker, arg)) {
+    pool->workers.pop_back();
+    delete arg;
+  }
+}
+
+}  // namespace
+
+bool Start(Copy copy, DoneFn done, StuckFn on_stuck) {
+  if (copy.pid <= 0 || copy.pid == getpid()) return false;
+  uint64_t sum = 0;
+  for (const iovec& segment : copy.remote) sum += segment.iov_len;
+  if (sum != copy.local.size()) return false;
+  Pool* pool = ThePool();
+  std::lock_guard<std::mutex> lock(pool->mu);
+  if (pool->stuck >= kMaxStuck) return false;
+  if (!pool->watchdog) pool->watchdog = StartThread(&RunWatchdog, pool);
+  if (!pool->watchdog) return false;
+  if (pool->idle <= static_cast<int>(pool->queue.size()) &&
+      static_cast<int>(pool->workers.size()) < kMaxWorkers) {
+    SpawnWorkerLocked(pool);
+  }
+  if (pool->workers.empty()) return false;  // no thread could be made
+  pool->queue.push_back(Job{std::move(copy), std::move(done), std::move(on_stuck)});
+  pool->work_cv.notify_one();
+  return true;
+}
+
+}  // namespace softrpma::sim::cma
