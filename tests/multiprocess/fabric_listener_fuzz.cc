@@ -9,7 +9,8 @@
 // posts two receives, so that the rest of the input reaches the data path of an established
 // connection. To let data requests hit the region, a header's remote_addr below
 // 2 * kRegionSize is an offset into it and its rkey is XORed with the region's (0: the right
-// key); anything else goes as it is.
+// key); a REQ's pid is XORed with this process's (0: the truth, which is all the listener
+// believes: any other ends the connection); anything else goes as it is.
 //
 // Checked per input: the listener ends the connection once the input is over (within
 // kPollLimitMs: no hang; an accepted one once the connection is deleted, after its CLOSED
@@ -237,15 +238,23 @@ void Play(const Listener& l, const uint8_t* data, size_t size) {
     data += header_bytes;
     size -= header_bytes;
     const size_t body_bytes = size < body_len ? size : body_len;
-    if (open) open = WriteAll(fd, data, body_bytes);
-    data += body_bytes;
-    size -= body_bytes;
     const bool whole_request = header_bytes == sizeof(header) && body_bytes == body_len &&
                                header.magic == wire::kMagic &&
-                               header.type == static_cast<uint16_t>(wire::Type::kConnectRequest);
-    if (open && whole_request && conn == nullptr && wire::ValidateHeader(header)) {
-      wire::ConnectBody body;
-      std::memcpy(&body, data - body_bytes, sizeof(body));
+                               header.type == static_cast<uint16_t>(wire::Type::kConnectRequest) &&
+                               body_len == sizeof(wire::ConnectBody);
+    wire::ConnectBody body;
+    if (whole_request) {
+      // The pid a REQ claims is XORed with ours (0: the truth; the kernel knows who we are).
+      std::memcpy(&body, data, sizeof(body));
+      body.pid ^= getpid();
+      if (open) open = WriteAll(fd, reinterpret_cast<const uint8_t*>(&body), sizeof(body));
+    } else if (open) {
+      open = WriteAll(fd, data, body_bytes);
+    }
+    data += body_bytes;
+    size -= body_bytes;
+    if (open && whole_request && conn == nullptr && wire::ValidateHeader(header) &&
+        body.pid == getpid()) {
       if (wire::ValidateConnectBody(body)) {
         rpma_conn_req* req = AwaitRequest(l, fd);
         if (req == nullptr) {

@@ -2,7 +2,8 @@
 """Writes the seed corpus of //tests/multiprocess:fabric_listener_fuzzer (next to this file):
 message sequences a peer sends the listener (simverbs/sim/fabric/wire.h, native layout), good
 ones and garbage.py's bad ones. In data requests remote_addr is an offset into the target's
-region and rkey 0 is its key (fabric_listener_fuzz.cc). Run it again after a wire change."""
+region and rkey 0 is its key, and a REQ's pid 0 is the fuzzer's true pid
+(fabric_listener_fuzz.cc). Run it again after a wire change."""
 import os
 import socket
 import struct
@@ -22,9 +23,9 @@ def sockaddr_in(port, family=socket.AF_INET):
     return struct.pack("=H", family) + struct.pack("!H4s", port, socket.inet_aton("127.0.0.1")) + bytes(120)
 
 
-def connect_body(pdata=b"", pdata_len=None, family=socket.AF_INET):
+def connect_body(pdata=b"", pdata_len=None, family=socket.AF_INET, pid=0):
     n = len(pdata) if pdata_len is None else pdata_len
-    return (struct.pack("=IBBBBiIQ", 17, 0, n, 1, 1, 1, 0, 0) + sockaddr_in(40001, family)
+    return (struct.pack("=IBBBBiIQ", 17, 0, n, 1, 1, pid, 0, 0) + sockaddr_in(40001, family)
             + sockaddr_in(7411, family) + pdata.ljust(56, b"\0"))
 
 
@@ -60,6 +61,13 @@ CASES = {
     + struct.pack("=QQ", 0x1000, 8),
     "req_unsolicited_responses": req() + header(RTU) + header(ACK, seq=9) + header(READ_RESPONSE, 4, seq=9) + b"resp",
     "req_twice": req() + req(),
+    # Issue 18, attack 0: an atomic flagged for cross-memory attach, length 0, no valid key
+    # (rkey 1), aimed at the region and at a wild address: it stored its word anywhere.
+    "atomic_cma_no_length": req() + header(RTU) + header(ATOMIC, 8, flags=CMA, addr=256, rkey=1, seq=1)
+    + struct.pack("=Q", 0x4141414141414141)
+    + header(ATOMIC, 8, flags=CMA, addr=0xDEAD0000, rkey=1, seq=2) + struct.pack("=Q", 1),
+    # Issue 18, attack 1: a REQ naming another process (pid 1 XOR ours), then data.
+    "req_forged_pid": req(pid=1) + header(RTU) + write(0, b"as whom?"),
     "rep_rej_from_active_side": header(REP, 224) + bytes(224) + header(REJ, 149, status=28) + bytes(149),
     "random_bytes": bytes(range(256)) * 2,
     "bad_magic": header(REQ, 336, magic=0xDEADBEEF) + bytes(336),
