@@ -32,7 +32,9 @@ struct Conn::Internal {
   static bool PollerActive(const Conn& conn);
   static void Rearm(Conn* conn);
   static void Flush(Conn* conn);
+  static void NotifyDrainedLocked(Conn* conn);
   static void End(const std::shared_ptr<Conn>& conn);
+  static bool DrainedPending(const Conn& conn) { return conn.drained_pending_.load(); }
   static int Fd(const Conn& conn) { return conn.fd_; }
 };
 
@@ -338,8 +340,13 @@ void* RunFabric(void* arg) {
         AcceptAll(watch.listener);
         continue;
       }
-      if ((events[i].events & EPOLLOUT) != 0) Conn::Internal::Flush(watch.conn.get());
-      if ((events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
+      bool drive = (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
+      if ((events[i].events & EPOLLOUT) != 0) {
+        Conn::Internal::Flush(watch.conn.get());
+        // Its OnDrained is called by the connection's reader (one handler call at a time).
+        if (Conn::Internal::DrainedPending(*watch.conn)) drive = true;
+      }
+      if (drive) {
         if (Conn::Internal::PollerActive(*watch.conn)) {
           deferred[token] = watch.conn;  // stays disarmed while it is polled
           continue;
@@ -444,11 +451,17 @@ int Conn::Send(const wire::Header& header, const iovec* body, int iovcnt) {
   };
   append(&header, sizeof(header));
   for (int i = 0; i < iovcnt; ++i) append(body[i].iov_base, body[i].iov_len);
+  if (out_.size() - out_offset_ > kBacklogBytes) over_backlog_ = true;
   if (!want_writable_) {
     want_writable_ = true;
     SetWritableInterest(fd_, token_, true);
   }
   return 0;
+}
+
+size_t Conn::QueuedBytes() {
+  softrpma::MutexLock lock(&mu_);
+  return out_.size() - out_offset_;
 }
 
 void Conn::Close() {
@@ -480,11 +493,21 @@ void Conn::Internal::Flush(Conn* conn) {
       continue;
     }
     if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // still interested in writable
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {  // still interested in writable
+      if (conn->over_backlog_ && conn->out_.size() - conn->out_offset_ < kBacklogBytes) {
+        conn->over_backlog_ = false;
+        conn->drained_pending_.store(true);
+      }
+      return;
+    }
     conn->broken_ = true;
   }
   conn->out_.clear();
   conn->out_offset_ = 0;
+  if (conn->over_backlog_) {
+    conn->over_backlog_ = false;
+    if (!conn->broken_) conn->drained_pending_.store(true);
+  }
   if (conn->want_writable_) {
     conn->want_writable_ = false;
     SetWritableInterest(conn->fd_, conn->token_, false);
@@ -506,6 +529,18 @@ void Conn::Internal::End(const std::shared_ptr<Conn>& conn) {
   if (notify && handler != nullptr) handler->OnClosed();
 }
 
+void Conn::Internal::NotifyDrainedLocked(Conn* conn)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // REQUIRES: conn->read_mu_ held
+  if (!conn->drained_pending_.exchange(false)) return;
+  std::shared_ptr<Handler> handler;
+  {
+    softrpma::MutexLock lock(&conn->mu_);
+    if (conn->closing_) return;
+    handler = conn->handler_;
+  }
+  if (handler != nullptr) handler->OnDrained();
+}
+
 void Conn::Progress() {
   last_poll_ns_.store(NowNs(), std::memory_order_relaxed);
   Internal::Drive(shared_from_this());
@@ -521,6 +556,7 @@ void Conn::Settle() {
     queued = out_offset_ < out_.size();
   }
   if (queued) Internal::Flush(this);
+  Internal::NotifyDrainedLocked(this);
   Internal::ReadLocked(self);
   read_mu_.Unlock();
   if (drive_pending_.load(std::memory_order_seq_cst)) Internal::Drive(self);
@@ -550,6 +586,7 @@ void Conn::Internal::Drive(const std::shared_ptr<Conn>& conn) {
       queued = conn->out_offset_ < conn->out_.size();
     }
     if (queued) Flush(conn.get());
+    NotifyDrainedLocked(conn.get());
     ReadLocked(conn);
     conn->read_mu_.Unlock();
   }
@@ -591,6 +628,13 @@ void Conn::Internal::ReadLocked(const std::shared_ptr<Conn>& conn)
         c->in_header_got_ += static_cast<size_t>(n);
         if (c->in_header_got_ < sizeof(wire::Header)) continue;
         if (!wire::ValidateHeader(c->in_header_)) return End(conn);  // untrusted: ends it
+        // Its handler may refuse it before its body is read (and buffered).
+        std::shared_ptr<Handler> handler;
+        {
+          softrpma::MutexLock lock(&c->mu_);
+          handler = c->handler_;
+        }
+        if (handler != nullptr && !handler->OnHeader(c->in_header_)) return End(conn);
         c->in_body_.clear();
         c->in_body_got_ = 0;
         if (c->in_header_.body_len > 0) continue;

@@ -15,6 +15,12 @@
 //   * Dial connects to the listener of an address: ECONNREFUSED when nobody listens (the CM
 //     turns that into REJECTED, as a real NIC's CM does for an unknown service id).
 //     Connections from another user are refused (SO_PEERCRED).
+//   * A PEER IS BOUNDED. Before a byte of body is read, the handler sees the header
+//     (Handler::OnHeader) and may end the connection: a body the connection's state does not
+//     allow (a data request before the connect request) is never buffered. What a peer makes
+//     this side send but never reads is counted (Conn::QueuedBytes) and its owner hears when
+//     the backlog has drained below kBacklogBytes again (Handler::OnDrained), so that it can
+//     stop producing.
 //   * THE FABRIC THREAD. The first Listen or Dial of a process starts one thread that sleeps in
 //     epoll_wait on every socket of the process's fabric and, as a NIC does, serves the peer's
 //     requests without the application's help: it reads each message, checks its header
@@ -25,13 +31,15 @@
 //     other could otherwise deadlock.) Messages of one connection arrive in the order sent.
 //   * A peer that exits, crashes or is killed closes its sockets (the kernel does it), so the
 //     survivor's Handler gets OnClosed at once. A message that fails validation closes the
-//     connection too, and only that connection.
+//     connection too, and only that connection (as does a header that its handler's OnHeader
+//     refuses).
 //   * fork(): the child closes every socket it inherited from the parent's fabric (so the
 //     parent's listeners and connections stay the parent's alone) and starts a fabric of its
 //     own on first use.
 //
-// Thread-safety: every function and method is thread-safe. Handlers run on the fabric thread,
-// one message at a time, and may call Send and Close (on any connection).
+// Thread-safety: every function and method is thread-safe. Handlers run on the fabric thread
+// (or in a thread in Progress / Settle), one call at a time per connection, and may call Send
+// and Close (on any connection).
 
 #ifndef SOFTRPMA_SIMVERBS_SIM_FABRIC_HOST_H_
 #define SOFTRPMA_SIMVERBS_SIM_FABRIC_HOST_H_
@@ -77,6 +85,17 @@ class Conn final : public std::enable_shared_from_this<Conn> {
     // A message whose header passed wire::ValidateHeader; `body` holds header.body_len bytes,
     // valid during the call only.
     virtual void OnMessage(const wire::Header& header, const uint8_t* body) = 0;
+    // A header that passed wire::ValidateHeader, before a byte of its body is read (and before
+    // the OnMessage of the same message). Returns false to refuse it: the connection then ends
+    // as on a malformed message (OnClosed follows, the body is never read). The default takes
+    // every header.
+    virtual bool OnHeader(const wire::Header& header) {
+      (void)header;
+      return true;
+    }
+    // The connection's send backlog (QueuedBytes), having been above kBacklogBytes, has
+    // drained below it. Called where OnMessage is, never during a Send.
+    virtual void OnDrained() {}
     // The connection ended: the peer closed it or died, or sent a malformed message. Called
     // once, never after Close(), and no OnMessage follows it.
     virtual void OnClosed() = 0;
@@ -86,6 +105,12 @@ class Conn final : public std::enable_shared_from_this<Conn> {
   // gathered from `body`. Never blocks. Returns 0; a connection that is closed or broken drops
   // the message (its peer is gone or going, and OnClosed tells the owner).
   int Send(const wire::Header& header, const iovec* body, int iovcnt) ABSL_LOCKS_EXCLUDED(mu_);
+  // The bytes sent on this connection that the socket has not taken yet (queued here). A peer
+  // that does not read makes this grow; see kBacklogBytes and Handler::OnDrained.
+  size_t QueuedBytes() ABSL_LOCKS_EXCLUDED(mu_);
+  // The backlog above which an owner should stop producing for this connection until
+  // Handler::OnDrained (Send itself never refuses a message).
+  static constexpr size_t kBacklogBytes = size_t{16} << 20;
   // Ends the connection from this side: what was sent is still delivered, then the peer sees
   // the end. The handler is released and gets no further call.
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
@@ -135,6 +160,9 @@ class Conn final : public std::enable_shared_from_this<Conn> {
   bool want_writable_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;  // Close() was called
   bool broken_ ABSL_GUARDED_BY(mu_) = false;   // a send failed: the peer is gone
+  bool over_backlog_ ABSL_GUARDED_BY(mu_) = false;  // QueuedBytes() went above kBacklogBytes
+  // Set when the backlog drained below kBacklogBytes; OnDrained is called by the next reader.
+  std::atomic<bool> drained_pending_{false};
 
   // The message being read, by the fabric thread or a thread in Progress(): one at a time. A
   // thread that finds read_mu_ taken sets drive_pending_ and leaves; the holder looks again

@@ -1,0 +1,161 @@
+// host_test: the host fabric (host.h) against peers that do not follow the rules: another
+// user's process on a listener's name, idle connections that exhaust descriptors, a header
+// that announces a body it must not be allowed to make us buffer, a peer that never reads.
+// The other processes are real (fork), bounded and killed at the end of each test.
+
+#include "simverbs/sim/fabric/host.h"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "simverbs/sim/fabric/hostile_peer.h"
+#include "simverbs/sim/fabric/wire.h"
+
+namespace softrpma::sim::host {
+namespace {
+
+using ::softrpma::sim::testing::Child;
+using ::softrpma::sim::testing::CpuTicks;
+using ::softrpma::sim::testing::RawConnect;
+using ::softrpma::sim::testing::WaitClosed;
+using ::softrpma::sim::testing::WriteAll;
+
+constexpr int kLimitMs = 30 * 1000;  // a bound against hangs, never a timing assertion
+
+sockaddr_in Loopback(uint16_t port) {
+  sockaddr_in addr;
+  std::memset(&addr, 0, sizeof(addr));
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return addr;
+}
+
+const sockaddr* AsSockaddr(const sockaddr_in& addr) {
+  return reinterpret_cast<const sockaddr*>(&addr);
+}
+
+// Records what the fabric tells it; answers every message with a kAck.
+class Recorder final : public Conn::Handler {
+ public:
+  void OnMessage(const wire::Header& header, const uint8_t* body) override {
+    messages.fetch_add(1);
+    if (std::shared_ptr<Conn> c = conn.lock(); c != nullptr) {
+      c->Send(wire::MakeHeader(wire::Type::kAck), nullptr, 0);
+    }
+  }
+  bool OnHeader(const wire::Header& header) override {
+    headers.fetch_add(1);
+    return header.type != static_cast<uint16_t>(wire::Type::kWrite);  // kWrite: refused
+  }
+  void OnDrained() override { drained.fetch_add(1); }
+  void OnClosed() override { closed.store(true); }
+
+  std::weak_ptr<Conn> conn;
+  std::atomic<int> messages{0};
+  std::atomic<int> headers{0};
+  std::atomic<int> drained{0};
+  std::atomic<bool> closed{false};
+};
+
+AcceptFn Accepting(std::shared_ptr<Recorder>* last = nullptr) {
+  return [last](const std::shared_ptr<Conn>& conn) {
+    auto recorder = std::make_shared<Recorder>();
+    recorder->conn = conn;
+    if (last != nullptr) *last = recorder;
+    return std::static_pointer_cast<Conn::Handler>(recorder);
+  };
+}
+
+// Waits (kLimitMs at most) until `done` holds.
+template <typename Done>
+bool WaitFor(Done done) {
+  for (int waited_ms = 0; waited_ms < kLimitMs; waited_ms += 10) {
+    if (done()) return true;
+    usleep(10 * 1000);
+  }
+  return done();
+}
+
+// ---- Bounded buffering ----------------------------------------------------------------------
+
+TEST(OnHeaderTest, OnHeader_Refused_ConnectionEndsBeforeItsBodyIsRead) {
+  std::shared_ptr<Recorder> accepted;
+  const sockaddr_in addr = Loopback(7207);
+  std::unique_ptr<Listener> listener;
+  ASSERT_EQ(Listen(AsSockaddr(addr), Accepting(&accepted), &listener), 0);
+  const int fd = RawConnect(ListenerName(AsSockaddr(addr)));
+  ASSERT_GE(fd, 0);
+
+  wire::Header write = wire::MakeHeader(wire::Type::kWrite);
+  write.body_len = uint32_t{1} << 30;  // announced; a 64 MiB part of it is offered
+  ASSERT_TRUE(WriteAll(fd, &write, sizeof(write)));
+  std::vector<uint8_t> chunk(size_t{1} << 20);
+  size_t offered = 0;
+  while (offered < (size_t{64} << 20) && WriteAll(fd, chunk.data(), chunk.size())) {
+    offered += chunk.size();
+  }
+
+  EXPECT_LT(offered, size_t{64} << 20) << "the body was read: its header was not refused";
+  EXPECT_TRUE(WaitClosed(fd, kLimitMs));
+  ASSERT_TRUE(WaitFor([&] { return accepted != nullptr && accepted->closed.load(); }));
+  EXPECT_EQ(accepted->headers.load(), 1);
+  EXPECT_EQ(accepted->messages.load(), 0);
+  close(fd);
+}
+
+TEST(QueuedBytesTest, QueuedBytes_PeerDoesNotRead_CountsTheBacklogAndOnDrainedFollowsItsRead) {
+  // A peer that listens (a raw socket of this process, under the fabric's name) and reads only
+  // when told.
+  const sockaddr_in addr = Loopback(7208);
+  const int raw = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(raw, 0);
+  {
+    sockaddr_un name;
+    std::memset(&name, 0, sizeof(name));
+    name.sun_family = AF_UNIX;
+    const std::string text = ListenerName(AsSockaddr(addr));
+    std::memcpy(name.sun_path + 1, text.data(), text.size());
+    ASSERT_EQ(bind(raw, reinterpret_cast<sockaddr*>(&name),
+                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + text.size())),
+              0);
+    ASSERT_EQ(listen(raw, 4), 0);
+  }
+  auto recorder = std::make_shared<Recorder>();
+  std::shared_ptr<Conn> conn;
+  ASSERT_EQ(Dial(AsSockaddr(addr), recorder, &conn), 0);
+  const int peer = accept(raw, nullptr, nullptr);
+  ASSERT_GE(peer, 0);
+
+  const size_t body_bytes = Conn::kBacklogBytes + (size_t{4} << 20);
+  std::vector<uint8_t> body(body_bytes, 0x5a);
+  wire::Header write = wire::MakeHeader(wire::Type::kWrite);
+  write.body_len = static_cast<uint32_t>(body_bytes);
+  iovec iov{body.data(), body.size()};
+  ASSERT_EQ(conn->Send(write, &iov, 1), 0);
+
+  EXPECT_GT(conn->QueuedBytes(), Conn::kBacklogBytes);  // the socket took at most its buffer
+  EXPECT_EQ(recorder->drained.load(), 0);               // nothing was read yet
+  std::vector<uint8_t> into(sizeof(write) + body_bytes);
+  ASSERT_EQ(recv(peer, into.data(), into.size(), MSG_WAITALL), static_cast<ssize_t>(into.size()));
+  EXPECT_TRUE(WaitFor([&] { return recorder->drained.load() == 1; }));
+  EXPECT_EQ(conn->QueuedBytes(), 0u);
+  conn->Close();
+  close(peer);
+  close(raw);
+}
+
+}  // namespace
+}  // namespace softrpma::sim::host
