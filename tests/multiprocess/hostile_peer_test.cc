@@ -47,6 +47,37 @@ rpma_peer* NewPeer() {
   return rpma_peer_new(ctx, &peer) == 0 ? peer : nullptr;
 }
 
+TEST(SquattedListenerTest, ListenAndConnect_NameHeldByAnotherUser_FailNamingTheHolder) {
+  if (geteuid() != 0) GTEST_SKIP() << "another user's process needs root to start";
+  Child squatter;
+  softrpma::sim::testing::SquatAsNobody(ListenerName("7311"), &squatter);
+  ASSERT_GT(squatter.pid(), 0);
+  rpma_peer* peer = NewPeer();
+  ASSERT_NE(peer, nullptr);
+  const std::string holder =
+      "held by another user (uid 65534, pid " + std::to_string(squatter.pid()) + ")";
+
+  // The server cannot listen there, and hears who holds the name.
+  ::testing::internal::CaptureStderr();
+  rpma_ep* ep = nullptr;
+  const int listen_ret = rpma_ep_listen(peer, kAddr, "7311", &ep);
+  std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(listen_ret, RPMA_E_PROVIDER);
+  EXPECT_NE(said.find(holder + ": cannot listen"), std::string::npos) << said;
+
+  // The client does not connect to the squatter, and hears why.
+  rpma_conn_req* req = nullptr;
+  ASSERT_EQ(rpma_conn_req_new(peer, kAddr, "7311", nullptr, &req), 0);
+  ::testing::internal::CaptureStderr();
+  rpma_conn* conn = nullptr;
+  const int connect_ret = rpma_conn_req_connect(&req, nullptr, &conn);
+  said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(connect_ret, RPMA_E_PROVIDER);
+  EXPECT_EQ(conn, nullptr);
+  EXPECT_NE(said.find(holder + ": not connecting"), std::string::npos) << said;
+  EXPECT_EQ(rpma_peer_delete(&peer), 0);
+}
+
 // The child: a librpma server listening at kAddr:7312, which the fabric thread serves.
 void Serve(int ready_fd) {
   rpma_peer* peer = NewPeer();

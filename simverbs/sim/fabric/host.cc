@@ -14,11 +14,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -688,6 +690,36 @@ Listener::~Listener() {
 }
 
 namespace {
+// Names whose squatter stderr has named already (each is said once per process).
+softrpma::Mutex g_warned_mu;
+absl::flat_hash_set<std::string>* g_warned ABSL_GUARDED_BY(g_warned_mu) = nullptr;
+
+bool FirstWarning(const std::string& listener_name) {
+  softrpma::MutexLock lock(&g_warned_mu);
+  if (g_warned == nullptr) g_warned = new absl::flat_hash_set<std::string>();
+  return g_warned->insert(listener_name).second;
+}
+
+// Who holds the abstract name `listener_name`, as the kernel says: connects to it (without
+// waiting: a full backlog is "unknown") and reads SO_PEERCRED. False when nobody could be
+// asked. The holder sees a connection that ends without a message.
+bool WhoHolds(const std::string& listener_name, ucred* cred) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un name;
+  const socklen_t name_len = AbstractAddress(listener_name, &name);
+  int rc;
+  do {
+    rc = connect(fd, reinterpret_cast<sockaddr*>(&name), name_len);
+  } while (rc != 0 && errno == EINTR);
+  socklen_t cred_len = sizeof(*cred);
+  const bool known = rc == 0 &&
+                     getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &cred_len) == 0 &&
+                     cred->pid > 0;
+  close(fd);
+  return known;
+}
+
 int ListenAt(const std::string& listener_name, AcceptFn on_accept,
              std::unique_ptr<Listener>* listener);
 int DialAt(const std::vector<std::string>& names, std::shared_ptr<Conn::Handler> handler,
@@ -722,7 +754,17 @@ int ListenAt(const std::string& listener_name, AcceptFn on_accept,
   if (bind(fd, reinterpret_cast<sockaddr*>(&name), name_len) != 0 || listen(fd, SOMAXCONN) != 0) {
     const int err = errno;
     close(fd);
-    return err;  // EADDRINUSE: another process of this fabric listens there
+    // EADDRINUSE: another process listens there. When it is another user's, the name is
+    // squatted (abstract names are anyone's to bind): say who holds it.
+    ucred holder;
+    if (err == EADDRINUSE && WhoHolds(listener_name, &holder) && holder.uid != geteuid()) {
+      std::fprintf(stderr,
+                   "softrpma: fabric listener %s is held by another user (uid %u, pid %d): "
+                   "cannot listen\n",
+                   listener_name.c_str(), static_cast<unsigned>(holder.uid),
+                   static_cast<int>(holder.pid));
+    }
+    return err;
   }
   auto state = std::make_shared<Listener::State>();
   state->fd = fd;
@@ -794,6 +836,19 @@ int DialAt(const std::vector<std::string>& names, std::shared_ptr<Conn::Handler>
       err = errno != 0 ? errno : ECONNREFUSED;
       close(fd);
       return err;
+    }
+    if (cred.uid != geteuid()) {
+      // Another user bound the name first: what this process would send (connect requests,
+      // data) is not for that user's process.
+      close(fd);
+      if (FirstWarning(listener_name)) {
+        std::fprintf(stderr,
+                     "softrpma: fabric listener %s is held by another user (uid %u, pid %d): "
+                     "not connecting\n",
+                     listener_name.c_str(), static_cast<unsigned>(cred.uid),
+                     static_cast<int>(cred.pid));
+      }
+      return EACCES;
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     softrpma::MutexLock lock(&g_mu);

@@ -14,7 +14,12 @@
 //     connects to any address of its port that no exact listener has.
 //   * Dial connects to the listener of an address: ECONNREFUSED when nobody listens (the CM
 //     turns that into REJECTED, as a real NIC's CM does for an unknown service id).
-//     Connections from another user are refused (SO_PEERCRED).
+//   * A FABRIC IS ITS USER'S, as the kernel says (SO_PEERCRED, never what a message says). A
+//     listener closes connections from another user's processes at once; a dialer refuses a
+//     listener held by another user (EACCES, and a line on stderr naming its uid and pid),
+//     so its requests never reach that user's process. Abstract names can be bound by anyone,
+//     so another user can still take a name first: it then blocks that name (Listen fails
+//     with EADDRINUSE and says on stderr who holds it) but cannot serve it.
 //   * A PEER IS BOUNDED. Before a byte of body is read, the handler sees the header
 //     (Handler::OnHeader) and may end the connection: a body the connection's state does not
 //     allow (a data request before the connect request) is never buffered. What a peer makes
@@ -203,13 +208,14 @@ bool CanReach(int32_t pid, uint64_t probe_addr);
 using AcceptFn = std::function<std::shared_ptr<Conn::Handler>(const std::shared_ptr<Conn>&)>;
 
 // Listens at `addr` (an IP address and port; a wildcard serves every address of the port).
-// Errors: EADDRINUSE (another listener has that name on this fabric), EMFILE & co. from
-// socket(2), ENOMEM.
+// Errors: EADDRINUSE (another listener has that name on this fabric; when it is another
+// user's process, stderr names its uid and pid), EMFILE & co. from socket(2), ENOMEM.
 int Listen(const sockaddr* addr, AcceptFn on_accept, std::unique_ptr<Listener>* listener);
 
 // Connects to the listener of `dst` (exact address first, then a wildcard of its port);
 // `handler` gets the connection's messages. Errors: ECONNREFUSED (nobody listens there),
-// errors of socket(2) / connect(2).
+// EACCES (another user's process holds the name: not connected, and stderr says so once per
+// name), errors of socket(2) / connect(2).
 int Dial(const sockaddr* dst, std::shared_ptr<Conn::Handler> handler,
          std::shared_ptr<Conn>* conn);
 

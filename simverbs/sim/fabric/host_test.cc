@@ -89,6 +89,56 @@ bool WaitFor(Done done) {
   return done();
 }
 
+bool SkipUnlessRoot() {
+  if (geteuid() == 0) return false;
+  std::fprintf(stderr, "skipped: another user's process needs root to start (uid %u)\n",
+               static_cast<unsigned>(geteuid()));
+  return true;
+}
+
+// ---- A fabric is its user's ----------------------------------------------------------------
+
+TEST(DialTest, Dial_ListenerHeldByAnotherUser_ReturnsEaccesNamingIt) {
+  if (SkipUnlessRoot()) GTEST_SKIP() << "needs root";
+  const sockaddr_in addr = Loopback(7204);
+  Child squatter;
+  testing::SquatAsNobody(ListenerName(AsSockaddr(addr)), &squatter);
+  ASSERT_GT(squatter.pid(), 0);
+
+  ::testing::internal::CaptureStderr();
+  std::shared_ptr<Conn> conn;
+  const int err = Dial(AsSockaddr(addr), std::make_shared<Recorder>(), &conn);
+  const std::string said = ::testing::internal::GetCapturedStderr();
+
+  EXPECT_EQ(err, EACCES);
+  EXPECT_EQ(conn, nullptr);
+  EXPECT_NE(said.find("softrpma: fabric listener " + ListenerName(AsSockaddr(addr)) +
+                      " is held by another user (uid 65534, pid " +
+                      std::to_string(squatter.pid()) + "): not connecting"),
+            std::string::npos)
+      << said;
+}
+
+TEST(ListenTest, Listen_NameHeldByAnotherUser_ReturnsEaddrinuseNamingIt) {
+  if (SkipUnlessRoot()) GTEST_SKIP() << "needs root";
+  const sockaddr_in addr = Loopback(7205);
+  Child squatter;
+  testing::SquatAsNobody(ListenerName(AsSockaddr(addr)), &squatter);
+  ASSERT_GT(squatter.pid(), 0);
+
+  ::testing::internal::CaptureStderr();
+  std::unique_ptr<Listener> listener;
+  const int err = Listen(AsSockaddr(addr), Accepting(), &listener);
+  const std::string said = ::testing::internal::GetCapturedStderr();
+
+  EXPECT_EQ(err, EADDRINUSE);
+  EXPECT_EQ(listener, nullptr);
+  EXPECT_NE(said.find("is held by another user (uid 65534, pid " +
+                      std::to_string(squatter.pid()) + "): cannot listen"),
+            std::string::npos)
+      << said;
+}
+
 // ---- Bounded buffering ----------------------------------------------------------------------
 
 TEST(OnHeaderTest, OnHeader_Refused_ConnectionEndsBeforeItsBodyIsRead) {
