@@ -7,6 +7,7 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <new>
 #include <utility>
 
@@ -36,16 +38,21 @@ struct Conn::Internal {
   static void Flush(Conn* conn);
   static void NotifyDrainedLocked(Conn* conn);
   static void End(const std::shared_ptr<Conn>& conn);
+  static bool ExpireHandshake(const std::shared_ptr<Conn>& conn);
   static bool DrainedPending(const Conn& conn) { return conn.drained_pending_.load(); }
   static int Fd(const Conn& conn) { return conn.fd_; }
 };
 
 struct Listener::State {
+  std::string name;  // the abstract name, for messages
   int fd = -1;
   uint64_t token = 0;
   uint64_t generation = 0;
   softrpma::Mutex mu;
   AcceptFn on_accept ABSL_GUARDED_BY(mu);
+  // The fabric thread's alone: accept(2) failed for want of resources and the backlog has not
+  // been emptied since (stderr said so once).
+  bool starved = false;
 };
 
 namespace {
@@ -174,6 +181,7 @@ void AtForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 }
 
 void* RunFabric(void* arg);
+void ReadHandshakeTimeout();
 
 // The process's fabric, started on first use. Errors: the errno of epoll_create1 or
 // pthread_create.
@@ -185,6 +193,7 @@ int GetFabric(Fabric** out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
   static const bool registered =
       (pthread_atfork(&AtForkPrepare, &AtForkParent, &AtForkChild), true);
   (void)registered;
+  ReadHandshakeTimeout();
   auto* fabric = new (std::nothrow) Fabric();
   if (fabric == nullptr) return ENOMEM;
   fabric->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
@@ -267,12 +276,116 @@ void SetWritableInterest(int fd, uint64_t token, bool writable) {
   epoll_ctl(g_fabric->epoll_fd, EPOLL_CTL_MOD, fd, &event);
 }
 
-void AcceptAll(const std::shared_ptr<Listener::State>& listener) {
+// The fabric thread's own bookkeeping of what a peer may not hold forever.
+struct Deadlines {
+  // Accepted connections waiting for their first whole message, oldest first (one timeout for
+  // all, so the order of acceptance is the order of expiry).
+  struct Handshake {
+    uint64_t deadline_ns;
+    std::weak_ptr<Conn> conn;
+  };
+  std::deque<Handshake> handshakes;
+  // Listeners left unwatched after accept(2) ran out of resources, until resume_ns.
+  struct Paused {
+    uint64_t resume_ns;
+    std::shared_ptr<Listener::State> listener;
+  };
+  std::vector<Paused> paused;
+};
+
+std::atomic<uint64_t> g_handshake_timeout_ns{kHandshakeTimeoutMs * 1000 * 1000};
+
+void ReadHandshakeTimeout() {
+  const char* value = std::getenv(kHandshakeTimeoutEnvVar);
+  if (value == nullptr || *value == '\0') return;
+  char* end = nullptr;
+  const unsigned long long ms = std::strtoull(value, &end, 10);
+  if (*end != '\0' || ms == 0 || ms > 24ULL * 3600 * 1000) return;  // the default stays
+  g_handshake_timeout_ns.store(ms * 1000 * 1000);
+}
+
+// accept(2) failed with `err`: for want of resources (EMFILE & co.) the listener stays
+// readable, and watching it would wake this thread again at once, forever. It is left unwatched
+// for kAcceptBackoffMs; its connections wait in its backlog.
+void PauseListener(const std::shared_ptr<Listener::State>& listener, int err,
+                   Deadlines* deadlines) {
+  {
+    softrpma::MutexLock lock(&g_mu);
+    if (g_fabric == nullptr || !g_fabric->watches.contains(listener->token)) return;
+    epoll_ctl(g_fabric->epoll_fd, EPOLL_CTL_DEL, listener->fd, nullptr);
+  }
+  deadlines->paused.push_back(
+      Deadlines::Paused{NowNs() + kAcceptBackoffMs * 1000 * 1000, listener});
+  if (listener->starved) return;  // said once per episode
+  listener->starved = true;
+  rlimit limit;
+  std::string fd_limit = "?";
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) fd_limit = absl::StrCat(limit.rlim_cur);
+  std::fprintf(stderr, "softrpma: fabric: accept on %s: %s (fd limit %s); connections wait\n",
+               listener->name.c_str(), std::strerror(err), fd_limit.c_str());
+}
+
+// Watches the paused listeners whose backoff is over again (level-triggered: one with
+// connections waiting wakes the thread at once).
+void ResumeListeners(uint64_t now_ns, Deadlines* deadlines) {
+  auto& paused = deadlines->paused;
+  for (auto it = paused.begin(); it != paused.end();) {
+    if (it->resume_ns > now_ns) {
+      ++it;
+      continue;
+    }
+    {
+      softrpma::MutexLock lock(&g_mu);
+      // A listener destroyed meanwhile has no watch left (and its descriptor may be reused).
+      if (g_fabric != nullptr && g_fabric->watches.contains(it->listener->token)) {
+        epoll_event event;
+        std::memset(&event, 0, sizeof(event));
+        event.events = EPOLLIN;
+        event.data.u64 = it->listener->token;
+        epoll_ctl(g_fabric->epoll_fd, EPOLL_CTL_ADD, it->listener->fd, &event);
+      }
+    }
+    it = paused.erase(it);
+  }
+}
+
+// Closes the accepted connections whose first message has not come in time.
+void ExpireHandshakes(uint64_t now_ns, Deadlines* deadlines) {
+  auto& handshakes = deadlines->handshakes;
+  while (!handshakes.empty() && handshakes.front().deadline_ns <= now_ns) {
+    std::shared_ptr<Conn> conn = handshakes.front().conn.lock();
+    handshakes.pop_front();
+    if (conn != nullptr) Conn::Internal::ExpireHandshake(conn);
+  }
+}
+
+// epoll_wait's timeout: the next deadline, 1 ms while a poller is watched for, else none.
+int WaitTimeoutMs(bool deferred, const Deadlines& deadlines) {
+  uint64_t next_ns = UINT64_MAX;
+  if (!deadlines.handshakes.empty()) next_ns = deadlines.handshakes.front().deadline_ns;
+  for (const Deadlines::Paused& paused : deadlines.paused) {
+    next_ns = std::min(next_ns, paused.resume_ns);
+  }
+  int timeout_ms = deferred ? 1 : -1;
+  if (next_ns == UINT64_MAX) return timeout_ms;
+  const uint64_t now_ns = NowNs();
+  const uint64_t wait_ms = next_ns <= now_ns ? 0 : (next_ns - now_ns + 999999) / 1000000;
+  const int capped = static_cast<int>(std::min<uint64_t>(wait_ms, 60 * 1000));
+  return timeout_ms < 0 ? capped : std::min(timeout_ms, capped);
+}
+
+void AcceptAll(const std::shared_ptr<Listener::State>& listener, Deadlines* deadlines) {
   while (true) {
     const int fd = accept4(listener->fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EINTR) continue;
-      return;  // EAGAIN: no more; anything else: the next wake-up tries again
+      const int err = errno;
+      if (err == EINTR || err == ECONNABORTED) continue;
+      if (err == EAGAIN || err == EWOULDBLOCK) {
+        listener->starved = false;  // nobody waits any more: the episode is over
+        return;
+      }
+      // EMFILE, ENFILE, ENOBUFS, ENOMEM, or anything else that would fail again at once.
+      return PauseListener(listener, err, deadlines);
     }
     ucred cred;
     socklen_t cred_len = sizeof(cred);
@@ -302,7 +415,10 @@ void AcceptAll(const std::shared_ptr<Listener::State>& listener) {
     softrpma::MutexLock lock(&g_mu);
     if (g_fabric == nullptr || AddWatchLocked(g_fabric, fd, token, Watch{conn, nullptr}) != 0) {
       Conn::Internal::SetHandler(conn.get(), nullptr);
+      continue;
     }
+    deadlines->handshakes.push_back(Deadlines::Handshake{
+        NowNs() + g_handshake_timeout_ns.load(std::memory_order_relaxed), conn});
   }
 }
 
@@ -313,10 +429,14 @@ void* RunFabric(void* arg) {
   epoll_event events[64];
   // Connections with news that a busy poller is about to read (Conn::kBusyPollWindowNs).
   absl::flat_hash_map<uint64_t, std::shared_ptr<Conn>> deferred;
+  Deadlines deadlines;
   while (true) {
-    const int n = epoll_wait(epoll_fd, events, 64, deferred.empty() ? -1 : 1);
+    const int n = epoll_wait(epoll_fd, events, 64, WaitTimeoutMs(!deferred.empty(), deadlines));
     if (n < 0 && errno != EINTR) return nullptr;
     softrpma::MutexLock work(&g_work_mu);
+    const uint64_t now_ns = NowNs();
+    ResumeListeners(now_ns, &deadlines);
+    ExpireHandshakes(now_ns, &deadlines);
     for (auto it = deferred.begin(); it != deferred.end();) {
       if (Conn::Internal::PollerActive(*it->second)) {
         ++it;
@@ -339,7 +459,7 @@ void* RunFabric(void* arg) {
         watch = it->second;
       }
       if (watch.listener != nullptr) {
-        AcceptAll(watch.listener);
+        AcceptAll(watch.listener, &deadlines);
         continue;
       }
       bool drive = (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
@@ -543,6 +663,16 @@ void Conn::Internal::NotifyDrainedLocked(Conn* conn)
   if (handler != nullptr) handler->OnDrained();
 }
 
+bool Conn::Internal::ExpireHandshake(const std::shared_ptr<Conn>& conn) {
+  if (conn->got_message_.load()) return false;
+  // A reader of the moment is reading its first message: it is not idle.
+  if (!conn->read_mu_.TryLock()) return false;
+  const bool expire = !conn->got_message_.load();
+  if (expire) End(conn);
+  conn->read_mu_.Unlock();
+  return expire;
+}
+
 void Conn::Progress() {
   last_poll_ns_.store(NowNs(), std::memory_order_relaxed);
   Internal::Drive(shared_from_this());
@@ -647,6 +777,7 @@ void Conn::Internal::ReadLocked(const std::shared_ptr<Conn>& conn)
     }
     // A whole message.
     c->in_header_got_ = 0;
+    c->got_message_.store(true);
     std::shared_ptr<Handler> handler;
     {
       softrpma::MutexLock lock(&c->mu_);
@@ -767,6 +898,7 @@ int ListenAt(const std::string& listener_name, AcceptFn on_accept,
     return err;
   }
   auto state = std::make_shared<Listener::State>();
+  state->name = listener_name;
   state->fd = fd;
   state->generation = g_generation.load(std::memory_order_acquire);
   {

@@ -22,10 +22,14 @@
 //     with EADDRINUSE and says on stderr who holds it) but cannot serve it.
 //   * A PEER IS BOUNDED. Before a byte of body is read, the handler sees the header
 //     (Handler::OnHeader) and may end the connection: a body the connection's state does not
-//     allow (a data request before the connect request) is never buffered. What a peer makes
-//     this side send but never reads is counted (Conn::QueuedBytes) and its owner hears when
-//     the backlog has drained below kBacklogBytes again (Handler::OnDrained), so that it can
-//     stop producing.
+//     allow (a data request before the connect request) is never buffered. An accepted
+//     connection that has not delivered its first whole message within kHandshakeTimeoutMs is
+//     closed, so idle connections cannot hold the process's descriptors forever. When accept
+//     fails for want of descriptors or memory (EMFILE & co.), the listener is left unwatched
+//     for kAcceptBackoffMs (connections wait in its backlog) instead of waking the fabric
+//     thread again at once, and stderr says so once. What a peer makes this side send but
+//     never reads is counted (Conn::QueuedBytes) and its owner hears when the backlog has
+//     drained below kBacklogBytes again (Handler::OnDrained), so that it can stop producing.
 //   * THE FABRIC THREAD. The first Listen or Dial of a process starts one thread that sleeps in
 //     epoll_wait on every socket of the process's fabric and, as a NIC does, serves the peer's
 //     requests without the application's help: it reads each message, checks its header
@@ -37,7 +41,7 @@
 //   * A peer that exits, crashes or is killed closes its sockets (the kernel does it), so the
 //     survivor's Handler gets OnClosed at once. A message that fails validation closes the
 //     connection too, and only that connection (as does a header that its handler's OnHeader
-//     refuses).
+//     refuses, or an accepted connection's handshake timeout).
 //   * fork(): the child closes every socket it inherited from the parent's fabric (so the
 //     parent's listeners and connections stay the parent's alone) and starts a fabric of its
 //     own on first use.
@@ -67,6 +71,16 @@
 namespace softrpma::sim::host {
 
 inline constexpr char kFabricEnvVar[] = "RPMA_SIM_FABRIC";
+// FOR TESTS ONLY: the handshake timeout in milliseconds (a positive integer; anything else:
+// kHandshakeTimeoutMs), read when the process's fabric thread starts.
+inline constexpr char kHandshakeTimeoutEnvVar[] = "RPMA_SIM_FABRIC_HANDSHAKE_MS";
+// An accepted connection whose first whole message has not arrived this long after it was
+// accepted is closed (its handler gets OnClosed): a peer cannot hold descriptors with idle
+// connections.
+inline constexpr uint64_t kHandshakeTimeoutMs = 10 * 1000;
+// How long a listener is left unwatched after accept(2) failed for want of descriptors or
+// memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): the connections wait in its backlog meanwhile.
+inline constexpr uint64_t kAcceptBackoffMs = 100;
 // "0" turns cross-memory attach off for this process's connections, both ways (every byte
 // then goes through the socket); "1" or unset: on where the kernel allows it (CanReach).
 inline constexpr char kCmaEnvVar[] = "RPMA_SIM_CMA";
@@ -168,6 +182,8 @@ class Conn final : public std::enable_shared_from_this<Conn> {
   bool over_backlog_ ABSL_GUARDED_BY(mu_) = false;  // QueuedBytes() went above kBacklogBytes
   // Set when the backlog drained below kBacklogBytes; OnDrained is called by the next reader.
   std::atomic<bool> drained_pending_{false};
+  // A whole message has arrived (the handshake timeout of an accepted connection is over).
+  std::atomic<bool> got_message_{false};
 
   // The message being read, by the fabric thread or a thread in Progress(): one at a time. A
   // thread that finds read_mu_ taken sets drive_pending_ and leaves; the holder looks again

@@ -139,6 +139,68 @@ TEST(ListenTest, Listen_NameHeldByAnotherUser_ReturnsEaddrinuseNamingIt) {
       << said;
 }
 
+// ---- Descriptors and idle connections -------------------------------------------------------
+
+constexpr uint16_t kStarvedPort = 7206;
+constexpr rlim_t kStarvedFdLimit = 64;
+constexpr int kIdleConnections = 100;
+
+// The child: a listener whose process may open kStarvedFdLimit descriptors, with a handshake
+// timeout short enough for the test to see it.
+void ServeWithFewDescriptors(int ready_fd) {
+  setenv(kHandshakeTimeoutEnvVar, "2000", 1);
+  const rlimit limit{kStarvedFdLimit, kStarvedFdLimit};
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(1);
+  static std::unique_ptr<Listener> listener;
+  const sockaddr_in addr = Loopback(kStarvedPort);
+  if (Listen(AsSockaddr(addr), Accepting(), &listener) != 0) _exit(1);
+  const char byte = 1;
+  if (write(ready_fd, &byte, 1) != 1) _exit(1);
+}
+
+TEST(AcceptTest, Accept_IdleConnectionsExhaustDescriptors_NoSpinAndAClientGetsInLater) {
+  Child server;
+  testing::StartServer(&ServeWithFewDescriptors, &server);
+  ASSERT_GT(server.pid(), 0);
+  const std::string name = ListenerName(AsSockaddr(Loopback(kStarvedPort)));
+  std::vector<int> idle;
+  for (int i = 0; i < kIdleConnections; ++i) {
+    const int fd = RawConnect(name);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    idle.push_back(fd);
+  }
+
+  // Its fabric thread is out of descriptors with connections waiting: it must sleep, not spin.
+  // (A spinning thread uses all of a core; a sleeping one next to none. The bound is loose.)
+  usleep(300 * 1000);
+  const long ticks_before = CpuTicks(server.pid());
+  timespec start, end;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  usleep(1500 * 1000);
+  const long ticks_after = CpuTicks(server.pid());
+  clock_gettime(CLOCK_MONOTONIC, &end);
+  ASSERT_GE(ticks_before, 0);
+  const double cpu_s = static_cast<double>(ticks_after - ticks_before) / sysconf(_SC_CLK_TCK);
+  const double wall_s = (end.tv_sec - start.tv_sec) + (end.tv_nsec - start.tv_nsec) * 1e-9;
+  EXPECT_LT(cpu_s, wall_s / 4) << "the server used " << cpu_s << " s of CPU in " << wall_s
+                               << " s: its fabric thread spins";
+
+  // A client behind them gets in once the idle ones time out (their handshake timeout).
+  const int client = RawConnect(name);
+  ASSERT_GE(client, 0);
+  const wire::Header ready = wire::MakeHeader(wire::Type::kReady);
+  ASSERT_TRUE(WriteAll(client, &ready, sizeof(ready)));
+  pollfd p{client, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, kLimitMs), 1) << "the client never got an answer";
+  wire::Header answer;
+  ASSERT_EQ(recv(client, &answer, sizeof(answer), MSG_WAITALL),
+            static_cast<ssize_t>(sizeof(answer)));
+  EXPECT_EQ(answer.type, static_cast<uint16_t>(wire::Type::kAck));
+  EXPECT_TRUE(WaitClosed(idle.front(), kLimitMs)) << "an idle connection was kept";
+  for (int fd : idle) close(fd);
+  close(client);
+}
+
 // ---- Bounded buffering ----------------------------------------------------------------------
 
 TEST(OnHeaderTest, OnHeader_Refused_ConnectionEndsBeforeItsBodyIsRead) {
