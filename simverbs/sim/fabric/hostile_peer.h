@@ -49,9 +49,10 @@ class Child {
 // REQUIRES: running as root.
 void SquatAsNobody(const std::string& name, Child* child);
 
-// Forks a child that runs `serve` (it must not return until it is ready to be attacked... it
-// writes one byte to `ready_fd` when it is) and then sleeps until stopped (60 s at most).
-// Returns once the child is ready; pid -1 when it exited first.
+// Forks a child that runs `serve`, which sets up what is to be attacked (its fabric thread
+// serves it afterwards), writes one byte to `ready_fd` and returns; the child then sleeps
+// until stopped (60 s at most). Returns once the byte came; `*child` has pid -1 when the
+// child exited first.
 void StartServer(void (*serve)(int ready_fd), Child* child);
 
 // Process `pid`'s CPU time (user + system) in clock ticks, from /proc; -1 when unknown.
