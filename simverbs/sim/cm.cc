@@ -70,7 +70,21 @@ class RemoteEnd final : public host::Conn::Handler,
   RemoteEnd(ConnectionManager* cm, uint32_t listener_serial)
       : cm_(cm), listener_serial_(listener_serial) {}
 
+  // Until the CM exchange has crossed this connection (the REQ on an accepted one, the REP or
+  // REJ on a dialed one), only CM messages may come, each of its fixed size (ValidateHeader):
+  // the body of anything else is never read.
+  bool OnHeader(const wire::Header& header) override {
+    if (exchanged_) return true;
+    return header.type >= static_cast<uint16_t>(wire::Type::kConnectRequest) &&
+           header.type <= static_cast<uint16_t>(wire::Type::kDisconnectReply);
+  }
+
   void OnMessage(const wire::Header& header, const uint8_t* body) override {
+    const auto type = static_cast<wire::Type>(header.type);
+    if (listener_serial_ != 0 ? type == wire::Type::kConnectRequest
+                              : type == wire::Type::kAccept || type == wire::Type::kReject) {
+      exchanged_ = true;
+    }
     if (header.type >= static_cast<uint16_t>(wire::Type::kWrite)) {
       std::shared_ptr<SimLink> link;
       {
@@ -108,6 +122,9 @@ class RemoteEnd final : public host::Conn::Handler,
  private:
   ConnectionManager* const cm_;
   const uint32_t listener_serial_;  // passive ends: the listener that accepted the socket
+  // The CM exchange has crossed (OnHeader). The fabric runs a connection's handler one call
+  // at a time.
+  bool exchanged_ = false;
   softrpma::Mutex mu_;
   std::shared_ptr<host::Conn> conn_ ABSL_GUARDED_BY(mu_);
   std::weak_ptr<SimLink> link_ ABSL_GUARDED_BY(mu_);

@@ -1912,6 +1912,11 @@ class ServeEnd final : public host::Conn::Handler {
  public:
   explicit ServeEnd(std::weak_ptr<host::Conn> conn) : conn_(std::move(conn)) {}
 
+  // The first message must be the kQpBind: no other body is read before it.
+  bool OnHeader(const wire::Header& header) override {
+    return bound_ || static_cast<wire::Type>(header.type) == wire::Type::kQpBind;
+  }
+
   void OnMessage(const wire::Header& header, const uint8_t* body) override {
     std::shared_ptr<host::Conn> conn = conn_.lock();
     if (conn == nullptr) return;

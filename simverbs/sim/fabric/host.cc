@@ -7,6 +7,7 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -14,11 +15,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <deque>
 #include <new>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -32,16 +36,23 @@ struct Conn::Internal {
   static bool PollerActive(const Conn& conn);
   static void Rearm(Conn* conn);
   static void Flush(Conn* conn);
+  static void NotifyDrainedLocked(Conn* conn);
   static void End(const std::shared_ptr<Conn>& conn);
+  static bool ExpireHandshake(const std::shared_ptr<Conn>& conn);
+  static bool DrainedPending(const Conn& conn) { return conn.drained_pending_.load(); }
   static int Fd(const Conn& conn) { return conn.fd_; }
 };
 
 struct Listener::State {
+  std::string name;  // the abstract name, for messages
   int fd = -1;
   uint64_t token = 0;
   uint64_t generation = 0;
   softrpma::Mutex mu;
   AcceptFn on_accept ABSL_GUARDED_BY(mu);
+  // The fabric thread's alone: accept(2) failed for want of resources and the backlog has not
+  // been emptied since (stderr said so once).
+  bool starved = false;
 };
 
 namespace {
@@ -170,6 +181,7 @@ void AtForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 }
 
 void* RunFabric(void* arg);
+void ReadHandshakeTimeout();
 
 // The process's fabric, started on first use. Errors: the errno of epoll_create1 or
 // pthread_create.
@@ -181,6 +193,7 @@ int GetFabric(Fabric** out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
   static const bool registered =
       (pthread_atfork(&AtForkPrepare, &AtForkParent, &AtForkChild), true);
   (void)registered;
+  ReadHandshakeTimeout();
   auto* fabric = new (std::nothrow) Fabric();
   if (fabric == nullptr) return ENOMEM;
   fabric->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
@@ -263,12 +276,116 @@ void SetWritableInterest(int fd, uint64_t token, bool writable) {
   epoll_ctl(g_fabric->epoll_fd, EPOLL_CTL_MOD, fd, &event);
 }
 
-void AcceptAll(const std::shared_ptr<Listener::State>& listener) {
+// The fabric thread's own bookkeeping of what a peer may not hold forever.
+struct Deadlines {
+  // Accepted connections waiting for their first whole message, oldest first (one timeout for
+  // all, so the order of acceptance is the order of expiry).
+  struct Handshake {
+    uint64_t deadline_ns;
+    std::weak_ptr<Conn> conn;
+  };
+  std::deque<Handshake> handshakes;
+  // Listeners left unwatched after accept(2) ran out of resources, until resume_ns.
+  struct Paused {
+    uint64_t resume_ns;
+    std::shared_ptr<Listener::State> listener;
+  };
+  std::vector<Paused> paused;
+};
+
+std::atomic<uint64_t> g_handshake_timeout_ns{kHandshakeTimeoutMs * 1000 * 1000};
+
+void ReadHandshakeTimeout() {
+  const char* value = std::getenv(kHandshakeTimeoutEnvVar);
+  if (value == nullptr || *value == '\0') return;
+  char* end = nullptr;
+  const unsigned long long ms = std::strtoull(value, &end, 10);
+  if (*end != '\0' || ms == 0 || ms > 24ULL * 3600 * 1000) return;  // the default stays
+  g_handshake_timeout_ns.store(ms * 1000 * 1000);
+}
+
+// accept(2) failed with `err`: for want of resources (EMFILE & co.) the listener stays
+// readable, and watching it would wake this thread again at once, forever. It is left unwatched
+// for kAcceptBackoffMs; its connections wait in its backlog.
+void PauseListener(const std::shared_ptr<Listener::State>& listener, int err,
+                   Deadlines* deadlines) {
+  {
+    softrpma::MutexLock lock(&g_mu);
+    if (g_fabric == nullptr || !g_fabric->watches.contains(listener->token)) return;
+    epoll_ctl(g_fabric->epoll_fd, EPOLL_CTL_DEL, listener->fd, nullptr);
+  }
+  deadlines->paused.push_back(
+      Deadlines::Paused{NowNs() + kAcceptBackoffMs * 1000 * 1000, listener});
+  if (listener->starved) return;  // said once per episode
+  listener->starved = true;
+  rlimit limit;
+  std::string fd_limit = "?";
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) fd_limit = absl::StrCat(limit.rlim_cur);
+  std::fprintf(stderr, "softrpma: fabric: accept on %s: %s (fd limit %s); connections wait\n",
+               listener->name.c_str(), std::strerror(err), fd_limit.c_str());
+}
+
+// Watches the paused listeners whose backoff is over again (level-triggered: one with
+// connections waiting wakes the thread at once).
+void ResumeListeners(uint64_t now_ns, Deadlines* deadlines) {
+  auto& paused = deadlines->paused;
+  for (auto it = paused.begin(); it != paused.end();) {
+    if (it->resume_ns > now_ns) {
+      ++it;
+      continue;
+    }
+    {
+      softrpma::MutexLock lock(&g_mu);
+      // A listener destroyed meanwhile has no watch left (and its descriptor may be reused).
+      if (g_fabric != nullptr && g_fabric->watches.contains(it->listener->token)) {
+        epoll_event event;
+        std::memset(&event, 0, sizeof(event));
+        event.events = EPOLLIN;
+        event.data.u64 = it->listener->token;
+        epoll_ctl(g_fabric->epoll_fd, EPOLL_CTL_ADD, it->listener->fd, &event);
+      }
+    }
+    it = paused.erase(it);
+  }
+}
+
+// Closes the accepted connections whose first message has not come in time.
+void ExpireHandshakes(uint64_t now_ns, Deadlines* deadlines) {
+  auto& handshakes = deadlines->handshakes;
+  while (!handshakes.empty() && handshakes.front().deadline_ns <= now_ns) {
+    std::shared_ptr<Conn> conn = handshakes.front().conn.lock();
+    handshakes.pop_front();
+    if (conn != nullptr) Conn::Internal::ExpireHandshake(conn);
+  }
+}
+
+// epoll_wait's timeout: the next deadline, 1 ms while a poller is watched for, else none.
+int WaitTimeoutMs(bool deferred, const Deadlines& deadlines) {
+  uint64_t next_ns = UINT64_MAX;
+  if (!deadlines.handshakes.empty()) next_ns = deadlines.handshakes.front().deadline_ns;
+  for (const Deadlines::Paused& paused : deadlines.paused) {
+    next_ns = std::min(next_ns, paused.resume_ns);
+  }
+  int timeout_ms = deferred ? 1 : -1;
+  if (next_ns == UINT64_MAX) return timeout_ms;
+  const uint64_t now_ns = NowNs();
+  const uint64_t wait_ms = next_ns <= now_ns ? 0 : (next_ns - now_ns + 999999) / 1000000;
+  const int capped = static_cast<int>(std::min<uint64_t>(wait_ms, 60 * 1000));
+  return timeout_ms < 0 ? capped : std::min(timeout_ms, capped);
+}
+
+void AcceptAll(const std::shared_ptr<Listener::State>& listener, Deadlines* deadlines) {
   while (true) {
     const int fd = accept4(listener->fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EINTR) continue;
-      return;  // EAGAIN: no more; anything else: the next wake-up tries again
+      const int err = errno;
+      if (err == EINTR || err == ECONNABORTED) continue;
+      if (err == EAGAIN || err == EWOULDBLOCK) {
+        listener->starved = false;  // nobody waits any more: the episode is over
+        return;
+      }
+      // EMFILE, ENFILE, ENOBUFS, ENOMEM, or anything else that would fail again at once.
+      return PauseListener(listener, err, deadlines);
     }
     ucred cred;
     socklen_t cred_len = sizeof(cred);
@@ -298,7 +415,10 @@ void AcceptAll(const std::shared_ptr<Listener::State>& listener) {
     softrpma::MutexLock lock(&g_mu);
     if (g_fabric == nullptr || AddWatchLocked(g_fabric, fd, token, Watch{conn, nullptr}) != 0) {
       Conn::Internal::SetHandler(conn.get(), nullptr);
+      continue;
     }
+    deadlines->handshakes.push_back(Deadlines::Handshake{
+        NowNs() + g_handshake_timeout_ns.load(std::memory_order_relaxed), conn});
   }
 }
 
@@ -309,10 +429,14 @@ void* RunFabric(void* arg) {
   epoll_event events[64];
   // Connections with news that a busy poller is about to read (Conn::kBusyPollWindowNs).
   absl::flat_hash_map<uint64_t, std::shared_ptr<Conn>> deferred;
+  Deadlines deadlines;
   while (true) {
-    const int n = epoll_wait(epoll_fd, events, 64, deferred.empty() ? -1 : 1);
+    const int n = epoll_wait(epoll_fd, events, 64, WaitTimeoutMs(!deferred.empty(), deadlines));
     if (n < 0 && errno != EINTR) return nullptr;
     softrpma::MutexLock work(&g_work_mu);
+    const uint64_t now_ns = NowNs();
+    ResumeListeners(now_ns, &deadlines);
+    ExpireHandshakes(now_ns, &deadlines);
     for (auto it = deferred.begin(); it != deferred.end();) {
       if (Conn::Internal::PollerActive(*it->second)) {
         ++it;
@@ -335,11 +459,16 @@ void* RunFabric(void* arg) {
         watch = it->second;
       }
       if (watch.listener != nullptr) {
-        AcceptAll(watch.listener);
+        AcceptAll(watch.listener, &deadlines);
         continue;
       }
-      if ((events[i].events & EPOLLOUT) != 0) Conn::Internal::Flush(watch.conn.get());
-      if ((events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
+      bool drive = (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
+      if ((events[i].events & EPOLLOUT) != 0) {
+        Conn::Internal::Flush(watch.conn.get());
+        // Its OnDrained is called by the connection's reader (one handler call at a time).
+        if (Conn::Internal::DrainedPending(*watch.conn)) drive = true;
+      }
+      if (drive) {
         if (Conn::Internal::PollerActive(*watch.conn)) {
           deferred[token] = watch.conn;  // stays disarmed while it is polled
           continue;
@@ -444,11 +573,17 @@ int Conn::Send(const wire::Header& header, const iovec* body, int iovcnt) {
   };
   append(&header, sizeof(header));
   for (int i = 0; i < iovcnt; ++i) append(body[i].iov_base, body[i].iov_len);
+  if (out_.size() - out_offset_ > kBacklogBytes) over_backlog_ = true;
   if (!want_writable_) {
     want_writable_ = true;
     SetWritableInterest(fd_, token_, true);
   }
   return 0;
+}
+
+size_t Conn::QueuedBytes() {
+  softrpma::MutexLock lock(&mu_);
+  return out_.size() - out_offset_;
 }
 
 void Conn::Close() {
@@ -484,11 +619,21 @@ void Conn::Internal::Flush(Conn* conn) {
       continue;
     }
     if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // still interested in writable
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {  // still interested in writable
+      if (conn->over_backlog_ && conn->out_.size() - conn->out_offset_ < kBacklogBytes) {
+        conn->over_backlog_ = false;
+        conn->drained_pending_.store(true);
+      }
+      return;
+    }
     conn->broken_ = true;
   }
   conn->out_.clear();
   conn->out_offset_ = 0;
+  if (conn->over_backlog_) {
+    conn->over_backlog_ = false;
+    if (!conn->broken_) conn->drained_pending_.store(true);
+  }
   if (conn->want_writable_) {
     conn->want_writable_ = false;
     SetWritableInterest(conn->fd_, conn->token_, false);
@@ -510,6 +655,28 @@ void Conn::Internal::End(const std::shared_ptr<Conn>& conn) {
   if (notify && handler != nullptr) handler->OnClosed();
 }
 
+void Conn::Internal::NotifyDrainedLocked(Conn* conn)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // REQUIRES: conn->read_mu_ held
+  if (!conn->drained_pending_.exchange(false)) return;
+  std::shared_ptr<Handler> handler;
+  {
+    softrpma::MutexLock lock(&conn->mu_);
+    if (conn->closing_) return;
+    handler = conn->handler_;
+  }
+  if (handler != nullptr) handler->OnDrained();
+}
+
+bool Conn::Internal::ExpireHandshake(const std::shared_ptr<Conn>& conn) {
+  if (conn->got_message_.load()) return false;
+  // A reader of the moment is reading its first message: it is not idle.
+  if (!conn->read_mu_.TryLock()) return false;
+  const bool expire = !conn->got_message_.load();
+  if (expire) End(conn);
+  conn->read_mu_.Unlock();
+  return expire;
+}
+
 void Conn::Progress() {
   last_poll_ns_.store(NowNs(), std::memory_order_relaxed);
   Internal::Drive(shared_from_this());
@@ -525,6 +692,7 @@ void Conn::Settle() {
     queued = out_offset_ < out_.size();
   }
   if (queued) Internal::Flush(this);
+  Internal::NotifyDrainedLocked(this);
   Internal::ReadLocked(self);
   read_mu_.Unlock();
   if (drive_pending_.load(std::memory_order_seq_cst)) Internal::Drive(self);
@@ -554,6 +722,7 @@ void Conn::Internal::Drive(const std::shared_ptr<Conn>& conn) {
       queued = conn->out_offset_ < conn->out_.size();
     }
     if (queued) Flush(conn.get());
+    NotifyDrainedLocked(conn.get());
     ReadLocked(conn);
     conn->read_mu_.Unlock();
   }
@@ -595,6 +764,13 @@ void Conn::Internal::ReadLocked(const std::shared_ptr<Conn>& conn)
         c->in_header_got_ += static_cast<size_t>(n);
         if (c->in_header_got_ < sizeof(wire::Header)) continue;
         if (!wire::ValidateHeader(c->in_header_)) return End(conn);  // untrusted: ends it
+        // Its handler may refuse it before its body is read (and buffered).
+        std::shared_ptr<Handler> handler;
+        {
+          softrpma::MutexLock lock(&c->mu_);
+          handler = c->handler_;
+        }
+        if (handler != nullptr && !handler->OnHeader(c->in_header_)) return End(conn);
         c->in_body_.clear();
         c->in_body_got_ = 0;
         if (c->in_header_.body_len > 0) continue;
@@ -605,6 +781,7 @@ void Conn::Internal::ReadLocked(const std::shared_ptr<Conn>& conn)
     }
     // A whole message.
     c->in_header_got_ = 0;
+    c->got_message_.store(true);
     std::shared_ptr<Handler> handler;
     {
       softrpma::MutexLock lock(&c->mu_);
@@ -649,6 +826,36 @@ Listener::~Listener() {
 }
 
 namespace {
+// Names whose squatter stderr has named already (each is said once per process).
+softrpma::Mutex g_warned_mu;
+absl::flat_hash_set<std::string>* g_warned ABSL_GUARDED_BY(g_warned_mu) = nullptr;
+
+bool FirstWarning(const std::string& listener_name) {
+  softrpma::MutexLock lock(&g_warned_mu);
+  if (g_warned == nullptr) g_warned = new absl::flat_hash_set<std::string>();
+  return g_warned->insert(listener_name).second;
+}
+
+// Who holds the abstract name `listener_name`, as the kernel says: connects to it (without
+// waiting: a full backlog is "unknown") and reads SO_PEERCRED. False when nobody could be
+// asked. The holder sees a connection that ends without a message.
+bool WhoHolds(const std::string& listener_name, ucred* cred) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un name;
+  const socklen_t name_len = AbstractAddress(listener_name, &name);
+  int rc;
+  do {
+    rc = connect(fd, reinterpret_cast<sockaddr*>(&name), name_len);
+  } while (rc != 0 && errno == EINTR);
+  socklen_t cred_len = sizeof(*cred);
+  const bool known = rc == 0 &&
+                     getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &cred_len) == 0 &&
+                     cred->pid > 0;
+  close(fd);
+  return known;
+}
+
 int ListenAt(const std::string& listener_name, AcceptFn on_accept,
              std::unique_ptr<Listener>* listener);
 int DialAt(const std::vector<std::string>& names, std::shared_ptr<Conn::Handler> handler,
@@ -683,9 +890,20 @@ int ListenAt(const std::string& listener_name, AcceptFn on_accept,
   if (bind(fd, reinterpret_cast<sockaddr*>(&name), name_len) != 0 || listen(fd, SOMAXCONN) != 0) {
     const int err = errno;
     close(fd);
-    return err;  // EADDRINUSE: another process of this fabric listens there
+    // EADDRINUSE: another process listens there. When it is another user's, the name is
+    // squatted (abstract names are anyone's to bind): say who holds it.
+    ucred holder;
+    if (err == EADDRINUSE && WhoHolds(listener_name, &holder) && holder.uid != geteuid()) {
+      std::fprintf(stderr,
+                   "softrpma: fabric listener %s is held by another user (uid %u, pid %d): "
+                   "cannot listen\n",
+                   listener_name.c_str(), static_cast<unsigned>(holder.uid),
+                   static_cast<int>(holder.pid));
+    }
+    return err;
   }
   auto state = std::make_shared<Listener::State>();
+  state->name = listener_name;
   state->fd = fd;
   state->generation = g_generation.load(std::memory_order_acquire);
   {
@@ -755,6 +973,19 @@ int DialAt(const std::vector<std::string>& names, std::shared_ptr<Conn::Handler>
       err = errno != 0 ? errno : ECONNREFUSED;
       close(fd);
       return err;
+    }
+    if (cred.uid != geteuid()) {
+      // Another user bound the name first: what this process would send (connect requests,
+      // data) is not for that user's process.
+      close(fd);
+      if (FirstWarning(listener_name)) {
+        std::fprintf(stderr,
+                     "softrpma: fabric listener %s is held by another user (uid %u, pid %d): "
+                     "not connecting\n",
+                     listener_name.c_str(), static_cast<unsigned>(cred.uid),
+                     static_cast<int>(cred.pid));
+      }
+      return EACCES;
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     softrpma::MutexLock lock(&g_mu);

@@ -14,7 +14,22 @@
 //     connects to any address of its port that no exact listener has.
 //   * Dial connects to the listener of an address: ECONNREFUSED when nobody listens (the CM
 //     turns that into REJECTED, as a real NIC's CM does for an unknown service id).
-//     Connections from another user are refused (SO_PEERCRED).
+//   * A FABRIC IS ITS USER'S, as the kernel says (SO_PEERCRED, never what a message says). A
+//     listener closes connections from another user's processes at once; a dialer refuses a
+//     listener held by another user (EACCES, and a line on stderr naming its uid and pid),
+//     so its requests never reach that user's process. Abstract names can be bound by anyone,
+//     so another user can still take a name first: it then blocks that name (Listen fails
+//     with EADDRINUSE and says on stderr who holds it) but cannot serve it.
+//   * A PEER IS BOUNDED. Before a byte of body is read, the handler sees the header
+//     (Handler::OnHeader) and may end the connection: a body the connection's state does not
+//     allow (a data request before the connect request) is never buffered. An accepted
+//     connection that has not delivered its first whole message within kHandshakeTimeoutMs is
+//     closed, so idle connections cannot hold the process's descriptors forever. When accept
+//     fails for want of descriptors or memory (EMFILE & co.), the listener is left unwatched
+//     for kAcceptBackoffMs (connections wait in its backlog) instead of waking the fabric
+//     thread again at once, and stderr says so once. What a peer makes this side send but
+//     never reads is counted (Conn::QueuedBytes) and its owner hears when the backlog has
+//     drained below kBacklogBytes again (Handler::OnDrained), so that it can stop producing.
 //   * THE FABRIC THREAD. The first Listen or Dial of a process starts one thread that sleeps in
 //     epoll_wait on every socket of the process's fabric and, as a NIC does, serves the peer's
 //     requests without the application's help: it reads each message, checks its header
@@ -25,13 +40,15 @@
 //     other could otherwise deadlock.) Messages of one connection arrive in the order sent.
 //   * A peer that exits, crashes or is killed closes its sockets (the kernel does it), so the
 //     survivor's Handler gets OnClosed at once. A message that fails validation closes the
-//     connection too, and only that connection.
+//     connection too, and only that connection (as does a header that its handler's OnHeader
+//     refuses, or an accepted connection's handshake timeout).
 //   * fork(): the child closes every socket it inherited from the parent's fabric (so the
 //     parent's listeners and connections stay the parent's alone) and starts a fabric of its
 //     own on first use.
 //
-// Thread-safety: every function and method is thread-safe. Handlers run on the fabric thread,
-// one message at a time, and may call Send and Close (on any connection).
+// Thread-safety: every function and method is thread-safe. Handlers run on the fabric thread
+// (or in a thread in Progress / Settle), one call at a time per connection, and may call Send
+// and Close (on any connection).
 
 #ifndef SOFTRPMA_SIMVERBS_SIM_FABRIC_HOST_H_
 #define SOFTRPMA_SIMVERBS_SIM_FABRIC_HOST_H_
@@ -54,6 +71,16 @@
 namespace softrpma::sim::host {
 
 inline constexpr char kFabricEnvVar[] = "RPMA_SIM_FABRIC";
+// FOR TESTS ONLY: the handshake timeout in milliseconds (a positive integer; anything else:
+// kHandshakeTimeoutMs), read when the process's fabric thread starts.
+inline constexpr char kHandshakeTimeoutEnvVar[] = "RPMA_SIM_FABRIC_HANDSHAKE_MS";
+// An accepted connection whose first whole message has not arrived this long after it was
+// accepted is closed (its handler gets OnClosed): a peer cannot hold descriptors with idle
+// connections.
+inline constexpr uint64_t kHandshakeTimeoutMs = 10 * 1000;
+// How long a listener is left unwatched after accept(2) failed for want of descriptors or
+// memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): the connections wait in its backlog meanwhile.
+inline constexpr uint64_t kAcceptBackoffMs = 100;
 // "0" turns cross-memory attach off for this process's connections, both ways (every byte
 // then goes through the socket); "1" or unset: on where the kernel allows it (CanReach).
 inline constexpr char kCmaEnvVar[] = "RPMA_SIM_CMA";
@@ -77,6 +104,17 @@ class Conn final : public std::enable_shared_from_this<Conn> {
     // A message whose header passed wire::ValidateHeader; `body` holds header.body_len bytes,
     // valid during the call only.
     virtual void OnMessage(const wire::Header& header, const uint8_t* body) = 0;
+    // A header that passed wire::ValidateHeader, before a byte of its body is read (and before
+    // the OnMessage of the same message). Returns false to refuse it: the connection then ends
+    // as on a malformed message (OnClosed follows, the body is never read). The default takes
+    // every header.
+    virtual bool OnHeader(const wire::Header& header) {
+      (void)header;
+      return true;
+    }
+    // The connection's send backlog (QueuedBytes), having been above kBacklogBytes, has
+    // drained below it. Called where OnMessage is, never during a Send.
+    virtual void OnDrained() {}
     // The connection ended: the peer closed it or died, or sent a malformed message. Called
     // once, never after Close(), and no OnMessage follows it.
     virtual void OnClosed() = 0;
@@ -86,6 +124,12 @@ class Conn final : public std::enable_shared_from_this<Conn> {
   // gathered from `body`. Never blocks. Returns 0; a connection that is closed or broken drops
   // the message (its peer is gone or going, and OnClosed tells the owner).
   int Send(const wire::Header& header, const iovec* body, int iovcnt) ABSL_LOCKS_EXCLUDED(mu_);
+  // The bytes sent on this connection that the socket has not taken yet (queued here). A peer
+  // that does not read makes this grow; see kBacklogBytes and Handler::OnDrained.
+  size_t QueuedBytes() ABSL_LOCKS_EXCLUDED(mu_);
+  // The backlog above which an owner should stop producing for this connection until
+  // Handler::OnDrained (Send itself never refuses a message).
+  static constexpr size_t kBacklogBytes = size_t{16} << 20;
   // Ends the connection from this side: what was sent is still delivered, then the peer sees
   // the end. The handler is released and gets no further call.
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
@@ -140,6 +184,11 @@ class Conn final : public std::enable_shared_from_this<Conn> {
   bool want_writable_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;  // Close() was called
   bool broken_ ABSL_GUARDED_BY(mu_) = false;   // a send failed: the peer is gone
+  bool over_backlog_ ABSL_GUARDED_BY(mu_) = false;  // QueuedBytes() went above kBacklogBytes
+  // Set when the backlog drained below kBacklogBytes; OnDrained is called by the next reader.
+  std::atomic<bool> drained_pending_{false};
+  // A whole message has arrived (the handshake timeout of an accepted connection is over).
+  std::atomic<bool> got_message_{false};
 
   // The message being read, by the fabric thread or a thread in Progress(): one at a time. A
   // thread that finds read_mu_ taken sets drive_pending_ and leaves; the holder looks again
@@ -180,13 +229,14 @@ bool CanReach(int32_t pid, uint64_t probe_addr);
 using AcceptFn = std::function<std::shared_ptr<Conn::Handler>(const std::shared_ptr<Conn>&)>;
 
 // Listens at `addr` (an IP address and port; a wildcard serves every address of the port).
-// Errors: EADDRINUSE (another listener has that name on this fabric), EMFILE & co. from
-// socket(2), ENOMEM.
+// Errors: EADDRINUSE (another listener has that name on this fabric; when it is another
+// user's process, stderr names its uid and pid), EMFILE & co. from socket(2), ENOMEM.
 int Listen(const sockaddr* addr, AcceptFn on_accept, std::unique_ptr<Listener>* listener);
 
 // Connects to the listener of `dst` (exact address first, then a wildcard of its port);
 // `handler` gets the connection's messages. Errors: ECONNREFUSED (nobody listens there),
-// errors of socket(2) / connect(2).
+// EACCES (another user's process holds the name: not connected, and stderr says so once per
+// name), errors of socket(2) / connect(2).
 int Dial(const sockaddr* dst, std::shared_ptr<Conn::Handler> handler,
          std::shared_ptr<Conn>* conn);
 

@@ -1,0 +1,65 @@
+// hostile_peer.h: what the tests of the host fabric (host.h) use to play a peer that does not
+// follow the rules: raw connections to a listener's abstract socket, another user's process
+// that takes a listener's name first, and the resource use of a process under attack.
+// Test-only. Every child process it starts is bounded (alarm) and is the caller's to Stop.
+
+#ifndef SOFTRPMA_SIMVERBS_SIM_FABRIC_HOSTILE_PEER_H_
+#define SOFTRPMA_SIMVERBS_SIM_FABRIC_HOSTILE_PEER_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace softrpma::sim::testing {
+
+// The uid (and gid) of `nobody`, the other user the tests take.
+inline constexpr uid_t kNobody = 65534;
+
+// A connected stream socket to the abstract name `name` (without the leading NUL), blocking;
+// -1 (errno set) on failure.
+int RawConnect(const std::string& name);
+
+// Writes all of `data` to `fd`; false when the socket failed (e.g. the peer closed it).
+bool WriteAll(int fd, const void* data, size_t length);
+
+// Waits at most `limit_ms` (a bound against hangs) for the peer to end the connection: true
+// when a read gives end-of-file or a reset, false on a timeout. Data that arrives is skipped.
+bool WaitClosed(int fd, int limit_ms);
+
+// A child process, killed (SIGKILL) and reaped by Stop() or the destructor.
+class Child {
+ public:
+  Child() = default;
+  explicit Child(pid_t pid) : pid_(pid) {}
+  Child(Child&& other) noexcept : pid_(other.pid_) { other.pid_ = -1; }
+  Child& operator=(Child&& other) noexcept;
+  ~Child() { Stop(); }
+  pid_t pid() const { return pid_; }
+  void Stop();
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// Forks a child that drops to user nobody (setresgid / setresuid, no groups), binds and listens
+// at the abstract name `name`, and waits (60 s at most) to be stopped; returns once it
+// listens. A child that fails says why on stderr; `*child` is then not running (pid -1).
+// REQUIRES: running as root.
+void SquatAsNobody(const std::string& name, Child* child);
+
+// Forks a child that runs `serve`, which sets up what is to be attacked (its fabric thread
+// serves it afterwards), writes one byte to `ready_fd` and returns; the child then sleeps
+// until stopped (60 s at most). Returns once the byte came; `*child` has pid -1 when the
+// child exited first.
+void StartServer(void (*serve)(int ready_fd), Child* child);
+
+// Process `pid`'s CPU time (user + system) in clock ticks, from /proc; -1 when unknown.
+long CpuTicks(pid_t pid);
+// Process `pid`'s resident set in KiB (VmRSS of /proc/<pid>/status); -1 when unknown.
+long RssKiB(pid_t pid);
+
+}  // namespace softrpma::sim::testing
+
+#endif  // SOFTRPMA_SIMVERBS_SIM_FABRIC_HOSTILE_PEER_H_
