@@ -73,10 +73,18 @@ class RemoteEnd final : public host::Conn::Handler,
   // Until the CM exchange has crossed this connection (the REQ on an accepted one, the REP or
   // REJ on a dialed one), only CM messages may come, each of its fixed size (ValidateHeader):
   // the body of anything else is never read.
+  // After it, a read response is read only when it is no longer than a read this side sent.
   bool OnHeader(const wire::Header& header) override {
-    if (exchanged_) return true;
+    if (exchanged_) {
+      std::shared_ptr<SimLink> link = Link();
+      return link == nullptr || ResponseFits(link, header);
+    }
     return header.type >= static_cast<uint16_t>(wire::Type::kConnectRequest) &&
            header.type <= static_cast<uint16_t>(wire::Type::kDisconnectReply);
+  }
+  // The peer has read its backlog: its reads that waited are served.
+  void OnDrained() override {
+    if (std::shared_ptr<SimLink> link = Link(); link != nullptr) ResumeRemoteLink(link);
   }
 
   void OnMessage(const wire::Header& header, const uint8_t* body) override {
@@ -102,6 +110,10 @@ class RemoteEnd final : public host::Conn::Handler,
   }
   void OnClosed() override { cm_->OnRemoteClosed(shared_from_this()); }
 
+  std::shared_ptr<SimLink> Link() {
+    softrpma::MutexLock lock(&mu_);
+    return link_.lock();
+  }
   uint32_t listener_serial() const { return listener_serial_; }
   std::shared_ptr<host::Conn> conn() {
     softrpma::MutexLock lock(&mu_);

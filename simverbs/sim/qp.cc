@@ -689,6 +689,7 @@ void ProgressRemoteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRE
         iovcnt = 1;
       } else if (is_read) {
         header.length = local.total;
+        link->max_read_sent = std::max<uint64_t>(link->max_read_sent, local.total);
       } else {
         header.body_len = static_cast<uint32_t>(local.total);
         iovcnt = ToIovecs(local, iov);
@@ -905,9 +906,16 @@ Served ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
         source.CopyTo(remote);
       }
       break;
-    case wire::Type::kRead:
+    case wire::Type::kRead: {
+      // Back-pressure, as a NIC's credits: while the peer leaves this many response bytes
+      // unread, its next reads wait (with what follows them) until the backlog drains
+      // (ResumeRemoteLink, from the connection's OnDrained), instead of this process holding
+      // every response a peer that never reads asks for.
+      std::shared_ptr<host::Conn> out = ServingConnLocked(link);
+      if (out != nullptr && out->QueuedBytes() >= host::Conn::kBacklogBytes) return Served::kWaits;
       RespondLocked(link, request, IBV_WC_SUCCESS, &remote);
       return Served::kAnswered;
+    }
     default: {  // kAtomicWrite: one 8-byte store, never torn, at the range checked above
       uint64_t value = 0;
       std::memcpy(&value, body, sizeof(value));
@@ -1400,6 +1408,17 @@ void HandleRemoteMessage(const std::shared_ptr<SimLink>& link, const wire::Heade
     default:
       return;  // connection management is the CM's
   }
+}
+
+bool ResponseFits(const std::shared_ptr<SimLink>& link, const wire::Header& header) {
+  if (static_cast<wire::Type>(header.type) != wire::Type::kReadResponse) return true;
+  softrpma::MutexLock lock(&link->mu);
+  return header.body_len <= link->max_read_sent;
+}
+
+void ResumeRemoteLink(const std::shared_ptr<SimLink>& link) {
+  softrpma::MutexLock lock(&link->mu);
+  if (link->remote != nullptr) DrainIncomingLocked(link.get());
 }
 
 void SetQpError(SimQp* qp) {
@@ -1916,6 +1935,13 @@ class ServeEnd final : public host::Conn::Handler {
   bool OnHeader(const wire::Header& header) override {
     return bound_ || static_cast<wire::Type>(header.type) == wire::Type::kQpBind;
   }
+  // The peer read enough of our responses: its reads that waited are served.
+  void OnDrained() override {
+    if (!bound_) return;
+    if (std::shared_ptr<SimLink> link = FindVerbsLink(dst_qp_num_); link != nullptr) {
+      ResumeRemoteLink(link);
+    }
+  }
 
   void OnMessage(const wire::Header& header, const uint8_t* body) override {
     std::shared_ptr<host::Conn> conn = conn_.lock();
@@ -1992,6 +2018,14 @@ class ServeEnd final : public host::Conn::Handler {
 class DialEnd final : public host::Conn::Handler {
  public:
   explicit DialEnd(std::weak_ptr<SimLink> link) : link_(std::move(link)) {}
+  // Only responses come this way, and no read response larger than a read this link asked
+  // for: a peer cannot make this process buffer what it only announces.
+  bool OnHeader(const wire::Header& header) override {
+    const wire::Type type = static_cast<wire::Type>(header.type);
+    if (type != wire::Type::kAck && type != wire::Type::kReadResponse) return false;
+    std::shared_ptr<SimLink> link = link_.lock();
+    return link == nullptr || ResponseFits(link, header);
+  }
   void OnMessage(const wire::Header& header, const uint8_t* body) override {
     const wire::Type type = static_cast<wire::Type>(header.type);
     if (type != wire::Type::kAck && type != wire::Type::kReadResponse) return;

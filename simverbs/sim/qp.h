@@ -244,6 +244,9 @@ struct SimLink final {
   bool peer_gone ABSL_GUARDED_BY(mu) = false;
   std::deque<IncomingRequest> incoming ABSL_GUARDED_BY(mu);
   uint64_t incoming_bytes ABSL_GUARDED_BY(mu) = 0;  // their bodies' bytes (qp.cc, THE BUDGET)
+  // The longest RDMA READ this side has sent the peer: no read response may be longer
+  // (ResponseFits).
+  uint64_t max_read_sent ABSL_GUARDED_BY(mu) = 0;
   // A QP of ibv_create_qp: the connection the peer's requests arrived on (they are answered
   // there); nullptr: answered on `remote` (a CM connection carries both ways).
   std::shared_ptr<host::Conn> serve ABSL_GUARDED_BY(mu);
@@ -439,6 +442,13 @@ void SetPeerReachesUs(SimQp* qp);
 // be RTS: the WR at the head of its send queue, sent or not, and any posted later, completes
 // IBV_WC_RETRY_EXC_ERR after the retry timeout, as toward a destroyed responder.
 void RemotePeerGone(SimQp* qp);
+// Whether a response header of the peer of remote `link` may be read at all, before its body
+// is: a read response no longer than the longest read this side sent (a peer must not make
+// this process buffer what it only announces). REQUIRES: link->mu not held.
+bool ResponseFits(const std::shared_ptr<SimLink>& link, const wire::Header& header);
+// The peer of remote `link` has read its backlog (host::Conn::Handler::OnDrained): the reads
+// that waited for it are served now, in order.
+void ResumeRemoteLink(const std::shared_ptr<SimLink>& link);
 // A data-path message (request or response) from the peer of remote `link`; runs on the
 // fabric thread.
 void HandleRemoteMessage(const std::shared_ptr<SimLink>& link, const wire::Header& header,
