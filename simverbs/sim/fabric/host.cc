@@ -412,8 +412,14 @@ void AcceptAll(const std::shared_ptr<Listener::State>& listener, Deadlines* dead
     }
     if (handler == nullptr) continue;  // refused: the last reference closes the socket
     Conn::Internal::SetHandler(conn.get(), std::move(handler));
-    softrpma::MutexLock lock(&g_mu);
-    if (g_fabric == nullptr || AddWatchLocked(g_fabric, fd, token, Watch{conn, nullptr}) != 0) {
+    bool watched;
+    {
+      softrpma::MutexLock lock(&g_mu);
+      watched = g_fabric != nullptr &&
+                AddWatchLocked(g_fabric, fd, token, Watch{conn, nullptr}) == 0;
+    }
+    if (!watched) {
+      // Not under g_mu: a connection's mu_ comes first (Send takes g_mu under it).
       Conn::Internal::SetHandler(conn.get(), nullptr);
       continue;
     }
@@ -988,17 +994,23 @@ int DialAt(const std::vector<std::string>& names, std::shared_ptr<Conn::Handler>
       return EACCES;
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    softrpma::MutexLock lock(&g_mu);
-    Fabric* fabric = nullptr;
-    err = GetFabric(&fabric);
-    if (err != 0) {
-      close(fd);
-      return err;
+    uint64_t token = 0;
+    {
+      softrpma::MutexLock lock(&g_mu);
+      Fabric* fabric = nullptr;
+      err = GetFabric(&fabric);
+      if (err != 0) {
+        close(fd);
+        return err;
+      }
+      token = fabric->next_token++;
     }
-    const uint64_t token = fabric->next_token++;
     auto made = std::make_shared<Conn>(fd, token, cred.pid, cred.uid);
+    // Not under g_mu: a connection's mu_ comes first (Send takes g_mu under it).
     Conn::Internal::SetHandler(made.get(), std::move(handler));
-    err = AddWatchLocked(fabric, fd, token, Watch{made, nullptr});
+    softrpma::MutexLock lock(&g_mu);
+    // Only a fork child loses its fabric, and this thread is not a child's copy.
+    err = g_fabric != nullptr ? AddWatchLocked(g_fabric, fd, token, Watch{made, nullptr}) : EIO;
     if (err != 0) return err;  // `made` closes the socket
     *conn = std::move(made);
     return 0;

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -70,11 +71,24 @@ class Recorder final : public Conn::Handler {
   std::atomic<bool> closed{false};
 };
 
-AcceptFn Accepting(std::shared_ptr<Recorder>* last = nullptr) {
+// The handler of the last connection accepted, set on the fabric thread.
+struct LastAccepted {
+  std::shared_ptr<Recorder> Get() {
+    std::lock_guard<std::mutex> lock(mu);
+    return recorder;
+  }
+  std::mutex mu;
+  std::shared_ptr<Recorder> recorder;
+};
+
+AcceptFn Accepting(LastAccepted* last = nullptr) {
   return [last](const std::shared_ptr<Conn>& conn) {
     auto recorder = std::make_shared<Recorder>();
     recorder->conn = conn;
-    if (last != nullptr) *last = recorder;
+    if (last != nullptr) {
+      std::lock_guard<std::mutex> lock(last->mu);
+      last->recorder = recorder;
+    }
     return std::static_pointer_cast<Conn::Handler>(recorder);
   };
 }
@@ -204,10 +218,10 @@ TEST(AcceptTest, Accept_IdleConnectionsExhaustDescriptors_NoSpinAndAClientGetsIn
 // ---- Bounded buffering ----------------------------------------------------------------------
 
 TEST(OnHeaderTest, OnHeader_Refused_ConnectionEndsBeforeItsBodyIsRead) {
-  std::shared_ptr<Recorder> accepted;
+  LastAccepted last;
   const sockaddr_in addr = Loopback(7207);
   std::unique_ptr<Listener> listener;
-  ASSERT_EQ(Listen(AsSockaddr(addr), Accepting(&accepted), &listener), 0);
+  ASSERT_EQ(Listen(AsSockaddr(addr), Accepting(&last), &listener), 0);
   const int fd = RawConnect(ListenerName(AsSockaddr(addr)));
   ASSERT_GE(fd, 0);
 
@@ -222,7 +236,8 @@ TEST(OnHeaderTest, OnHeader_Refused_ConnectionEndsBeforeItsBodyIsRead) {
 
   EXPECT_LT(offered, size_t{64} << 20) << "the body was read: its header was not refused";
   EXPECT_TRUE(WaitClosed(fd, kLimitMs));
-  ASSERT_TRUE(WaitFor([&] { return accepted != nullptr && accepted->closed.load(); }));
+  ASSERT_TRUE(WaitFor([&] { return last.Get() != nullptr && last.Get()->closed.load(); }));
+  const std::shared_ptr<Recorder> accepted = last.Get();
   EXPECT_EQ(accepted->headers.load(), 1);
   EXPECT_EQ(accepted->messages.load(), 0);
   close(fd);
