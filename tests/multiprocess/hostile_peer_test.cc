@@ -28,11 +28,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -51,8 +53,13 @@ constexpr char kAddr[] = "127.0.0.1";
 constexpr uint16_t kPort = 7420;
 constexpr char kPortText[] = "7420";
 constexpr size_t kSecretBytes = 4096;
-constexpr size_t kRegionBytes = size_t{1} << 20;
+constexpr size_t kMiB = size_t{1} << 20;
+constexpr size_t kRegionBytes = kMiB;
 constexpr size_t kClientBytes = 64;  // the legit client's write: the region's last bytes
+
+// A correct NIC caps what it buffers for a peer at ~256 MiB per connection; the victim's peak
+// RSS must stay under twice that.
+constexpr long kMaxVictimRssKiB = 512 * 1024;
 
 // Bounds against hangs (not timing assertions).
 constexpr int kReplyMs = 10000;       // a child's answer on its pipe; a response on the wire
@@ -210,6 +217,18 @@ std::string DescribeExit(int status) {
   if (WIFEXITED(status)) return "exited " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return std::string("killed by ") + strsignal(WTERMSIG(status));
   return "status " + std::to_string(status);
+}
+
+// The peak (field "VmHWM") or current ("VmRSS") resident size of `pid` in KiB, from
+// /proc/<pid>/status; -1 when it is gone.
+long ProcKiB(pid_t pid, const char* field) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  const std::string prefix = std::string(field) + ":";
+  while (std::getline(status, line)) {
+    if (line.compare(0, prefix.size(), prefix) == 0) return std::atol(line.c_str() + prefix.size());
+  }
+  return -1;
 }
 
 // ---- The CM victim: a librpma server ------------------------------------------------------
@@ -1109,6 +1128,89 @@ TEST_F(HostilePeerTest, Attack4_CmaFromAFaultingPage_OtherConnectionsWorkAndItEn
   std::string why;
   ASSERT_TRUE(VictimAlive(&report, &why)) << why;
   EXPECT_EQ(report.secret_intact, 1u);
+}
+
+// ---- Attack 6: unbounded buffering --------------------------------------------------------
+
+// (a) SENDs that find no receive wait, in order, for one (RC's RNR retry): a peer that sends
+// 600 MiB of them to a victim that posts no receive must not make it buffer 600 MiB. The
+// victim ends the connection before buffering more than its cap (~256 MiB).
+TEST_F(HostilePeerTest, Attack6a_SendsWithoutReceives_ConnectionEndsBeforeUnboundedBuffering) {
+  ASSERT_NO_FATAL_FAILURE(StartCmVictim(kRegionBytes));
+  RawConn conn;
+  ASSERT_NO_FATAL_FAILURE(Connect(fabric_, getpid(), 0, &conn));
+  ASSERT_TRUE(conn.accepted);
+  constexpr int kSends = 600;
+  const std::vector<uint8_t> message(kMiB, 0x33);
+  int sent = 0;
+  SendResult last = SendResult::kSent;
+  long peak_kib = 0;
+  for (int i = 0; i < kSends; ++i) {
+    last = SendMessage(conn.fd, Request(wire::Type::kSend, i + 1), message.data(), message.size(),
+                       2 * kReplyMs);
+    if (last != SendResult::kSent) break;
+    ++sent;
+    if (i % 16 == 0) {
+      peak_kib = std::max(peak_kib, ProcKiB(victim_->pid, "VmHWM"));
+      if (peak_kib > kMaxVictimRssKiB) break;  // failed already: no need to make it worse
+    }
+  }
+  std::vector<wire::Header> seen;
+  const bool closed = last == SendResult::kClosed || AwaitClosed(conn.fd, kEndMs, &seen);
+  peak_kib = std::max(peak_kib, ProcKiB(victim_->pid, "VmHWM"));
+  EXPECT_LT(peak_kib, kMaxVictimRssKiB)
+      << "the victim's peak RSS after " << sent << " SENDs of 1 MiB with no receive";
+  EXPECT_TRUE(closed) << "the victim kept buffering: " << sent << " of " << kSends
+                      << " SENDs of 1 MiB went (the attack stops once the RSS bound is passed)"
+                      << " and the connection is still open";
+  for (const wire::Header& h : seen) {
+    EXPECT_NE(h.status, IBV_WC_SUCCESS) << "a SEND acknowledged without a receive posted";
+  }
+  ExpectVictimUnharmed("after SENDs without receives");
+}
+
+// (b) Every RDMA READ is answered with its data: a peer that asks 2000 reads of 1 MiB and
+// never reads its socket must not make the victim queue 2 GiB of responses. Its memory stays
+// bounded, and it lives.
+TEST_F(HostilePeerTest, Attack6b_ReadResponsesNeverCollected_VictimMemoryStaysBounded) {
+  ASSERT_NO_FATAL_FAILURE(StartCmVictim(kRegionBytes));
+  RawConn conn;
+  ASSERT_NO_FATAL_FAILURE(Connect(fabric_, getpid(), 0, &conn));
+  ASSERT_TRUE(conn.accepted);
+  constexpr int kReads = 2000;
+  int sent = 0;
+  long peak_kib = 0;
+  for (int i = 0; i < kReads; ++i) {
+    wire::Header read = Request(wire::Type::kRead, i + 1);
+    read.length = kMiB;
+    read.remote_addr = hello_.region_addr;
+    read.rkey = hello_.rkey;
+    // A victim that stops reading us (backpressure) or ends the connection has defended itself.
+    if (SendMessage(conn.fd, read, nullptr, 0, kReplyMs) != SendResult::kSent) break;
+    ++sent;
+    if (i % 64 == 0) {
+      peak_kib = std::max(peak_kib, ProcKiB(victim_->pid, "VmHWM"));
+      if (peak_kib > kMaxVictimRssKiB) break;
+    }
+  }
+  // Until the victim has served what it took: its RSS steady for 2 s (bounded by 15 s).
+  long last_rss = -2;
+  int64_t steady_since = NowMs();
+  const int64_t deadline = NowMs() + 15000;
+  while (NowMs() < deadline && peak_kib <= kMaxVictimRssKiB) {
+    const long rss = ProcKiB(victim_->pid, "VmRSS");
+    peak_kib = std::max(peak_kib, ProcKiB(victim_->pid, "VmHWM"));
+    if (rss != last_rss) {
+      last_rss = rss;
+      steady_since = NowMs();
+    } else if (NowMs() - steady_since >= 2000) {
+      break;
+    }
+    usleep(100 * 1000);
+  }
+  EXPECT_LT(peak_kib, kMaxVictimRssKiB)
+      << "the victim's peak RSS with " << sent << " READ responses of 1 MiB never collected";
+  ExpectVictimUnharmed("after READ responses never collected");
 }
 
 }  // namespace
