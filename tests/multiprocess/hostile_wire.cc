@@ -75,8 +75,7 @@ int64_t NowMs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-std::string ListenerSocketName(const std::string& fabric, const std::string& addr,
-                               uint16_t port) {
+std::string ListenerSocketName(const std::string& fabric, const std::string& addr, uint16_t port) {
   return std::string(1, '\0') + "softrpma/" + fabric + "/" + addr + ":" + std::to_string(port);
 }
 
@@ -138,8 +137,7 @@ SendResult SendMessage(int fd, wire::Header header, const void* body, size_t bod
   return WriteAll(fd, static_cast<const uint8_t*>(body), body_len, deadline_ms);
 }
 
-ReadResult ReadMessage(int fd, int timeout_ms, wire::Header* header,
-                       std::vector<uint8_t>* body) {
+ReadResult ReadMessage(int fd, int timeout_ms, wire::Header* header, std::vector<uint8_t>* body) {
   const int64_t deadline_ms = NowMs() + timeout_ms;
   const ReadResult got =
       ReadAll(fd, reinterpret_cast<uint8_t*>(header), sizeof(*header), deadline_ms);

@@ -30,8 +30,7 @@ inline constexpr size_t kMaxReadBodyBytes = size_t{64} << 20;
 
 // "\0softrpma/<fabric>/<addr>:<port>": the listener of addr:port (docs/FABRIC.md), leading NUL
 // included.
-std::string ListenerSocketName(const std::string& fabric, const std::string& addr,
-                               uint16_t port);
+std::string ListenerSocketName(const std::string& fabric, const std::string& addr, uint16_t port);
 // "\0softrpma/<fabric>/ep/gid-<32 hex digits>": the verbs endpoint of the process owning `gid`.
 std::string EndpointSocketName(const std::string& fabric, const uint8_t gid[16]);
 // The GID the simulated NIC gives process `pid`: ::ffff:127.a.b.c, a.b.c its low 24 bits.
@@ -58,8 +57,7 @@ enum class ReadResult {
   kGarbage,   // what came fails wire::ValidateHeader, or its body exceeds kMaxReadBodyBytes
 };
 // Reads the next message, waiting up to `timeout_ms`.
-ReadResult ReadMessage(int fd, int timeout_ms, wire::Header* header,
-                       std::vector<uint8_t>* body);
+ReadResult ReadMessage(int fd, int timeout_ms, wire::Header* header, std::vector<uint8_t>* body);
 
 // Reads and drops messages until the peer ends the connection (true) or `timeout_ms` passed
 // (false). The headers read meanwhile are appended to `seen` when it is not null.
