@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -739,8 +740,7 @@ class HostilePeerTest : public ::testing::Test {
   }
 
   void StartCmVictim(size_t region_len) {
-    const size_t len = region_len;
-    victim_ = &Start([len](int in, int out) { CmVictimMain(in, out, len); }, &hello_);
+    victim_ = &Start([region_len](int in, int out) { CmVictimMain(in, out, region_len); }, &hello_);
     ASSERT_GT(victim_->pid, 0);
     ASSERT_EQ(hello_.error_line, 0);
     ASSERT_NE(hello_.region_addr, 0u);
@@ -803,12 +803,9 @@ class HostilePeerTest : public ::testing::Test {
   }
 
   std::string fabric_;
-  std::vector<Child> children_;  // reserve()d: references stay valid
+  std::deque<Child> children_;  // a deque: push_back keeps references to the others valid
   Child* victim_ = nullptr;
   Report hello_;
-
- public:
-  HostilePeerTest() { children_.reserve(16); }
 };
 
 // ---- Attack 0: an 8-byte atomic write flagged as cross-memory attach -----------------------
@@ -862,8 +859,9 @@ TEST_F(HostilePeerTest, Attack0_AtomicWriteWithCmaFlag_EndsConnectionAndStoresNo
     std::vector<wire::Header> seen;
     const bool closed = AwaitClosed(conn.fd, kEndMs, &seen);
     std::string answers;
-    for (const wire::Header& h : seen)
+    for (const wire::Header& h : seen) {
       answers += TypeName(h.type) + " " + std::to_string(h.status) + "; ";
+    }
     EXPECT_TRUE(closed) << "the victim kept the connection of a malformed atomic; answers: "
                         << answers;
     for (const wire::Header& h : seen) {
