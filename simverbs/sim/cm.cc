@@ -91,6 +91,13 @@ class RemoteEnd final : public host::Conn::Handler,
     const auto type = static_cast<wire::Type>(header.type);
     if (listener_serial_ != 0 ? type == wire::Type::kConnectRequest
                               : type == wire::Type::kAccept || type == wire::Type::kReject) {
+      if (exchanged_) {
+        // One connection carries one CM exchange: a second REQ (or REP) on it is a protocol
+        // violation, also once the first one's id is gone (it must not become a new request
+        // on a connection whose other end thinks it is something else).
+        cm_->OnRemoteBroken(shared_from_this());
+        return;
+      }
       exchanged_ = true;
     }
     if (header.type >= static_cast<uint16_t>(wire::Type::kWrite)) {

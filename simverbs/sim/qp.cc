@@ -695,6 +695,7 @@ void ProgressRemoteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRE
         iovcnt = ToIovecs(local, iov);
       }
       wqe.seq = header.seq;
+      wqe.sent_cma = (header.flags & wire::kFlagCma) != 0;
       link->remote->Send(header, iov, iovcnt);
     }
     ++qp->sq_sent;
@@ -1015,6 +1016,12 @@ void HandleResponseLocked(SimLink* link, SimQp* qp, const wire::Header& response
   const bool is_read = wqe.opcode == IBV_WR_RDMA_READ;
   const bool read_response = static_cast<wire::Type>(response.type) == wire::Type::kReadResponse;
   if (status == IBV_WC_SUCCESS && is_read != read_response) status = IBV_WC_BAD_RESP_ERR;
+  // A read response says the data is in place (kFlagCma) exactly when the read asked the
+  // responder to put it there; either way round it is a bad response.
+  if (status == IBV_WC_SUCCESS && is_read &&
+      ((response.flags & wire::kFlagCma) != 0) != wqe.sent_cma) {
+    status = IBV_WC_BAD_RESP_ERR;
+  }
   if (status == IBV_WC_SUCCESS && is_read && (response.flags & wire::kFlagCma) != 0) {
     // The responder wrote the data into place itself.
   } else if (status == IBV_WC_SUCCESS && is_read) {

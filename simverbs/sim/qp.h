@@ -173,6 +173,9 @@ struct SendWqe {
   ibv_wc_status forced_status = IBV_WC_SUCCESS;
   uint64_t delay_ns = 0;
   uint64_t seq = 0;  // a remote link's request number, once sent (qp.cc)
+  // Sent with wire::kFlagCma: the responder copies into our memory itself. Only then may its
+  // read response say the data is in place (a peer must not complete a read it never wrote).
+  bool sent_cma = false;
   // Asynchronous execution (sched.h): the WR may execute once its link's post_points reach
   // release_at, or once its QP's released_seq reaches post_seq (a poll point). release_at 0:
   // at once (eager mode, a remote link).
