@@ -89,6 +89,11 @@ expect_status "scenario is a directory: exit 2" 2 "$status"
 expect_in "scenario is a directory: message" "$err" \
   "rpma-sim: --scenario: $work/scenario-dir: cannot read scenario file: it is a directory"
 check "scenario is a directory: the program did not run" test ! -e "$work/ran"
+run "$rpma_sim" run --scenario=/dev/zero -- touch "$work/ran"
+expect_status "endless scenario: exit 2" 2 "$status"
+expect_in "endless scenario: message names the file and the limit" "$err" \
+  "rpma-sim: --scenario: /dev/zero: cannot read scenario file: it is larger than 16 MiB"
+check "endless scenario: the program did not run" test ! -e "$work/ran"
 
 run "$rpma_sim" run -- no-such-program-xyz
 expect_status "missing program: exit 127" 127 "$status"
