@@ -34,6 +34,12 @@
 // good conversation: a client whose REQ is accepted writes 8 bytes and gets its ack; the
 // listener accepts a good REQ and sends its REP); the process's peak memory stays under
 // kMaxRssKiB. ASan's leak check runs at exit.
+//
+// SAFETY. The simulator still believes the pid a peer claims (kAccept, kConnectRequest) when it
+// serves a kFlagCma request with process_vm_readv / writev (issue 18). So every pid this
+// fuzzer puts in a message is its own, 0, or one no process can have (NoSuchPid), and nothing
+// it writes holds the wire's magic except where a message begins (ScrubMagic): a run can never
+// reach into another process of the machine.
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -173,6 +179,12 @@ rpma_conn_event NextEvent(rpma_conn* conn) {
   return event;
 }
 
+// A pid claimed in a message other than ours and 0: always one no process can have (above
+// PID_MAX_LIMIT, 2^22), because the simulator still trusts the pid a peer claims for
+// cross-memory attach (process_vm_readv / writev), and this fuzzer must never write into
+// another process of the machine.
+int32_t NoSuchPid(uint32_t raw) { return static_cast<int32_t>(0x40000000u | (raw & 0x3fffffffu)); }
+
 // ---- Sockets -----------------------------------------------------------------------------
 
 void SetNonBlocking(int fd) {
@@ -269,9 +281,27 @@ bool WriteAll(Wire* w, const void* data, size_t size) {
   return true;
 }
 
+// Breaks every occurrence of the wire's magic in [p, p + n) (flipping its first byte's top
+// bit, which cannot make a new one). Everything the hostile side writes goes through it but a
+// message's own first four bytes, so that a header is only ever read where we began one: a
+// stream knocked out of step (garbage, a body longer than its message) then ends at the next
+// header check instead of letting script bytes pose as a message whose pid (NoSuchPid) we
+// did not choose.
+void ScrubMagic(uint8_t* p, size_t n) {
+  uint8_t magic[4];
+  std::memcpy(magic, &wire::kMagic, 4);
+  for (size_t i = 0; i + 4 <= n; ++i) {
+    if (std::memcmp(p + i, magic, 4) == 0) p[i] ^= 0x80;
+  }
+}
+
 bool SendMessage(Wire* w, const wire::Header& header, const void* body, size_t body_bytes) {
   if (w->closed) return false;
-  return WriteAll(w, &header, sizeof(header)) && (body_bytes == 0 || WriteAll(w, body, body_bytes));
+  std::vector<uint8_t> bytes(sizeof(header) + body_bytes);
+  std::memcpy(bytes.data(), &header, sizeof(header));
+  if (body_bytes > 0) std::memcpy(bytes.data() + sizeof(header), body, body_bytes);
+  ScrubMagic(bytes.data() + 1, bytes.size() - 1);
+  return WriteAll(w, bytes.data(), bytes.size());
 }
 
 void CloseWire(Wire* w) {
@@ -484,7 +514,7 @@ void ServerStep(Script* s, const Env& env, Wire* w, Seen* seen, ClientSide* c, u
       body.initiator_depth = s->Byte();
       body.srq = s->Byte();
       const uint8_t pid = s->Byte() % 3;
-      body.pid = pid == 0 ? getpid() : pid == 1 ? 0 : static_cast<int32_t>(s->U32());
+      body.pid = pid == 0 ? getpid() : pid == 1 ? 0 : NoSuchPid(s->U32());
       body.can_reach_you = s->Byte() % 3;
       const uint8_t probe = s->Byte() % 3;  // the client's own probe word lives here too
       if (probe == 0) body.probe_addr = seen->have_req ? seen->req.probe_addr : 0;
@@ -583,7 +613,8 @@ void ServerStep(Script* s, const Env& env, Wire* w, Seen* seen, ClientSide* c, u
       break;
     }
     case 8: {  // garbage bytes
-      const std::vector<uint8_t> bytes = s->Bytes(s->Byte());
+      std::vector<uint8_t> bytes = s->Bytes(s->Byte());
+      ScrubMagic(bytes.data(), bytes.size());
       if (!w->closed) WriteAll(w, bytes.data(), bytes.size());
       break;
     }
@@ -800,7 +831,7 @@ void SendTemplate(Script* s, const Env& env, Wire* w) {
       for (uint8_t& b : req.private_data) b = s->Byte();
       req.srq = s->Byte();
       const uint8_t pid = s->Byte() % 3;
-      req.pid = pid == 0 ? getpid() : pid == 1 ? 0 : static_cast<int32_t>(s->U32());
+      req.pid = pid == 0 ? getpid() : pid == 1 ? 0 : NoSuchPid(s->U32());
       const uint8_t probe = s->Byte() % 3;
       req.probe_addr = probe == 0   ? 0
                        : probe == 1 ? reinterpret_cast<uintptr_t>(g_cma_source)
