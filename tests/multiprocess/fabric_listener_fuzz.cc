@@ -9,7 +9,8 @@
 // posts two receives, so that the rest of the input reaches the data path of an established
 // connection. To let data requests hit the region, a header's remote_addr below
 // 2 * kRegionSize is an offset into it and its rkey is XORed with the region's (0: the right
-// key); anything else goes as it is.
+// key); a pid a REQ or a QP bind claims is ours, 0, or made impossible (NoForeignPid);
+// anything else goes as it is.
 //
 // Checked per input: the listener ends the connection once the input is over (within
 // kPollLimitMs: no hang; an accepted one once the connection is deleted, after its CLOSED
@@ -221,6 +222,27 @@ void AimAtRegion(const Listener& l, wire::Header* header) {
   header->rkey ^= l.rkey;
 }
 
+// The simulator still believes the pid a peer claims (ConnectBody.pid, QpBindBody.pid) when
+// it serves a kFlagCma request with process_vm_readv / writev (issue 18): a pid in a REQ or a
+// QP bind other than ours and 0 becomes one no process can have (above PID_MAX_LIMIT, 2^22),
+// so that an input can never make the listener write into another process of the machine.
+void NoForeignPid(const wire::Header& header, std::string* body) {
+  size_t offset = 0;
+  if (header.type == static_cast<uint16_t>(wire::Type::kConnectRequest)) {
+    offset = offsetof(wire::ConnectBody, pid);
+  } else if (header.type == static_cast<uint16_t>(wire::Type::kQpBind)) {
+    offset = offsetof(wire::QpBindBody, pid);
+  } else {
+    return;
+  }
+  if (body->size() < offset + sizeof(int32_t)) return;
+  int32_t pid;
+  std::memcpy(&pid, body->data() + offset, sizeof(pid));
+  if (pid == 0 || pid == getpid()) return;
+  pid = static_cast<int32_t>(0x40000000u | (static_cast<uint32_t>(pid) & 0x3fffffffu));
+  std::memcpy(body->data() + offset, &pid, sizeof(pid));
+}
+
 // Plays the input against the listener on a connection of its own.
 void Play(const Listener& l, const uint8_t* data, size_t size) {
   const int fd = Dial(l);
@@ -237,7 +259,11 @@ void Play(const Listener& l, const uint8_t* data, size_t size) {
     data += header_bytes;
     size -= header_bytes;
     const size_t body_bytes = size < body_len ? size : body_len;
-    if (open) open = WriteAll(fd, data, body_bytes);
+    if (open) {
+      std::string body(reinterpret_cast<const char*>(data), body_bytes);
+      if (header_bytes == sizeof(header)) NoForeignPid(header, &body);
+      open = WriteAll(fd, reinterpret_cast<const uint8_t*>(body.data()), body.size());
+    }
     data += body_bytes;
     size -= body_bytes;
     const bool whole_request = header_bytes == sizeof(header) && body_bytes == body_len &&
