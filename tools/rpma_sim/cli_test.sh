@@ -122,7 +122,7 @@ expect_in "devices: where the values come from" "$out" "docs/DEVICES.md"
 
 run "$rpma_sim" trace "$work/no-such.trace"
 expect_status "trace of a missing file: exit 1" 1 "$status"
-expect_in "trace of a missing file: message" "$err" "cannot read $work/no-such.trace"
+expect_in "trace of a missing file: message" "$err" "$work/no-such.trace: cannot read trace file"
 printf 'softrpma-sim-trace 9\nseed 0x1\nfaults -\n' >"$work/v9.trace"
 run "$rpma_sim" trace "$work/v9.trace"
 expect_status "trace of an unknown version: exit 1" 1 "$status"
