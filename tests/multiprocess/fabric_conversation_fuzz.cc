@@ -28,7 +28,8 @@
 //   completions, post requests toward the hostile client, disconnect.
 //
 // CHECKED PER INPUT: no crash (ASan, UBSan); every librpma call returns 0 or an error its man
-// page lists, and every completion has a valid status; no hang: each end learns within
+// page lists, and every completion has a valid status; an RDMA READ of the client succeeds
+// only if its data came (ReadLedger); no hang: each end learns within
 // kWaitLimitMs that the other has gone once the script is over (the connection ends with an
 // event, the listener closes its sockets); the real side still works afterwards (a canned
 // good conversation: a client whose REQ is accepted writes 8 bytes and gets its ack; the
@@ -58,6 +59,7 @@
 #include <cstring>
 #include <deque>
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -143,8 +145,18 @@ bool ValidWc(const ibv_wc& wc) {
   }
 }
 
-// Takes what the CQ holds (rpma_cq_get_wc(3): ERRORS), checking each completion.
-void DrainCq(rpma_cq* cq) {
+// The client's RDMA READs and how the hostile server answered them, per tag (the read's
+// remote offset + 1, its rpma_read op_context, so its completion's wr_id): a READ may complete
+// successfully only if its data came, in the response's body or, for a request sent with
+// kFlagCma, written in place by the responder.
+struct ReadLedger {
+  std::map<uint64_t, int> delivered;    // successful responses that carried the data
+  std::map<uint64_t, int> undelivered;  // successful responses that did not
+};
+
+// Takes what the CQ holds (rpma_cq_get_wc(3): ERRORS), checking each completion (and, with a
+// ledger, that no READ succeeded on an answer without its data).
+void DrainCq(rpma_cq* cq, ReadLedger* ledger = nullptr) {
   for (int rounds = 0; rounds < 64; ++rounds) {
     ibv_wc wc[8];
     int got = 0;
@@ -153,14 +165,28 @@ void DrainCq(rpma_cq* cq) {
     FUZZ_CHECK(OneOf(ret, {RPMA_E_INVAL, RPMA_E_PROVIDER, RPMA_E_UNKNOWN}));
     if (ret != 0) return;
     FUZZ_CHECK(got >= 1 && got <= 8);
-    for (int i = 0; i < got; ++i) FUZZ_CHECK(ValidWc(wc[i]));
+    for (int i = 0; i < got; ++i) {
+      FUZZ_CHECK(ValidWc(wc[i]));
+      if (ledger == nullptr || wc[i].status != IBV_WC_SUCCESS || wc[i].opcode != IBV_WC_RDMA_READ ||
+          wc[i].wr_id == 0) {
+        continue;
+      }
+      if (ledger->undelivered[wc[i].wr_id] > 0 && ledger->delivered[wc[i].wr_id] == 0) {
+        std::fprintf(stderr,
+                     "fabric_conversation_fuzz: an RDMA READ (tag %llu) completed IBV_WC_SUCCESS "
+                     "though its only answer was a kFlagCma read response to a request sent "
+                     "without kFlagCma: no data came\n",
+                     static_cast<unsigned long long>(wc[i].wr_id));
+        std::abort();
+      }
+    }
   }
 }
 
-void DrainConnCq(rpma_conn* conn) {
+void DrainConnCq(rpma_conn* conn, ReadLedger* ledger = nullptr) {
   rpma_cq* cq = nullptr;
   FUZZ_CHECK(rpma_conn_get_cq(conn, &cq) == 0);
-  DrainCq(cq);
+  DrainCq(cq, ledger);
 }
 
 bool Terminal(rpma_conn_event event) {
@@ -340,6 +366,7 @@ struct Env {
   // descriptor stands for the hostile peer's (which answers them itself).
   rpma_mr_local* target_mr = nullptr;
   rpma_mr_remote* remote = nullptr;
+  uint64_t target_region_addr = 0;
   int server_fd = -1;  // the hostile server's listening socket
 };
 
@@ -372,6 +399,8 @@ Env* GetEnv() {
     FUZZ_CHECK(rpma_mr_reg(peer, g_target_region, kRegionSize, kUsage, &e->target_mr) == 0);
     uint8_t desc[21];
     FUZZ_CHECK(rpma_mr_get_descriptor(e->target_mr, desc) == 0);
+    uint32_t target_rkey = 0;
+    AddrAndKey(e->target_mr, &e->target_region_addr, &target_rkey);
     FUZZ_CHECK(rpma_mr_remote_from_descriptor(desc, sizeof(desc), &e->remote) == 0);
     e->listener_name = "softrpma/" + e->listener.fabric + "/" + kAddr + ":" + kListenPort;
     e->server_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -445,6 +474,7 @@ struct Seen {
   std::deque<wire::Header> requests;
   bool have_req = false;
   wire::ConnectBody req;
+  ReadLedger reads;
 };
 
 void Collect(Wire* w, Seen* seen) {
@@ -572,7 +602,16 @@ void ServerStep(Script* s, const Env& env, Wire* w, Seen* seen, ClientSide* c, u
       header.body_len = (header.flags & wire::kFlagCma) != 0 ? 0 : PickLength(s, right);
       const uint8_t fill = s->Byte();
       std::vector<uint8_t> data(header.body_len, fill);
-      SendMessage(w, header, data.data(), data.size());
+      if (SendMessage(w, header, data.data(), data.size()) && request != nullptr &&
+          request->type == static_cast<uint16_t>(wire::Type::kRead) && header.status == 0) {
+        const uint64_t tag = request->remote_addr - env.target_region_addr + 1;
+        const bool cma_request = (request->flags & wire::kFlagCma) != 0;
+        if ((header.flags & wire::kFlagCma) != 0) {
+          ++(cma_request ? seen->reads.delivered : seen->reads.undelivered)[tag];
+        } else if (header.body_len == request->length) {
+          ++seen->reads.delivered[tag];
+        }
+      }
       break;
     }
     case 7: {  // a request of ours toward the client's region
@@ -642,7 +681,8 @@ void ServerStep(Script* s, const Env& env, Wire* w, Seen* seen, ClientSide* c, u
           ret = rpma_write(c->conn, env.remote, dst, env.client_mr, src, len, flags, nullptr);
           break;
         case 1:
-          ret = rpma_read(c->conn, env.client_mr, dst, env.remote, src, len, flags, nullptr);
+          ret = rpma_read(c->conn, env.client_mr, dst, env.remote, src, len, flags,
+                          reinterpret_cast<void*>(uintptr_t{src + 1}));  // its tag (ReadLedger)
           break;
         case 2:
           ret = rpma_send(c->conn, env.client_mr, src, len, flags, nullptr);
@@ -666,7 +706,7 @@ void ServerStep(Script* s, const Env& env, Wire* w, Seen* seen, ClientSide* c, u
     case 11:  // the client polls (giving the fabric thread a little time first)
       if (c->conn != nullptr) {
         usleep(2000);
-        DrainConnCq(c->conn);
+        DrainConnCq(c->conn, &seen->reads);
       }
       break;
     case 12:  // the client takes its events
@@ -687,13 +727,13 @@ void ServerStep(Script* s, const Env& env, Wire* w, Seen* seen, ClientSide* c, u
 
 // Ends the client after the server hung up: its connection must end with an event (bounded),
 // then it is deleted.
-void EndClient(ClientSide* c) {
+void EndClient(ClientSide* c, ReadLedger* reads = nullptr) {
   if (c->conn == nullptr) return;
   int fd = -1;
   FUZZ_CHECK(rpma_conn_get_event_fd(c->conn, &fd) == 0);
   for (int waited = 0; !c->ended && waited < kWaitLimitMs; waited += 10) {
     ClientEvents(c);
-    DrainConnCq(c->conn);
+    DrainConnCq(c->conn, reads);
     if (c->ended) break;
     pollfd p{fd, POLLIN, 0};
     poll(&p, 1, 10);
@@ -702,7 +742,7 @@ void EndClient(ClientSide* c) {
     std::fprintf(stderr, "fabric_conversation_fuzz: the client never learnt its server left\n");
     std::abort();
   }
-  DrainConnCq(c->conn);
+  DrainConnCq(c->conn, reads);
   FUZZ_CHECK(OneOf(rpma_conn_disconnect(c->conn), {RPMA_E_PROVIDER}));
   FUZZ_CHECK(rpma_conn_delete(&c->conn) == 0);
 }
@@ -715,7 +755,7 @@ void PlayServer(Script* s, const Env& env) {
   for (int step = 0; step < kMaxSteps && !s->done(); ++step)
     ServerStep(s, env, &w, &seen, &c, &seq);
   shutdown(w.fd, SHUT_RDWR);
-  EndClient(&c);
+  EndClient(&c, &seen.reads);
   CloseWire(&w);
 }
 
