@@ -626,14 +626,18 @@ void ServerStep(Script* s, const Env& env, Wire* w, Seen* seen, ClientSide* c, u
       std::vector<uint8_t> body;
       if ((header.flags & wire::kFlagCma) != 0 &&
           header.type != uint16_t(wire::Type::kAtomicWrite)) {
-        // Segments in our memory (the peer's pid is ours: it may reach them), or anywhere.
+        // Segments in our memory (the peer's pid is ours: the client may reach them): inside
+        // g_cma_source, or, for a write or send (whose segments the client only reads from),
+        // anywhere. A read's segments are WRITTEN by the client with process_vm_writev, which
+        // no sanitizer sees: outside g_cma_source it would corrupt this process itself.
+        const bool written_by_client = header.type == uint16_t(wire::Type::kRead);
         const int count = 1 + s->Byte() % 3;
         for (int i = 0; i < count; ++i) {
           wire::CmaSegment seg;
-          seg.addr = s->Byte() % 4 != 0
-                         ? reinterpret_cast<uintptr_t>(g_cma_source) + s->U16() % kRegionSize
-                         : s->U64();
-          seg.length = s->U16() % kRegionSize;
+          const bool anywhere = s->Byte() % 4 == 0 && !written_by_client;
+          const size_t offset = anywhere ? 0 : s->U16() % kRegionSize;
+          seg.addr = anywhere ? s->U64() : reinterpret_cast<uintptr_t>(g_cma_source) + offset;
+          seg.length = s->U16() % (kRegionSize - offset);
           header.length += seg.length;
           const auto* p = reinterpret_cast<const uint8_t*>(&seg);
           body.insert(body.end(), p, p + sizeof(seg));
@@ -931,6 +935,9 @@ void SendTemplate(Script* s, const Env& env, Wire* w) {
     }
   }
   header.flags = s->Byte() % 4 == 0 ? s->U16() : 0;
+  // A kFlagCma read has the listener process_vm_writev into the segments its body names, in
+  // this process (the pid is ours): never, or bytes of the script would corrupt the fuzzer.
+  if (header.type == static_cast<uint16_t>(wire::Type::kRead)) header.flags &= ~wire::kFlagCma;
   header.status = s->Byte() % 4 == 0 ? static_cast<int32_t>(s->U32()) : 0;
   const uint8_t seq = s->Byte();  // the seq of a request, or of a response to nothing
   if (header.seq == 0) header.seq = seq;
