@@ -87,6 +87,10 @@ grep -q "^RPMA_SIM_SCENARIO: $dir/bad.txt:3:16: unknown action \"explode\"" "$di
 run g RPMA_SIM_SCENARIO="$dir/missing.txt"
 grep -qx "RPMA_SIM_SCENARIO: $dir/missing.txt: cannot read scenario file: No such file or directory" \
   "$dir/g.err" || fail "missing scenario message: $(cat "$dir/g.err")"
+run i RPMA_SIM_SCENARIO=/dev/zero
+[[ "$(cat "$dir/i.rc")" == 2 ]] || fail "endless scenario: exit $(cat "$dir/i.rc")"
+grep -qx "RPMA_SIM_SCENARIO: /dev/zero: cannot read scenario file: it is larger than 16 MiB, the most softrpma reads as one" \
+  "$dir/i.err" || fail "endless scenario message: $(cat "$dir/i.err")"
 env RPMA_SIM_TRACE="$dir/no/such/dir/t" "$program" >/dev/null 2>"$dir/h.err"
 grep -q '^RPMA_SIM_TRACE: cannot open ' "$dir/h.err" || fail "bad trace path: $(cat "$dir/h.err")"
 

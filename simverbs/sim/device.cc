@@ -9,6 +9,7 @@
 
 #include "simverbs/alloc.h"
 #include "simverbs/backend.h"
+#include "simverbs/sim/sched.h"
 
 namespace softrpma::sim {
 
@@ -69,10 +70,33 @@ ibv_device* StaticDevice() {
   return &devices[&ActiveProfile() - DeviceProfiles().data()];
 }
 
-// lkey and rkey of the n-th MR: distinct from each other (so that mixing them up is caught)
-// and unique per MR.
-constexpr uint32_t LkeyOf(uint32_t index) { return (index << 8) | 0x0A; }
-constexpr uint32_t RkeyOf(uint32_t index) { return (index << 8) | 0x0B; }
+// A permutation of the 32-bit values keyed by `key`: four Feistel rounds over 16-bit halves
+// (bijective whatever the round function), the round function a Mix64 of the key.
+uint32_t PermuteKey(uint64_t key, uint32_t x) {
+  uint32_t left = x >> 16;
+  uint32_t right = x & 0xffff;
+  for (uint64_t round = 0; round < 4; ++round) {
+    const uint32_t f = static_cast<uint32_t>(Mix64(key, (round << 16) | right)) & 0xffff;
+    const uint32_t next = left ^ f;
+    left = right;
+    right = next;
+  }
+  return (left << 16) | right;
+}
+
+// The lkey and rkey of the MR of `index` under the current seed: the seeded permutation of
+// 2 * index and 2 * index + 1. So a key is unique among every MR of the device (for the first
+// 2^31 of them) whether it is an lkey or an rkey (mixing them up is caught), the same program
+// with the same seed gets the same keys (sched.h), and a key nobody was handed is not found
+// from the index or from the keys of other MRs, as index << 8 | 0x0B was at the first guess
+// (issue 18). False when either key would be 0, which verbs programs take for "no key": the
+// caller takes the next index.
+bool MrKeys(uint32_t index, uint32_t* lkey, uint32_t* rkey) {
+  const uint64_t key = DeriveSeed(CurrentSeed(), SeedStream::kMrKeys);
+  *lkey = PermuteKey(key, index << 1);
+  *rkey = PermuteKey(key, (index << 1) | 1);
+  return *lkey != 0 && *rkey != 0;
+}
 
 }  // namespace
 
@@ -256,15 +280,20 @@ int RegMr(SimPd* pd, void* addr, size_t length, int access, ibv_mr** mr) {
   if (length > ~uint64_t{0} - begin) return EINVAL;
   SimMr* sim_mr = New<SimMr>();
   if (sim_mr == nullptr) return ENOMEM;
-  const uint32_t index = pd->device->next_mr_index.fetch_add(1, std::memory_order_relaxed);
+  uint32_t index = 0;
+  uint32_t lkey = 0;
+  uint32_t rkey = 0;
+  do {
+    index = pd->device->next_mr_index.fetch_add(1, std::memory_order_relaxed);
+  } while (!MrKeys(index, &lkey, &rkey));
   std::memset(&sim_mr->mr, 0, sizeof(sim_mr->mr));
   sim_mr->mr.context = pd->pd.context;
   sim_mr->mr.pd = &pd->pd;
   sim_mr->mr.addr = addr;
   sim_mr->mr.length = length;
   sim_mr->mr.handle = index;
-  sim_mr->mr.lkey = LkeyOf(index);
-  sim_mr->mr.rkey = RkeyOf(index);
+  sim_mr->mr.lkey = lkey;
+  sim_mr->mr.rkey = rkey;
   sim_mr->pd = pd;
   sim_mr->access = access;
   {

@@ -4,6 +4,8 @@
 
 #include "simverbs/sim/device.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "simverbs/sim/cm.h"
 #include "simverbs/sim/cq.h"
 #include "simverbs/sim/qp.h"
+#include "simverbs/sim/sched.h"
 #include "simverbs/sim/sim_control.h"
 #include "simverbs/sim/test_util.h"
 
@@ -309,6 +312,63 @@ TEST_F(DeviceTest, RegMr_FillsFields_KeysUniqueAndDistinct) {
   EXPECT_EQ(backend_->IbvDeregMr(mr_a), 0);
   EXPECT_EQ(backend_->IbvDeregMr(mr_b), 0);
   EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
+}
+
+// The lkeys and rkeys of three MRs registered on a fresh device under `seed`, in order
+// (lkey, rkey per MR), and their indexes (ibv_mr.handle).
+struct ThreeMrs {
+  std::vector<uint32_t> keys;
+  std::vector<uint32_t> indexes;
+};
+ThreeMrs RegisterThreeMrs(uint64_t seed) {
+  const uint64_t saved = CurrentSeed();
+  SetSeed(seed);
+  SimDevice device;
+  SimPd pd(&device);
+  static char region[3][64];
+  ThreeMrs out;
+  ibv_mr* mrs[3] = {};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(RegMr(&pd, region[i], sizeof(region[i]), IBV_ACCESS_LOCAL_WRITE, &mrs[i]), 0);
+    if (mrs[i] == nullptr) break;
+    out.keys.push_back(mrs[i]->lkey);
+    out.keys.push_back(mrs[i]->rkey);
+    out.indexes.push_back(mrs[i]->handle);
+  }
+  for (ibv_mr* mr : mrs) {
+    if (mr != nullptr) {
+      EXPECT_EQ(DeregMr(reinterpret_cast<SimMr*>(mr)), 0);
+    }
+  }
+  SetSeed(saved);
+  return out;
+}
+
+// Issue 18: a region's rkey was index << 8 | 0x0B, so whoever held two keys found a third that
+// was never handed out at the first guess. Keys come from the seed now.
+TEST(MrKeysTest, RegMr_KeysAreSeededNotIndexDerived_SameSeedSameKeys) {
+  const ThreeMrs one = RegisterThreeMrs(1);
+  ASSERT_EQ(one.keys.size(), 6u);
+  for (size_t i = 0; i < 3; ++i) {
+    const uint32_t lkey = one.keys[2 * i];
+    const uint32_t rkey = one.keys[2 * i + 1];
+    EXPECT_NE(lkey, 0u);
+    EXPECT_NE(rkey, 0u);
+    EXPECT_NE(rkey, (one.indexes[i] << 8) | 0x0B) << "rkey of MR " << one.indexes[i];
+    EXPECT_NE(lkey, (one.indexes[i] << 8) | 0x0A) << "lkey of MR " << one.indexes[i];
+    EXPECT_NE(rkey >> 8, one.indexes[i]) << "rkey of MR " << one.indexes[i];
+  }
+  // The third rkey is not the next step of the first two.
+  EXPECT_NE(one.keys[5], one.keys[3] + (one.keys[3] - one.keys[1]));
+  // All six keys differ (an lkey is no one's rkey).
+  std::vector<uint32_t> sorted = one.keys;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
+  // Deterministic per seed; another seed, other keys.
+  EXPECT_EQ(RegisterThreeMrs(1).keys, one.keys);
+  const ThreeMrs two = RegisterThreeMrs(2);
+  EXPECT_EQ(two.indexes, one.indexes);
+  EXPECT_NE(two.keys, one.keys);
 }
 
 TEST_F(DeviceTest, RegMr_BadArguments_Einval) {

@@ -1,16 +1,13 @@
 #include "simverbs/sim/fault.h"
 
 #include <errno.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -21,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "simverbs/alloc.h"
 #include "simverbs/backend.h"
+#include "simverbs/sim/read_file.h"
 #include "simverbs/sim/sched.h"
 #include "simverbs/sim/trace.h"
 
@@ -808,26 +806,9 @@ absl::StatusOr<Scenario> ParseScenario(absl::string_view text, absl::string_view
 }
 
 absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path) {
-  // An ifstream opens a directory and then reads nothing from it: an empty scenario, which
-  // would run the program with no faults at all.
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot read scenario file: it is a directory"));
-  }
-  std::ifstream in(path, std::ios::in | std::ios::binary);
-  if (!in.is_open()) {
-    const int err = errno;
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": cannot read scenario file: ", std::strerror(err != 0 ? err : ENOENT)));
-  }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot read scenario file: read error"));
-  }
-  return ParseScenario(contents.str(), path);
+  absl::StatusOr<std::string> text = ReadFileUpTo(path, kMaxScenarioBytes, "scenario file");
+  if (!text.ok()) return absl::InvalidArgumentError(text.status().message());
+  return ParseScenario(*text, path);
 }
 
 void FaultInjector::Install(std::unique_ptr<FaultPlan> plan) {

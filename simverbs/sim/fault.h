@@ -241,8 +241,12 @@ struct Scenario {
 // Errors: InvalidArgument "<file_name>:<line>:<column>: <what>", e.g.
 //   faults.txt:3:15: unknown action "explode"; expected one of ...
 absl::StatusOr<Scenario> ParseScenario(absl::string_view text, absl::string_view file_name);
-// Reads and parses the scenario file at `path`.
-// Errors: InvalidArgument "<path>: cannot read scenario file: <reason>", or ParseScenario's.
+// The largest scenario file read: 16 MiB (a rule is a line of tens of bytes; a real scenario is
+// a few hundred bytes).
+inline constexpr uint64_t kMaxScenarioBytes = uint64_t{16} << 20;
+// Reads (at most kMaxScenarioBytes, read_file.h) and parses the scenario file at `path`.
+// Errors: InvalidArgument "<path>: cannot read scenario file: <reason>" (strerror's text, "it is
+// a directory", "it is larger than 16 MiB, ..."), or ParseScenario's.
 absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path);
 
 // The process-wide injector every fault point consults.

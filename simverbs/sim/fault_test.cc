@@ -670,6 +670,16 @@ TEST(ScenarioTest, LoadScenario_Directory_IsAnError) {
   EXPECT_EQ(LoadScenarioFile("/").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ScenarioTest, LoadScenario_EndlessFile_IsAnErrorAtTheLimit) {
+  // (/dev/zero was read for ever: RPMA_SIM_SCENARIO=/dev/zero never started the program.)
+  absl::Status status = LoadScenario("/dev/zero");
+
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "/dev/zero: cannot read scenario file: it is larger than 16 MiB, the most softrpma "
+            "reads as one");
+}
+
 // ---- Point descriptions and totals ----------------------------------------------------------
 
 TEST(FaultPointsTest, Described_OneLineEach_ActionsPerPoint) {

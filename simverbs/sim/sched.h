@@ -68,6 +68,7 @@ enum class SeedStream : uint64_t {
   kCompletions = 1,  // completion jitter and tie-breaking (per QP)
   kFaults = 2,       // prob= conditions (per rule)
   kExecution = 3,    // when each send WR executes (per QP)
+  kMrKeys = 4,       // the lkeys and rkeys of MRs (device.cc)
 };
 
 // A well-mixed 64-bit function of (a, b) (SplitMix64 finalizer over a combination).

@@ -1,7 +1,10 @@
 #include "tools/rpma_sim/classify.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <fstream>
-#include <iterator>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -105,11 +108,30 @@ std::vector<std::string> ValgrindPrefix() {
 
 absl::StatusOr<LeakChecker> DetectLeakChecker(const std::string& program_path,
                                               absl::string_view valgrind_path) {
+  // A program is a regular file (finite: /dev/zero or a FIFO would be read for ever), searched
+  // a block at a time, each with the tail of the one before (so that a name across two blocks
+  // is found), never held whole (an ASan build is hundreds of MiB).
+  struct stat st;
+  if (stat(program_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", program_path, " as a program file"));
+  }
   std::ifstream file(program_path, std::ios::binary);
   if (!file) return absl::NotFoundError(absl::StrCat("cannot read ", program_path));
-  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  if (bytes.find("__asan_init") != std::string::npos) return LeakChecker::kAsan;
-  if (bytes.find("__tsan_init") != std::string::npos) {
+  constexpr absl::string_view kAsanMarker = "__asan_init";
+  constexpr absl::string_view kTsanMarker = "__tsan_init";
+  bool asan = false;
+  bool tsan = false;
+  std::string window;
+  std::vector<char> block(1 << 16);
+  while (!asan && (file.read(block.data(), static_cast<std::streamsize>(block.size())) ||
+                   file.gcount() > 0)) {
+    window.append(block.data(), static_cast<size_t>(file.gcount()));
+    asan = absl::StrContains(window, kAsanMarker);
+    tsan = tsan || absl::StrContains(window, kTsanMarker);
+    window.erase(0, window.size() - std::min<size_t>(window.size(), kAsanMarker.size() - 1));
+  }
+  if (asan) return LeakChecker::kAsan;
+  if (tsan) {
     return absl::FailedPreconditionError(absl::StrCat(
         "--leaks: ", program_path,
         " is built with ThreadSanitizer, which finds no leaks and cannot run under valgrind; "

@@ -57,7 +57,8 @@ std::vector<std::string> ValgrindPrefix();
 // runtime (__asan_init), else kValgrind when `valgrind_path` is non-empty (valgrind is
 // installed). Errors: FailedPrecondition saying what to do when neither applies or the program
 // is built with ThreadSanitizer (__tsan_init: no leak checker, and valgrind cannot run it);
-// NotFound when the file cannot be read.
+// NotFound when the file cannot be read or is not a regular file (it is searched in blocks,
+// never held whole).
 absl::StatusOr<LeakChecker> DetectLeakChecker(const std::string& program_path,
                                               absl::string_view valgrind_path);
 

@@ -176,6 +176,13 @@ TEST(DetectLeakChecker, UnreadableProgram_NotFound) {
   EXPECT_EQ(checker.status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(DetectLeakChecker, EndlessFile_NotFoundAtOnce) {
+  // (It was read whole: /dev/zero for ever.)
+  absl::StatusOr<LeakChecker> checker = DetectLeakChecker("/dev/zero", "/usr/bin/valgrind");
+  EXPECT_EQ(checker.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(checker.status().message(), "cannot read /dev/zero as a program file");
+}
+
 TEST(DetectLeakChecker, PlainProgramWithoutValgrind_FailedPrecondition) {
   // /bin/sh is not built with ASan.
   absl::StatusOr<LeakChecker> checker = DetectLeakChecker("/bin/sh", "");

@@ -89,6 +89,11 @@ expect_status "scenario is a directory: exit 2" 2 "$status"
 expect_in "scenario is a directory: message" "$err" \
   "rpma-sim: --scenario: $work/scenario-dir: cannot read scenario file: it is a directory"
 check "scenario is a directory: the program did not run" test ! -e "$work/ran"
+run "$rpma_sim" run --scenario=/dev/zero -- touch "$work/ran"
+expect_status "endless scenario: exit 2" 2 "$status"
+expect_in "endless scenario: message names the file and the limit" "$err" \
+  "rpma-sim: --scenario: /dev/zero: cannot read scenario file: it is larger than 16 MiB"
+check "endless scenario: the program did not run" test ! -e "$work/ran"
 
 run "$rpma_sim" run -- no-such-program-xyz
 expect_status "missing program: exit 127" 127 "$status"
@@ -117,7 +122,7 @@ expect_in "devices: where the values come from" "$out" "docs/DEVICES.md"
 
 run "$rpma_sim" trace "$work/no-such.trace"
 expect_status "trace of a missing file: exit 1" 1 "$status"
-expect_in "trace of a missing file: message" "$err" "cannot read $work/no-such.trace"
+expect_in "trace of a missing file: message" "$err" "$work/no-such.trace: cannot read trace file"
 printf 'softrpma-sim-trace 9\nseed 0x1\nfaults -\n' >"$work/v9.trace"
 run "$rpma_sim" trace "$work/v9.trace"
 expect_status "trace of an unknown version: exit 1" 1 "$status"

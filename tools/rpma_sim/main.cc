@@ -30,6 +30,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "simverbs/sim/read_file.h"
 #include "tools/rpma_sim/chrome_trace.h"
 #include "tools/rpma_sim/classify.h"
 #include "tools/rpma_sim/command_line.h"
@@ -678,14 +679,13 @@ int ReportCommand(const CommandLine& line) {
   std::vector<std::string> names(line.args.begin() + 1, line.args.end());
   std::vector<SweepReport> reports;
   for (const std::string& name : names) {
-    std::ifstream file(name, std::ios::binary);
-    if (!file || std::filesystem::is_directory(name)) {
-      std::fprintf(stderr, "rpma-sim: cannot read %s\n", name.c_str());
+    absl::StatusOr<std::string> text =
+        softrpma::sim::ReadFileUpTo(name, kMaxReportBytes, "sweep report");
+    if (!text.ok()) {
+      std::fprintf(stderr, "rpma-sim: %s\n", std::string(text.status().message()).c_str());
       return kExitUsage;
     }
-    const std::string text((std::istreambuf_iterator<char>(file)),
-                           std::istreambuf_iterator<char>());
-    absl::StatusOr<SweepReport> report = ParseReport(text);
+    absl::StatusOr<SweepReport> report = ParseReport(*text);
     if (!report.ok()) {
       std::fprintf(stderr, "rpma-sim: %s is not a sweep report: %s\n", name.c_str(),
                    std::string(report.status().message()).c_str());

@@ -77,6 +77,10 @@ std::string ReportJson(const SweepReport& report);
 // missing or of the wrong type ("runs[3].class: expected a string"), or the JSON error.
 absl::StatusOr<SweepReport> ParseReport(absl::string_view text);
 
+// The largest sweep report `rpma-sim report merge` reads: 256 MiB (a run's entry is a few
+// hundred bytes, so about a million runs; parsed, a report takes several times its size).
+inline constexpr uint64_t kMaxReportBytes = uint64_t{256} << 20;
+
 // Whether the report's sweep failed: its clean run failed (any class but clean and leaked), a
 // run fails the sweep, it was interrupted, or (merged) a shard is missing.
 bool ReportFailed(const SweepReport& report);

@@ -167,8 +167,17 @@ usage_error "merge: not a report" \
 printf '{"program": [' >"$work/cut.json"
 usage_error "merge: cut JSON" "$work/cut.json is not a sweep report: JSON, byte 13" \
   "$rpma_sim" report merge "$work/shard1.json" "$work/cut.json"
-usage_error "merge: a missing file" "cannot read $work/no-such.json" \
+usage_error "merge: a missing file" \
+  "rpma-sim: $work/no-such.json: cannot read sweep report: No such file or directory" \
   "$rpma_sim" report merge "$work/shard1.json" "$work/no-such.json"
+usage_error "merge: an endless file" \
+  "rpma-sim: /dev/zero: cannot read sweep report: it is larger than 256 MiB" \
+  "$rpma_sim" report merge "$work/shard1.json" /dev/zero
+truncate -s 1T "$work/sparse.json"
+usage_error "merge: a sparse file over the limit" \
+  "rpma-sim: $work/sparse.json: cannot read sweep report: it is larger than 256 MiB" \
+  "$rpma_sim" report merge "$work/shard1.json" "$work/sparse.json"
+rm -f "$work/sparse.json"
 usage_error "merge: one file" '`rpma-sim report` needs 2 arguments' "$rpma_sim" report merge
 usage_error "report: unknown command" 'unknown report command "join"' \
   "$rpma_sim" report join "$work/shard1.json"

@@ -1,12 +1,6 @@
 #include "tools/rpma_sim/trace.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -14,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "simverbs/sim/read_file.h"
 
 namespace softrpma::rpma_sim {
 namespace {
@@ -75,52 +70,7 @@ std::optional<uint64_t> TraceEvent::GetNumber(absl::string_view key) const {
 }
 
 absl::StatusOr<std::string> ReadTraceFile(const std::string& path, uint64_t max_bytes) {
-  auto errno_error = [&path](const char* what, int err) {
-    std::string message = absl::StrCat("cannot ", what, " ", path, ": ", std::strerror(err));
-    if (err == ENOENT) return absl::NotFoundError(message);
-    if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
-    return absl::UnknownError(message);
-  };
-  auto too_large = [&path, max_bytes]() {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, " is larger than ", max_bytes >> 20, " MiB, the most rpma-sim reads as a trace; "
-        "is it one? (a trace is about 100 bytes per event)"));
-  };
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno_error("read", errno);
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return errno_error("stat", err);
-  }
-  if (S_ISDIR(st.st_mode)) {
-    close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, " is a directory, not a trace file"));
-  }
-  if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > max_bytes) {
-    close(fd);
-    return too_large();
-  }
-  std::string text;
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      close(fd);
-      return errno_error("read", err);
-    }
-    if (n == 0) break;
-    if (text.size() + static_cast<size_t>(n) > max_bytes) {  // /dev/zero, a growing file
-      close(fd);
-      return too_large();
-    }
-    text.append(buffer, static_cast<size_t>(n));
-  }
-  close(fd);
-  return text;
+  return softrpma::sim::ReadFileUpTo(path, max_bytes, "trace file");
 }
 
 absl::StatusOr<Trace> ParseTrace(absl::string_view text) {

@@ -53,11 +53,12 @@ struct Trace {
 // 100 bytes; parsed, a trace takes several times its size in memory).
 inline constexpr uint64_t kMaxTraceBytes = uint64_t{256} << 20;
 
-// The contents of the trace file at `path`, at most `max_bytes` of it. Reads regular files,
-// pipes and character devices alike (a FIFO or /dev/stdin), never more than max_bytes + 1.
-// Errors: InvalidArgument when `path` is a directory or the file is larger than max_bytes
-// (named in the message, with the limit); NotFound / PermissionDenied / Unknown when it cannot
-// be opened or read (with strerror).
+// The contents of the trace file at `path`, at most `max_bytes` of it (ReadFileUpTo,
+// simverbs/sim/read_file.h). Reads regular files, pipes and character devices alike (a FIFO or
+// /dev/stdin), never more than max_bytes + 1.
+// Errors: InvalidArgument when `path` is a directory or the file is larger than max_bytes;
+// NotFound / PermissionDenied / Unknown when it cannot be opened or read; each message
+// "<path>: cannot read trace file: <reason>".
 absl::StatusOr<std::string> ReadTraceFile(const std::string& path,
                                           uint64_t max_bytes = kMaxTraceBytes);
 

@@ -93,13 +93,13 @@ check "20,000 staggered WRs: 20,000 lanes" grep -qF '"name":"QP 17 (20000)"' "$w
 # Files that are no trace: an error (exit 1), never an abort or an endless read.
 run "$rpma_sim" trace /
 expect_status "a directory: exit 1" 1 "$status"
-expect_in "a directory: said so" "$err" "rpma-sim: / is a directory, not a trace file"
+expect_in "a directory: said so" "$err" "rpma-sim: /: cannot read trace file: it is a directory"
 run timeout 120 "$rpma_sim" trace /dev/zero
 expect_status "/dev/zero: exit 1" 1 "$status"
-expect_in "/dev/zero: the limit" "$err" "rpma-sim: /dev/zero is larger than 256 MiB"
+expect_in "/dev/zero: the limit" "$err" "rpma-sim: /dev/zero: cannot read trace file: it is larger than 256 MiB"
 run "$rpma_sim" trace "$work/no-such.trace"
 expect_status "a missing file: exit 1" 1 "$status"
-expect_in "a missing file: said so" "$err" "no-such.trace: No such file or directory"
+expect_in "a missing file: said so" "$err" "no-such.trace: cannot read trace file: No such file or directory"
 
 # The checker itself rejects what it must (so that a pass above means something).
 track='{"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"a"}}'

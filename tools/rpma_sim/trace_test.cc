@@ -125,7 +125,7 @@ TEST(ReadTraceFile, ReadsAWholeFile) {
 TEST(ReadTraceFile, Directory_IsInvalidArgument) {
   absl::StatusOr<std::string> text = ReadTraceFile("/");
   EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(text.status().message(), "/ is a directory, not a trace file");
+  EXPECT_EQ(text.status().message(), "/: cannot read trace file: it is a directory");
 }
 
 TEST(ReadTraceFile, RegularFileOverTheLimit_IsInvalidArgument) {
@@ -134,20 +134,20 @@ TEST(ReadTraceFile, RegularFileOverTheLimit_IsInvalidArgument) {
   EXPECT_TRUE(ReadTraceFile(path, 3 << 20).ok());
   absl::StatusOr<std::string> text = ReadTraceFile(path, 2 << 20);
   EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(text.status().message(), HasSubstr(" is larger than 2 MiB, the most rpma-sim reads"));
+  EXPECT_THAT(text.status().message(), HasSubstr(": cannot read trace file: it is larger than 2 MiB, the most softrpma reads"));
 }
 
 TEST(ReadTraceFile, EndlessDevice_StopsAtTheLimit) {
   absl::StatusOr<std::string> text = ReadTraceFile("/dev/zero", 1 << 20);
   EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(text.status().message(), HasSubstr("/dev/zero is larger than 1 MiB"));
+  EXPECT_THAT(text.status().message(), HasSubstr("/dev/zero: cannot read trace file: it is larger than 1 MiB"));
 }
 
 TEST(ReadTraceFile, Missing_IsNotFound) {
   absl::StatusOr<std::string> text = ReadTraceFile("/nonexistent/x.trace");
   EXPECT_EQ(text.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(text.status().message(),
-              HasSubstr("cannot read /nonexistent/x.trace: No such file or directory"));
+              HasSubstr("/nonexistent/x.trace: cannot read trace file: No such file or directory"));
 }
 
 TEST(FormatTrace, SampleReadsAsSentences) {
