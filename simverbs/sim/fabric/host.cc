@@ -431,11 +431,15 @@ void AcceptAll(const std::shared_ptr<Listener::State>& listener, Deadlines* dead
 void* RunFabric(void* arg) {
   Fabric* fabric = static_cast<Fabric*>(arg);
   const int epoll_fd = fabric->epoll_fd;
-  sem_post(&fabric->started);
   epoll_event events[64];
   // Connections with news that a busy poller is about to read (Conn::kBusyPollWindowNs).
   absl::flat_hash_map<uint64_t, std::shared_ptr<Conn>> deferred;
+  // Built before `started` is posted: from that post on the process may fork, and a fork
+  // child inherits the allocator's locks as this thread held them (std::deque allocates when
+  // constructed; under ASan a child forked during that allocation hung in its first new).
+  // Later allocations here happen under g_work_mu, which the fork handlers hold.
   Deadlines deadlines;
+  sem_post(&fabric->started);
   while (true) {
     const int n = epoll_wait(epoll_fd, events, 64, WaitTimeoutMs(!deferred.empty(), deadlines));
     if (n < 0 && errno != EINTR) return nullptr;
