@@ -907,6 +907,8 @@ int ConnectionManager::Disconnect(SimCmId* id) {
     case State::kConnected: {
       // librdmacm moves our QP to ERROR, then the kernel sends the DREQ. Our DISCONNECTED
       // comes with the DREP, or when the DREQ times out (status -ETIMEDOUT, IB_CM_DREQ_ERROR).
+      // What the QP posted before was on the wire by now on a NIC: it executes first.
+      if (id->id.qp != nullptr) DrainBeforeDisconnect(to_sim(id->id.qp));
       if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
       id->state = State::kDisconnected;
       id->established_pending = false;

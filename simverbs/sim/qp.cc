@@ -197,10 +197,18 @@ void CompleteRecv(SimQp* qp, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode
   }
 }
 
+// `wqe` no longer counts as unexecuted (it executed, was sent, or leaves the queue).
+// REQUIRES: link->mu held.
+void MarkExecutedLocked(SimLink* link, SendWqe& wqe) {
+  if (!wqe.unexecuted) return;
+  wqe.unexecuted = false;
+  link->unexecuted.fetch_sub(1, std::memory_order_acq_rel);
+}
+
 // Removes the WR at the head of qp's send queue. REQUIRES: qp->link->mu held; sq not empty.
 void PopSendLocked(SimQp* qp) {
+  MarkExecutedLocked(qp->link.get(), qp->sq.front());
   qp->sq.pop_front();
-  if (qp->link->remote == nullptr) qp->link->unexecuted.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 // Moves `qp` to ERROR and flushes its send and receive queues. REQUIRES: qp->link->mu held.
@@ -651,6 +659,9 @@ void ProgressRemoteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRE
   }
   while (qp->state == IBV_QPS_RTS && qp->sq_sent < qp->sq.size()) {
     SendWqe& wqe = qp->sq.at(qp->sq_sent);
+    // Asynchronous execution, as ProgressQpLocked: not before its post point, or a poll point
+    // after its post (or the backstop, RunDeferredSends).
+    if (wqe.release_at > link->post_points && wqe.post_seq > qp->released_seq) return;
     if (wqe.forced_status != IBV_WC_SUCCESS) {
       if (qp->sq_sent == 0) RetireHeadLocked(qp, wqe.forced_status, 0);
       return;
@@ -693,11 +704,14 @@ void ProgressRemoteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRE
       } else {
         header.body_len = static_cast<uint32_t>(local.total);
         iovcnt = ToIovecs(local, iov);
+        // The bytes go on the wire now: what they are now is what the peer gets.
+        if (!wqe.posted_bytes.empty()) CheckRace(qp, wqe, local);
       }
       wqe.seq = header.seq;
       wqe.sent_cma = (header.flags & wire::kFlagCma) != 0;
       link->remote->Send(header, iov, iovcnt);
     }
+    MarkExecutedLocked(link, wqe);
     ++qp->sq_sent;
   }
 }
@@ -1022,6 +1036,13 @@ void HandleResponseLocked(SimLink* link, SimQp* qp, const wire::Header& response
       ((response.flags & wire::kFlagCma) != 0) != wqe.sent_cma) {
     status = IBV_WC_BAD_RESP_ERR;
   }
+  if (wqe.sent_cma && !wqe.posted_bytes.empty()) {
+    // The peer copied the source at some moment between the request and this response: a
+    // change before now may be what it got.
+    PdReadLocks pd_lock(qp->pd, nullptr);
+    Segments local;
+    if (GatherLocal(qp, wqe, 0, &local)) CheckRace(qp, wqe, local);
+  }
   if (status == IBV_WC_SUCCESS && is_read && (response.flags & wire::kFlagCma) != 0) {
     // The responder wrote the data into place itself.
   } else if (status == IBV_WC_SUCCESS && is_read) {
@@ -1317,9 +1338,7 @@ void DestroyQp(SimQp* qp) {
     SimLink* link = qp->link.get();
     softrpma::MutexLock lock(&link->mu);
     link->side[qp->side] = nullptr;
-    if (link->remote == nullptr) {  // its WRs vanish
-      link->unexecuted.fetch_sub(static_cast<uint32_t>(qp->sq.size()), std::memory_order_acq_rel);
-    }
+    for (size_t i = 0; i < qp->sq.size(); ++i) MarkExecutedLocked(link, qp->sq.at(i));  // they vanish
     // A remote peer's requests that waited for a receive: nobody will serve them.
     for (const IncomingRequest& request : link->incoming) {
       RespondLocked(link, request.header, IBV_WC_RETRY_EXC_ERR, nullptr);
@@ -1428,6 +1447,29 @@ void ResumeRemoteLink(const std::shared_ptr<SimLink>& link) {
   if (link->remote != nullptr) DrainIncomingLocked(link.get());
 }
 
+void DrainBeforeDisconnect(SimQp* qp) {
+  SimLink* link = qp->link.get();
+  softrpma::MutexLock lock(&link->mu);
+  if (link->unexecuted.load(std::memory_order_acquire) == 0) return;
+  qp->released_seq = qp->posted_seq;
+  ProgressLinkLocked(link);
+  if (CurrentExecutionMode() != ExecutionMode::kAsync || !RaceDetectorOn()) return;
+  for (size_t i = 0; i < qp->sq.size(); ++i) {
+    const SendWqe& wqe = qp->sq.at(i);
+    if (!wqe.unexecuted || wqe.forced_status != IBV_WC_SUCCESS) continue;
+    const std::string opcode = NameOr(WrOpcodeName(wqe.opcode), wqe.opcode);
+    std::fprintf(stderr,
+                 "softrpma-sim: race: qp %u wr_id 0x%llx %s: flushed by rdma_disconnect before "
+                 "it executed (it waited for a receive); disconnect only after its completion\n",
+                 qp->qp.qp_num, static_cast<unsigned long long>(wqe.wr_id), opcode.c_str());
+    if (TraceOn()) {
+      TraceEvent("race qp=%u wr_id=0x%llx opcode=%s len=%llu flushed_by_disconnect=1",
+                 qp->qp.qp_num, static_cast<unsigned long long>(wqe.wr_id), opcode.c_str(),
+                 static_cast<unsigned long long>(wqe.length));
+    }
+  }
+}
+
 void SetQpError(SimQp* qp) {
   softrpma::MutexLock lock(&qp->link->mu);
   EnterErrorLocked(qp);
@@ -1477,15 +1519,55 @@ int ValidateBatchLocked(const SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) 
 
 }  // namespace
 
+namespace {
+
+// The links to another process that may hold deferred WRs: THE BACKSTOP (host::CallSoon)
+// sends what they hold when the program gives the simulator no call to do it at, as a NIC
+// puts a WR on the wire whatever its process does next (spins on memory, sleeps in poll(2)).
+LinkSet& DeferredRemoteLinks() {
+  static LinkSet* set = new LinkSet;  // never destroyed: the fabric thread may use it at exit
+  return *set;
+}
+
+void RunDeferredSends() { RunPollPoint(&DeferredRemoteLinks()); }
+
+// Has the backstop send what `link` (to another process) still holds unsent.
+void ScheduleDeferredSends(const std::shared_ptr<SimLink>& link) {
+  if (!link->backstop_listed.load(std::memory_order_acquire) &&
+      !link->backstop_listed.exchange(true, std::memory_order_acq_rel)) {
+    AddLink(&DeferredRemoteLinks(), link);
+  }
+  host::CallSoon(&RunDeferredSends);
+}
+
+int PostSendWrsLocked(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault,
+                      bool extended, bool* unsent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->link->mu);
+
+}  // namespace
+
 // ibv_post_send, and ibv_wr_complete's post of its batch (`extended`).
 int PostSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault,
                 bool extended) {
+  bool unsent = false;
+  int err = 0;
+  {
+    softrpma::MutexLock lock(&qp->link->mu);
+    err = PostSendWrsLocked(qp, wr, bad_wr, fault, extended, &unsent);
+  }
+  // (The set's lock is taken before a link's: RunPollPoint.)
+  if (unsent) ScheduleDeferredSends(qp->link);
+  return err;
+}
+
+namespace {
+
+// PostSendWrs under the link's lock; *unsent: a WR to another process was left deferred.
+int PostSendWrsLocked(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault,
+                      bool extended, bool* unsent) {
   SimLink* link = qp->link.get();
-  softrpma::MutexLock lock(&link->mu);
   CheckOverflowLocked(qp);
   // A post point for what is queued already; the WRs of this post wait for later ones.
-  const bool in_process = link->remote == nullptr;
-  const bool deferred = in_process && CurrentExecutionMode() == ExecutionMode::kAsync;
+  const bool deferred = CurrentExecutionMode() == ExecutionMode::kAsync;
   const bool watch = deferred && RaceDetectorOn();
   if (extended) {
     // ibv_wr_complete posts all of its batch or nothing (ibv_wr_post(3)).
@@ -1545,7 +1627,8 @@ int PostSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault&
     wqe.post_seq = ++qp->posted_seq;
     wqe.release_at = 0;
     wqe.posted_bytes.clear();  // (keeps its capacity for the slot's next WR)
-    if (in_process) link->unexecuted.fetch_add(1, std::memory_order_acq_rel);
+    wqe.unexecuted = true;
+    link->unexecuted.fetch_add(1, std::memory_order_acq_rel);
     if (deferred) {
       const uint64_t wait = qp->chooser.NextDeferral();
       wqe.release_at = wait == ExecutionChooser::kUntilPoll ? wait : link->post_points + wait;
@@ -1554,12 +1637,15 @@ int PostSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault&
   }
   ProgressLinkLocked(link);  // the WRs before a bad one were posted
   if (deferred) KickForLocked(link, qp);
+  *unsent = link->remote != nullptr && qp->sq_sent < qp->sq.size();
   if (err != 0) {
     *bad_wr = wr;
     return err;
   }
   return 0;
 }
+
+}  // namespace
 
 int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault) {
   return PostSendWrs(qp, wr, bad_wr, fault, /*extended=*/false);

@@ -181,6 +181,10 @@ struct SendWqe {
   // at once (eager mode, a remote link).
   uint64_t post_seq = 0;
   uint64_t release_at = 0;
+  // Counted in its link's `unexecuted` until it executes (a link inside this process) or is
+  // sent (a link to another process: sending is executing, as a NIC reads a WR's source when
+  // it puts it on the wire), or leaves the queue without either.
+  bool unexecuted = false;
   // The race detector: the source bytes as posted, compared when the WR executes (empty: not
   // watched; a watched WR has at least one byte).
   std::vector<uint8_t> posted_bytes;
@@ -255,9 +259,13 @@ struct SimLink final {
   std::shared_ptr<host::Conn> serve ABSL_GUARDED_BY(mu);
   // Post points seen (sched.h, "Asynchronous execution").
   uint64_t post_points ABSL_GUARDED_BY(mu) = 0;
-  // Send WRs of this link's in-process QPs posted and not executed yet: a poll point looks at
-  // the link (and takes its lock) only when there are some. Written under mu.
+  // Send WRs of this link's QPs posted and not executed yet (for a link to another process:
+  // not sent yet): a poll point looks at the link (and takes its lock) only when there are
+  // some. Written under mu.
   std::atomic<uint32_t> unexecuted{0};
+  // In the set of links the backstop looks at (qp.cc, DeferredRemoteLinks): once there, for
+  // good (the set holds it weakly).
+  std::atomic<bool> backstop_listed{false};
 };
 
 struct SimSrq final {
@@ -382,6 +390,12 @@ bool EstablishLink(SimLink* link);
 void EnterRts(SimQp* qp);
 // Moves `qp` to ERROR (flushing), if it is not there already.
 void SetQpError(SimQp* qp);
+// rdma_disconnect's progress point, before it moves `qp` to ERROR: what qp posted gets its
+// chance to execute (to be sent, to another process), as a NIC would have put it on the wire
+// by now. A WR that still cannot (its receive is not posted) is flushed by the caller's own
+// disconnect without having executed: with asynchronous execution and the race detector on,
+// a race line names it (`flushed by rdma_disconnect`), never a silent loss.
+void DrainBeforeDisconnect(SimQp* qp);
 
 // ---- QPs of ibv_create_qp, connected by ibv_modify_qp (no CM) ---------------------------
 // THE MODEL (docs/DEVICES.md, "QPs without the CM"): as an RC QP of mlx5 or rxe on a RoCE

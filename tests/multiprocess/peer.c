@@ -4,8 +4,14 @@
  * carries is used and checked; each side prints "<role>: ok" and exits 0 when all was right.
  *
  *   peer server ADDR PORT [CLIENTS]   accept CLIENTS (default 1) connections, one after another
- *   peer client ADDR PORT [ID]        connect, then write, read, atomic write, flush, send/recv,
- *                                     write with immediate data, disconnect
+ *   peer client ADDR PORT [ID [MISUSE]]
+ *                                     connect, then write, read, atomic write, flush, send/recv,
+ *                                     write with immediate data, disconnect; MISUSE adds one
+ *                                     bug of the kind the race detector is for: reuse-early
+ *                                     overwrites a write's source before its completion (then
+ *                                     prints what the server got: "read back: ..."), read-early
+ *                                     looks at a read's destination before its completion
+ *                                     (prints the first byte it saw)
  *   peer fork ADDR PORT               listen, then fork(): the child is a client (librpma used
  *                                     after fork), the parent serves it (a forking harness)
  *   peer fork-misuse ADDR PORT        listen, then fork(): the child calls rpma_ep_next_conn_req
@@ -199,8 +205,44 @@ static int run_server(const char *addr, const char *port, int clients, struct rp
 	return 0;
 }
 
-static int run_client(const char *addr, const char *port, const char *id)
+/* The client's misuse of its buffers (peer client ... MISUSE), at offsets nobody else uses. */
+#define MISUSE_OFFSET 8192
+
+static void misuse_reuse_early(struct rpma_conn *conn, struct rpma_mr_remote *remote,
+			       struct rpma_mr_local *mr, char *buf, struct rpma_cq *cq)
 {
+	char *src = buf + MISUSE_OFFSET, *back = buf + MISUSE_OFFSET + 64;
+	memcpy(src, "hello, server!", 15);
+	CHECK(rpma_write(conn, remote, MISUSE_OFFSET, mr, MISUSE_OFFSET, 15,
+			 RPMA_F_COMPLETION_ALWAYS, &ctx_tag));
+	memcpy(src, "OVERWRITTEN!!!", 15); /* THE BUG: the write has not completed */
+	wait_wc(cq, IBV_WC_RDMA_WRITE, NULL);
+	CHECK(rpma_read(conn, mr, MISUSE_OFFSET + 64, remote, MISUSE_OFFSET, 15,
+			RPMA_F_COMPLETION_ALWAYS, &ctx_tag));
+	wait_wc(cq, IBV_WC_RDMA_READ, NULL);
+	printf("%s: read back: \"%.14s\"\n", role, back);
+}
+
+static void misuse_read_early(struct rpma_conn *conn, struct rpma_mr_remote *remote,
+			      struct rpma_mr_local *mr, char *buf, struct rpma_cq *cq)
+{
+	char *dst = buf + MISUSE_OFFSET + 128;
+	CHECK(rpma_read(conn, mr, MISUSE_OFFSET + 128, remote, 0, 22, RPMA_F_COMPLETION_ALWAYS,
+			&ctx_tag));
+	unsigned char early = (unsigned char)dst[0]; /* THE BUG: the read has not completed */
+	printf("%s: before the completion the destination held 0x%02x\n", role, early);
+	wait_wc(cq, IBV_WC_RDMA_READ, NULL);
+	EXPECT(memcmp(dst, "hello from the client", 22) == 0);
+}
+
+static int run_client(const char *addr, const char *port, const char *id, const char *misuse)
+{
+	if (misuse != NULL && strcmp(misuse, "reuse-early") != 0 &&
+	    strcmp(misuse, "read-early") != 0) {
+		fprintf(stderr, "%s: unknown misuse \"%s\" (reuse-early or read-early)\n", role,
+			misuse);
+		return 2;
+	}
 	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
 	static char buf[BUF_SIZE];
 	memset(buf, 0, sizeof(buf));
@@ -233,6 +275,10 @@ static int run_client(const char *addr, const char *port, const char *id)
 	struct ibv_wc wc;
 	wait_wc(cq, IBV_WC_RDMA_READ, &wc);
 	EXPECT(memcmp(buf + 256, "hello from the client", 22) == 0);
+	if (misuse != NULL && strcmp(misuse, "reuse-early") == 0)
+		misuse_reuse_early(conn, remote, mr, buf, cq);
+	if (misuse != NULL && strcmp(misuse, "read-early") == 0)
+		misuse_read_early(conn, remote, mr, buf, cq);
 
 	/* A big write (cross-memory attach where allowed), then read it back elsewhere. */
 	for (int i = 0; i < BIG_LEN; ++i)
@@ -564,7 +610,7 @@ int main(int argc, char *argv[])
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (strcmp(mode, "client") == 0) {
 		role = "client";
-		return run_client(addr, port, argc > 4 ? argv[4] : "0");
+		return run_client(addr, port, argc > 4 ? argv[4] : "0", argc > 5 ? argv[5] : NULL);
 	}
 	if (strcmp(mode, "connect-only") == 0) {
 		role = "client";
@@ -622,7 +668,7 @@ int main(int argc, char *argv[])
 		if (child == 0) {
 			/* The child uses librpma after fork: a NIC of its own. */
 			role = "child client";
-			_exit(run_client(addr, port, "child"));
+			_exit(run_client(addr, port, "child", NULL));
 		}
 		run_server(addr, port, 1, peer, ep);
 		int status = 0;

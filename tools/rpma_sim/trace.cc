@@ -226,6 +226,10 @@ std::pair<std::string, std::string> Describe(const TraceEvent& e) {
   }
   if (t == "cq_overflow") return {"CQ " + F(e, "cq"), "OVERFLOW: a completion was lost"};
   if (t == "race") {
+    if (F(e, "flushed_by_disconnect") == "1") {
+      return {"QP " + F(e, "qp"), "RACE: " + F(e, "opcode") + " wr_id=" + F(e, "wr_id") +
+                                      ": flushed by rdma_disconnect before it executed"};
+    }
     return {"QP " + F(e, "qp"), "RACE: " + F(e, "opcode") + " wr_id=" + F(e, "wr_id") +
                                     ": source bytes [" + F(e, "first") + ", " + F(e, "end") +
                                     ") of " + F(e, "len") + " changed after the post"};

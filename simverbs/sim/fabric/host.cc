@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -140,12 +141,19 @@ struct Watch {
 
 struct Fabric {
   int epoll_fd = -1;
+  int timer_fd = -1;  // CallSoon's, watched as kTimerToken
   // Posted by the thread once it runs: until then the thread's start-up (its stack, its TLS,
   // a sanitizer's bookkeeping) may hold allocator locks, and a fork would copy them held.
   sem_t started;
   uint64_t next_token = 1;
   absl::flat_hash_map<uint64_t, Watch> watches;
 };
+
+constexpr uint64_t kTimerToken = 0;  // below every watch's token
+// CallSoon's state: its function, and whether the timer is armed (cleared by the fabric thread
+// before it calls the function, so a request seen as already armed is served by that call).
+std::atomic<void (*)()> g_soon_fn{nullptr};
+std::atomic<bool> g_soon_armed{false};
 
 softrpma::Mutex g_mu;
 Fabric* g_fabric ABSL_GUARDED_BY(g_mu) = nullptr;
@@ -173,8 +181,10 @@ void AtForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   g_fabric = nullptr;  // leaked: objects of the parent may still point at it
   g_mu.Unlock();
   g_work_mu.Unlock();
+  g_soon_armed.store(false);
   if (fabric == nullptr) return;
   close(fabric->epoll_fd);
+  close(fabric->timer_fd);
   for (const auto& [token, watch] : fabric->watches) {
     close(watch.conn != nullptr ? Conn::Internal::Fd(*watch.conn) : watch.listener->fd);
   }
@@ -197,8 +207,15 @@ int GetFabric(Fabric** out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
   auto* fabric = new (std::nothrow) Fabric();
   if (fabric == nullptr) return ENOMEM;
   fabric->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-  if (fabric->epoll_fd < 0) {
+  fabric->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  epoll_event timer_event{};
+  timer_event.events = EPOLLIN;
+  timer_event.data.u64 = kTimerToken;
+  if (fabric->epoll_fd < 0 || fabric->timer_fd < 0 ||
+      epoll_ctl(fabric->epoll_fd, EPOLL_CTL_ADD, fabric->timer_fd, &timer_event) != 0) {
     const int err = errno;
+    if (fabric->epoll_fd >= 0) close(fabric->epoll_fd);
+    if (fabric->timer_fd >= 0) close(fabric->timer_fd);
     delete fabric;
     return err;
   }
@@ -217,6 +234,7 @@ int GetFabric(Fabric** out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
   if (err != 0) {
     sem_destroy(&fabric->started);
     close(fabric->epoll_fd);
+    close(fabric->timer_fd);
     delete fabric;
     return err;
   }
@@ -460,6 +478,13 @@ void* RunFabric(void* arg) {
       // A copy: epoll_event is packed on x86-64, so its u64 is misaligned and may not be
       // bound to the const uint64_t& that find() takes.
       const uint64_t token = events[i].data.u64;
+      if (token == kTimerToken) {
+        uint64_t expirations = 0;
+        if (read(fabric->timer_fd, &expirations, sizeof(expirations)) < 0) continue;
+        g_soon_armed.store(false, std::memory_order_seq_cst);
+        if (void (*fn)() = g_soon_fn.load(std::memory_order_acquire); fn != nullptr) fn();
+        continue;
+      }
       Watch watch;
       {
         softrpma::MutexLock lock(&g_mu);
@@ -491,6 +516,21 @@ void* RunFabric(void* arg) {
 }
 
 }  // namespace
+
+void CallSoon(void (*fn)()) {
+  if (g_soon_fn.load(std::memory_order_acquire) != fn) g_soon_fn.store(fn, std::memory_order_release);
+  if (g_soon_armed.load(std::memory_order_acquire) || g_soon_armed.exchange(true)) return;
+  softrpma::MutexLock lock(&g_mu);
+  Fabric* fabric = nullptr;
+  if (GetFabric(&fabric) != 0) {
+    g_soon_armed.store(false);
+    return;
+  }
+  itimerspec soon{};
+  soon.it_value.tv_sec = static_cast<time_t>(kCallSoonNs / 1000000000);
+  soon.it_value.tv_nsec = static_cast<long>(kCallSoonNs % 1000000000);
+  if (timerfd_settime(fabric->timer_fd, 0, &soon, nullptr) != 0) g_soon_armed.store(false);
+}
 
 // ---- Names ----------------------------------------------------------------------------------
 
@@ -543,6 +583,10 @@ Conn::~Conn() {
 int Conn::Send(const wire::Header& header, const iovec* body, int iovcnt) {
   softrpma::MutexLock lock(&mu_);
   if (closing_ || broken_) return 0;
+  // In a fork child, the parent's connection (its fd was closed here; the number may now be a
+  // socket of the child's) is never written: the child's backstop may still find the parent's
+  // deferred WRs (qp.cc, DeferredRemoteLinks).
+  if (generation_ != g_generation.load(std::memory_order_acquire)) return 0;
   size_t total = sizeof(header);
   for (int i = 0; i < iovcnt; ++i) total += body[i].iov_len;
   size_t sent = 0;

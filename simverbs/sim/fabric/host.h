@@ -224,6 +224,14 @@ class Listener final {
 uint64_t ProbeAddress();
 bool CanReach(int32_t pid, uint64_t probe_addr);
 
+// THE BACKSTOP: has the fabric thread call `fn` about kCallSoonNs from now (once, however
+// often it is asked before then; the request made after `fn` started is a new one). `fn` runs
+// with no lock of this file held but the fabric thread's work lock, as a connection's handler
+// does. For work a program may never give a thread to (a deferred request of a process that
+// spins on memory, qp.cc). One `fn` per process: each call names the same one.
+constexpr uint64_t kCallSoonNs = 1000 * 1000;
+void CallSoon(void (*fn)());
+
 // Called on the fabric thread for each connection a peer makes; returns the connection's
 // handler, or nullptr to refuse it (the peer sees the connection end).
 using AcceptFn = std::function<std::shared_ptr<Conn::Handler>(const std::shared_ptr<Conn>&)>;
