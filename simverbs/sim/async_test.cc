@@ -271,6 +271,59 @@ TEST_F(AsyncTest, RaceDetector_SilentWhenTheSourceWaitsForItsCompletion) {
   EXPECT_THAT(err, Not(HasSubstr("race")));
 }
 
+// rdma_disconnect is a progress point (upstream's example 12 posts an unsignaled send and
+// disconnects at once): the send executes before the QP goes to ERROR, as a NIC had it on the
+// wire microseconds after its post.
+TEST_F(AsyncTest, Disconnect_ExecutesWhatItsQpPostedFirst) {
+  SetRaceDetector(true);
+  Peers p(backend_);
+  ASSERT_EQ(p.Recv(1), 0);
+  std::memcpy(p.local->data(), "bye!", 4);
+  ASSERT_EQ(p.Send(2, 0, 4, 0), 0);  // unsignaled
+  ASSERT_EQ(p.Write(3, 8, 4, 0), 0);
+  EXPECT_NE(std::memcmp(p.in->data(), "bye!", 4), 0) << "executed inside the post";
+
+  ::testing::internal::CaptureStderr();
+  ASSERT_EQ(backend_->RdmaDisconnect(p.conn.active.id), 0);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+
+  EXPECT_THAT(err, Not(HasSubstr("race")));
+  EXPECT_THAT(PollAll(backend_, p.conn.passive.recv_cq),
+              ElementsAre(::testing::AllOf(Field(&ibv_wc::status, IBV_WC_SUCCESS),
+                                           Field(&ibv_wc::byte_len, 4u))));
+  EXPECT_EQ(std::memcmp(p.in->data(), "bye!", 4), 0);
+}
+
+// A send whose receive is not posted cannot execute: the caller's own disconnect flushes it,
+// and the race detector says so instead of losing it silently.
+TEST_F(AsyncTest, Disconnect_NamesASendItFlushesUnexecuted) {
+  SetRaceDetector(true);
+  Peers p(backend_);
+  ASSERT_EQ(p.Send(0x77, 0, 4, IBV_SEND_SIGNALED), 0);
+
+  ::testing::internal::CaptureStderr();
+  ASSERT_EQ(backend_->RdmaDisconnect(p.conn.active.id), 0);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+
+  EXPECT_THAT(err, HasSubstr("softrpma-sim: race: qp " +
+                             std::to_string(p.conn.active.qp()->qp_num) +
+                             " wr_id 0x77 IBV_WR_SEND: flushed by rdma_disconnect before it "
+                             "executed"));
+  EXPECT_THAT(PollAll(backend_, p.conn.active.send_cq),
+              ElementsAre(Field(&ibv_wc::status, IBV_WC_WR_FLUSH_ERR)));
+}
+
+TEST_F(AsyncTest, Disconnect_RaceDetectorOff_NoLine) {
+  Peers p(backend_);
+  ASSERT_EQ(p.Send(0x77, 0, 4, IBV_SEND_SIGNALED), 0);
+
+  ::testing::internal::CaptureStderr();
+  ASSERT_EQ(backend_->RdmaDisconnect(p.conn.active.id), 0);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+
+  EXPECT_THAT(err, Not(HasSubstr("race")));
+}
+
 TEST_F(AsyncTest, RaceDetector_ReadDestinationAndReceiveBufferHoldPoisonUntilTheCompletion) {
   SetRaceDetector(true);
   Peers p(backend_);

@@ -1456,11 +1456,13 @@ void DrainBeforeDisconnect(SimQp* qp) {
   if (CurrentExecutionMode() != ExecutionMode::kAsync || !RaceDetectorOn()) return;
   for (size_t i = 0; i < qp->sq.size(); ++i) {
     const SendWqe& wqe = qp->sq.at(i);
-    if (!wqe.unexecuted || wqe.forced_status != IBV_WC_SUCCESS) continue;
+    if (wqe.forced_status != IBV_WC_SUCCESS) break;  // it and those behind it fail anyway
+    if (!wqe.unexecuted) continue;
     const std::string opcode = NameOr(WrOpcodeName(wqe.opcode), wqe.opcode);
     std::fprintf(stderr,
                  "softrpma-sim: race: qp %u wr_id 0x%llx %s: flushed by rdma_disconnect before "
-                 "it executed (it waited for a receive); disconnect only after its completion\n",
+                 "it executed (it waited for a receive, or for its responder to be ready); "
+                 "disconnect only after its completion\n",
                  qp->qp.qp_num, static_cast<unsigned long long>(wqe.wr_id), opcode.c_str());
     if (TraceOn()) {
       TraceEvent("race qp=%u wr_id=0x%llx opcode=%s len=%llu flushed_by_disconnect=1",

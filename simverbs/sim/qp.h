@@ -16,7 +16,10 @@
 //     (ibv_poll_cq of a CQ either QP uses, ibv_get_cq_event on its channel before sleeping),
 //     which release everything posted before them. Data moves when the WR executes. In eager
 //     mode (RPMA_SIM_EXECUTION=eager) a WR executes inside its post. A remote link (another
-//     process) sends its requests at the post (the peer's fabric thread executes them).
+//     process) is deferred the same way, and sending a request is executing it (the peer's
+//     fabric thread serves it); the fabric thread's backstop sends what a program leaves
+//     deferred while it calls nothing (host::CallSoon). rdma_disconnect runs the step of its
+//     QP before the QP moves to ERROR (DrainBeforeDisconnect).
 //   * The seeded scheduler (sched.h) decides when each completion arrives: every completion
 //     gets a ready time from its QP's CompletionTimer (seeded jitter, strictly increasing per
 //     QP) and CQs keep completions in ready-time order, so completions of different QPs
@@ -178,7 +181,7 @@ struct SendWqe {
   bool sent_cma = false;
   // Asynchronous execution (sched.h): the WR may execute once its link's post_points reach
   // release_at, or once its QP's released_seq reaches post_seq (a poll point). release_at 0:
-  // at once (eager mode, a remote link).
+  // at once (eager mode).
   uint64_t post_seq = 0;
   uint64_t release_at = 0;
   // Counted in its link's `unexecuted` until it executes (a link inside this process) or is
@@ -383,8 +386,8 @@ int CreateQp(ibv_qp_init_attr_ex* attr, const std::shared_ptr<SimLink>& join, Si
 void DestroyQp(SimQp* qp);
 // Moves both QPs of `link` to RTS. Returns false when the link does not hold two QPs.
 bool EstablishLink(SimLink* link);
-// Moves `qp` (one side of a connection) to RTS from INIT, and resumes what waited for it: the
-// peer's WRs toward it (in-process) or the peer's requests (remote). While one side is INIT,
+// Moves `qp` (one side of a connection inside this process) to RTS from INIT, and resumes the
+// peer's WRs that waited for it (a remote QP goes to RTS by EstablishRemote). While one side is INIT,
 // the other side's WRs toward it wait at the head of its send queue, as a real requester's
 // retries would.
 void EnterRts(SimQp* qp);
@@ -394,7 +397,8 @@ void SetQpError(SimQp* qp);
 // chance to execute (to be sent, to another process), as a NIC would have put it on the wire
 // by now. A WR that still cannot (its receive is not posted) is flushed by the caller's own
 // disconnect without having executed: with asynchronous execution and the race detector on,
-// a race line names it (`flushed by rdma_disconnect`), never a silent loss.
+// a race line names it (`flushed by rdma_disconnect`), never a silent loss. (WRs behind one
+// that fails by a fault or a protection error flush as after any error: no line.)
 void DrainBeforeDisconnect(SimQp* qp);
 
 // ---- QPs of ibv_create_qp, connected by ibv_modify_qp (no CM) ---------------------------
