@@ -1,6 +1,6 @@
 // command_line.h: rpma-sim's command line: `rpma-sim SUBCOMMAND [FLAGS] [ARGS] [-- PROGRAM ARGS]`.
-// The flags are absl flags (ABSL_FLAG, defined in main.cc); this parser knows which of them each
-// subcommand takes, so that a flag given to the wrong subcommand is an error rather than
+// The flags are absl flags (ABSL_FLAG, defined in commands/); this parser knows which of them
+// each subcommand takes, so that a flag given to the wrong subcommand is an error rather than
 // silently ignored, and it accepts the spellings people type: --max-runs as well as --max_runs,
 // `--flag value`, -j 4 and -j4.
 //

@@ -1,0 +1,193 @@
+// `rpma-sim sweep`: PROGRAM run once cleanly, then once per hit of every fault point with that
+// hit failed; every run classified, a table per point, a report (sweep.h does the work).
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "tools/rpma_sim/command_line.h"
+#include "tools/rpma_sim/commands/command.h"
+#include "tools/rpma_sim/commands/common.h"
+#include "tools/rpma_sim/shard.h"
+#include "tools/rpma_sim/sim_checks.h"
+#include "tools/rpma_sim/sweep.h"
+
+ABSL_FLAG(int32_t, j, 2, "runs at once");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10),
+          "per run (e.g. 10s, 500ms, 2m): a run still going then is killed with its process "
+          "group and counts as hung");
+ABSL_FLAG(uint64_t, max_runs, 0,
+          "at most this many fault runs, shared fairly between the points and spread over "
+          "each point's hits. 0: one run per hit");
+ABSL_FLAG(std::string, points, "",
+          "sweep only these fault points (comma-separated names, see `rpma-sim points`). "
+          "Default: every point the clean run hit");
+ABSL_FLAG(bool, leaks, false,
+          "also look for leaks: with LeakSanitizer when the program is built with "
+          "AddressSanitizer, else under valgrind when it is installed (rpma-sim says which)");
+ABSL_FLAG(std::string, shard, "",
+          "run part K of N of the plan (K/N, 1 <= K <= N): every run belongs to exactly one "
+          "part, so N sweeps with 1/N to N/N make the whole sweep; `rpma-sim report merge` "
+          "joins their reports. Not given: Bazel's TEST_TOTAL_SHARDS and TEST_SHARD_INDEX when "
+          "set (a test with shard_count)");
+
+namespace softrpma::rpma_sim {
+namespace {
+
+// --report=FILE for one device of several: FILE.json -> FILE.<device>.json (FILE -> FILE.<device>).
+std::string ReportPathFor(const std::string& path, const std::string& device) {
+  const size_t slash = path.rfind('/');
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) {
+    return absl::StrCat(path, ".", device);
+  }
+  return absl::StrCat(path.substr(0, dot), ".", device, path.substr(dot));
+}
+
+// The shard a sweep runs: --shard, else Bazel's (touching TEST_SHARD_STATUS_FILE, which tells
+// Bazel the test knows about sharding), else none. nullopt with a usage error printed.
+std::optional<std::optional<Shard>> ShardOfSweep(const CommandLine& line) {
+  if (line.given.contains("shard")) {
+    absl::StatusOr<Shard> shard = ParseShard(absl::GetFlag(FLAGS_shard));
+    if (!shard.ok()) {
+      Usage(absl::StrCat("--shard: ", shard.status().message()));
+      return std::nullopt;
+    }
+    return std::optional<Shard>(*shard);
+  }
+  absl::StatusOr<std::optional<Shard>> from_env = ShardFromEnvironment(&std::getenv);
+  if (!from_env.ok()) {
+    Usage(from_env.status().message());
+    return std::nullopt;
+  }
+  if (const char* status_file = std::getenv(kShardStatusFileVar);
+      from_env->has_value() && status_file != nullptr && *status_file != '\0') {
+    std::ofstream touch(status_file, std::ios::app);
+  }
+  return *from_env;
+}
+
+int Sweep(const CommandLine& line, const char* argv0) {
+  // Output to a closed pipe (`rpma-sim sweep ... | head`) must not kill rpma-sim before it has
+  // stopped its runs and written the report; children get SIGPIPE back (process.cc).
+  signal(SIGPIPE, SIG_IGN);
+  SweepOptions options;
+  options.program = line.program;
+  std::optional<std::string> execution = ExecutionFlag();
+  if (!execution.has_value()) return kExitUsage;
+  options.execution = *execution;
+  options.race_detector = absl::GetFlag(FLAGS_races);
+  if (line.given.contains("seed")) options.seed = absl::GetFlag(FLAGS_seed);
+  options.jobs = absl::GetFlag(FLAGS_j);
+  if (options.jobs < 1) return Usage("-j needs a number >= 1");
+  options.timeout = absl::GetFlag(FLAGS_timeout);
+  if (options.timeout <= absl::ZeroDuration()) return Usage("--timeout needs a positive duration");
+  options.max_runs = absl::GetFlag(FLAGS_max_runs);
+  const std::vector<PointInfo> known = ListPoints();
+  for (absl::string_view point :
+       absl::StrSplit(absl::GetFlag(FLAGS_points), ',', absl::SkipWhitespace())) {
+    point = absl::StripAsciiWhitespace(point);
+    if (std::none_of(known.begin(), known.end(),
+                     [point](const PointInfo& p) { return p.name == point; })) {
+      return Usage(absl::StrCat("--points: no fault point is called \"", point,
+                                "\" (`rpma-sim points` lists them)"));
+    }
+    options.points.emplace_back(point);
+  }
+  options.report_path = absl::GetFlag(FLAGS_report);
+  options.junit_path = absl::GetFlag(FLAGS_junit);
+  std::optional<std::optional<Shard>> shard = ShardOfSweep(line);
+  if (!shard.has_value()) return kExitUsage;
+  options.shard = *shard;
+  options.leaks = absl::GetFlag(FLAGS_leaks);
+  std::optional<Libraries> libraries = ResolveLibraries(argv0);
+  if (!libraries.has_value()) return kExitUsage;
+  options.library_flags = libraries->flags;
+  options.lib_dir = libraries->lib_dir;
+  options.verbs_lib_dir = libraries->verbs_lib_dir;
+  options.upstream_librpma = libraries->upstream_librpma;
+  options.upstream_lib_dir = libraries->upstream_lib_dir;
+  options.tool = ToolName(argv0);
+  options.progress = isatty(STDERR_FILENO) != 0;
+  std::optional<std::vector<std::string>> devices = DevicesFlag(line);
+  if (!devices.has_value()) return kExitUsage;
+  if (devices->size() <= 1) {
+    if (!devices->empty()) options.device = devices->front();
+    return RunSweep(options, stdout);
+  }
+  // One whole sweep per device, one after the other; the worst status wins.
+  int status = kSweepPassed;
+  const std::string report = options.report_path;
+  const std::string junit = options.junit_path;
+  for (size_t i = 0; i < devices->size(); ++i) {
+    options.device = (*devices)[i];
+    if (!report.empty()) options.report_path = ReportPathFor(report, options.device);
+    if (!junit.empty()) options.junit_path = ReportPathFor(junit, options.device);
+    if (i > 0) std::printf("\n");
+    std::printf("== device %s (%zu of %zu) ==\n", options.device.c_str(), i + 1, devices->size());
+    std::fflush(stdout);
+    const int device_status = RunSweep(options, stdout);
+    if (device_status == kSweepInterrupted || device_status == kSweepUsage) return device_status;
+    status = std::max(status, device_status);
+  }
+  return status;
+}
+
+}  // namespace
+
+const Command& SweepCommand() {
+  static const Command command{
+      {"sweep",
+       {"seed", "j", "timeout", "max_runs", "points", "report", "junit", "shard", "leaks", "lib",
+        "verbs_lib", "upstream_librpma", "upstream_lib", "device", "execution", "races"},
+       true,
+       0,
+       0},
+      "rpma-sim sweep [--device=D,...] [--seed=S] [-j N] [--timeout=T] [--max-runs=M]\n"
+      "               [--points=P,...] [--report=FILE] [--junit=FILE] [--shard=K/N] [--leaks]\n"
+      "               [--lib=DIR] [--verbs-lib=DIR] [--upstream-librpma] -- PROGRAM [ARGS...]",
+      "Runs PROGRAM once with no fault to count how often each fault point is hit\n"
+      "(RPMA_SIM_STATS), then once per hit of every point that can fail, with that hit\n"
+      "failed: --faults='<point>:fail=EIO:nth=<n>' (ENOMEM for malloc). With --max-runs,\n"
+      "the runs are shared fairly between the points and spread over each point's hits.\n"
+      "N runs at a time; a run still going after --timeout is killed with its process\n"
+      "group. Each run is clean (exit 0), nonzero (exit > 0: the program reported the\n"
+      "fault), crashed (a signal or a sanitizer error), hung (timed out), leaked (with\n"
+      "--leaks) or kept (a destroy call failed and the NIC kept its object, as a real\n"
+      "provider does: no leak of the program's). Each run that crashed, hung or leaked\n"
+      "prints the one-line command that replays it. A progress bar is drawn on a terminal\n"
+      "(plain lines elsewhere); a table per point ends the sweep.\n"
+      "--shard=K/N runs part K of N of the runs (by default Bazel's TEST_TOTAL_SHARDS /\n"
+      "TEST_SHARD_INDEX when set); `rpma-sim report merge` joins the shards' reports.\n"
+      "With --device=mlx5,siw the whole sweep runs once per device, each with its own\n"
+      "summary (and report); the replay lines carry --device.\n"
+      "Every run has the environment of `rpma-sim run`, --upstream-librpma included (the\n"
+      "fault points are then the shim's: upstream librpma's own allocations are not the\n"
+      "malloc point's).\n"
+      "Exits 1 if any run crashed, hung or leaked.",
+      "  rpma-sim sweep -- ./my_app\n"
+      "  rpma-sim sweep --device=mlx5,rxe,siw -- ./my_app\n"
+      "  rpma-sim sweep --upstream-librpma -- ./my_app\n"
+      "  rpma-sim sweep -j 4 --timeout=30s --max-runs=200 --report=sweep.json -- ./my_app\n"
+      "  rpma-sim sweep --points=ibv_post_send,malloc --leaks -- bazel-bin/tools/demo --once\n"
+      "  rpma-sim sweep --shard=1/3 --report=s1.json --junit=s1.xml -- ./my_app\n",
+      &Sweep,
+  };
+  return command;
+}
+
+}  // namespace softrpma::rpma_sim
