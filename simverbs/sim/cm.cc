@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "simverbs/alloc.h"
 #include "simverbs/sim/addr.h"
 #include "simverbs/sim/cq.h"
@@ -17,6 +18,29 @@
 #include "simverbs/sim/trace.h"
 
 namespace softrpma::sim {
+
+namespace {
+std::atomic<Transport> g_transport{Transport::kLocal};
+}  // namespace
+
+const char* TransportName(Transport transport) {
+  return transport == Transport::kHost ? "host" : "local";
+}
+
+absl::StatusOr<Transport> ParseTransport(absl::string_view text) {
+  if (text == "local") return Transport::kLocal;
+  if (text == "host") return Transport::kHost;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "bad value \"", text,
+      "\": expected local (a connection inside the process is one link; the default) or host "
+      "(it goes through the host fabric, as one to another process)"));
+}
+
+Transport CurrentTransport() { return g_transport.load(std::memory_order_acquire); }
+
+void SetTransport(Transport transport) {
+  g_transport.store(transport, std::memory_order_release);
+}
 namespace {
 
 using State = SimCmId::State;
@@ -102,12 +126,20 @@ class RemoteEnd final : public host::Conn::Handler,
     }
     if (header.type >= static_cast<uint16_t>(wire::Type::kWrite)) {
       std::shared_ptr<SimLink> link;
+      bool had_link = false;
+      std::shared_ptr<host::Conn> conn;
       {
         softrpma::MutexLock lock(&mu_);
         link = link_.lock();
+        had_link = had_link_;
+        conn = conn_;
       }
       if (link != nullptr) {
         HandleRemoteMessage(link, header, body);
+      } else if (had_link) {
+        // Its QP was destroyed under a living id (rdma_destroy_qp): nothing responds, and
+        // the peer's WR times out (IBV_WC_RETRY_EXC_ERR) as on a NIC; the connection stays.
+        if (conn != nullptr) AnswerForNoQp(conn.get(), header);
       } else {
         cm_->OnRemoteBroken(shared_from_this());  // data before the connection exists
       }
@@ -133,6 +165,7 @@ class RemoteEnd final : public host::Conn::Handler,
   void set_link(const std::shared_ptr<SimLink>& link) {
     softrpma::MutexLock lock(&mu_);
     link_ = link;
+    had_link_ = had_link_ || link != nullptr;
   }
 
   // The id this connection belongs to; guarded by the CM's mutex. nullptr once it is gone.
@@ -147,6 +180,7 @@ class RemoteEnd final : public host::Conn::Handler,
   softrpma::Mutex mu_;
   std::shared_ptr<host::Conn> conn_ ABSL_GUARDED_BY(mu_);
   std::weak_ptr<SimLink> link_ ABSL_GUARDED_BY(mu_);
+  bool had_link_ ABSL_GUARDED_BY(mu_) = false;  // a link was set (it may be gone since)
 };
 
 SimCmId::SimCmId() { std::memset(&id, 0, sizeof(id)); }
@@ -483,7 +517,8 @@ int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFa
       break;
   }
   id->active = true;
-  SimCmId* listener = FindListenerLocked(DstOf(id));
+  SimCmId* listener =
+      CurrentTransport() == Transport::kLocal ? FindListenerLocked(DstOf(id)) : nullptr;
   if (listener == nullptr) return ConnectRemoteLocked(id, param);
   SimCmId* request = NewRequestIdLocked(listener, DstOf(id), SrcOf(id));
   if (request == nullptr) return ENOMEM;

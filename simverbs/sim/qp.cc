@@ -199,10 +199,15 @@ void CompleteRecv(SimQp* qp, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode
 
 // `wqe` no longer counts as unexecuted (it executed, was sent, or leaves the queue).
 // REQUIRES: link->mu held.
+// The process's unexecuted WRs, all links together: the process's progress point
+// (RunProcessProgressPoint) looks no further while there are none.
+std::atomic<uint64_t> g_unexecuted{0};
+
 void MarkExecutedLocked(SimLink* link, SendWqe& wqe) {
   if (!wqe.unexecuted) return;
   wqe.unexecuted = false;
   link->unexecuted.fetch_sub(1, std::memory_order_acq_rel);
+  g_unexecuted.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 // Removes the WR at the head of qp's send queue. REQUIRES: qp->link->mu held; sq not empty.
@@ -595,8 +600,19 @@ WouldComplete WouldCompleteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS
 
 // Kicks the channels that qp's unexecuted WRs would complete on. REQUIRES: link->mu held.
 void KickForLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
-  if (qp == nullptr || link->remote != nullptr ||
-      link->unexecuted.load(std::memory_order_acquire) == 0) {
+  if (qp == nullptr || link->unexecuted.load(std::memory_order_acquire) == 0) return;
+  if (link->remote != nullptr) {
+    // A connection of this process to itself (the host transport, cm.h): its send CQ, as the
+    // in-process link's (the peer's receives are the other end's to know). Toward another
+    // process no kick: the completion needs the peer's answer, whose arrival wakes the waiter.
+    if (link->remote_pid != getpid() || qp->send_cq->channel == nullptr) return;
+    for (size_t i = qp->sq_sent; i < qp->sq.size(); ++i) {
+      const SendWqe& wqe = qp->sq.at(i);
+      if (wqe.signaled || wqe.forced_status != IBV_WC_SUCCESS) {
+        qp->send_cq->Kick(/*solicited=*/false);
+        return;
+      }
+    }
     return;
   }
   SimQp* peer = link->side[1 - qp->side];
@@ -1533,39 +1549,46 @@ LinkSet& DeferredRemoteLinks() {
 
 void RunDeferredSends() { RunPollPoint(&DeferredRemoteLinks()); }
 
-// Has the backstop send what `link` (to another process) still holds unsent.
-void ScheduleDeferredSends(const std::shared_ptr<SimLink>& link) {
+// Lists `link` (to another process, or to this one on the host transport) where the process's
+// progress points find it; `backstop`: and has the fabric thread send what it holds soon.
+void ScheduleDeferredSends(const std::shared_ptr<SimLink>& link, bool backstop) {
   if (!link->backstop_listed.load(std::memory_order_acquire) &&
       !link->backstop_listed.exchange(true, std::memory_order_acq_rel)) {
     AddLink(&DeferredRemoteLinks(), link);
   }
-  host::CallSoon(&RunDeferredSends);
+  if (backstop) host::CallSoon(&RunDeferredSends);
 }
 
+// What PostSendWrsLocked leaves for after the link's lock.
+struct Unsent {
+  bool any = false;       // a WR to another process (or this one, host transport) is deferred
+  bool backstop = false;  // and the peer is another process
+};
+
 int PostSendWrsLocked(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault,
-                      bool extended, bool* unsent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->link->mu);
+                      bool extended, Unsent* unsent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->link->mu);
 
 }  // namespace
 
 // ibv_post_send, and ibv_wr_complete's post of its batch (`extended`).
 int PostSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault,
                 bool extended) {
-  bool unsent = false;
+  Unsent unsent;
   int err = 0;
   {
     softrpma::MutexLock lock(&qp->link->mu);
     err = PostSendWrsLocked(qp, wr, bad_wr, fault, extended, &unsent);
   }
   // (The set's lock is taken before a link's: RunPollPoint.)
-  if (unsent) ScheduleDeferredSends(qp->link);
+  if (unsent.any) ScheduleDeferredSends(qp->link, unsent.backstop);
   return err;
 }
 
 namespace {
 
-// PostSendWrs under the link's lock; *unsent: a WR to another process was left deferred.
+// PostSendWrs under the link's lock; *unsent: what it left deferred on a remote link.
 int PostSendWrsLocked(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault,
-                      bool extended, bool* unsent) {
+                      bool extended, Unsent* unsent) {
   SimLink* link = qp->link.get();
   CheckOverflowLocked(qp);
   // A post point for what is queued already; the WRs of this post wait for later ones.
@@ -1631,6 +1654,7 @@ int PostSendWrsLocked(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const Wr
     wqe.posted_bytes.clear();  // (keeps its capacity for the slot's next WR)
     wqe.unexecuted = true;
     link->unexecuted.fetch_add(1, std::memory_order_acq_rel);
+    g_unexecuted.fetch_add(1, std::memory_order_acq_rel);
     if (deferred) {
       const uint64_t wait = qp->chooser.NextDeferral();
       wqe.release_at = wait == ExecutionChooser::kUntilPoll ? wait : link->post_points + wait;
@@ -1639,7 +1663,10 @@ int PostSendWrsLocked(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const Wr
   }
   ProgressLinkLocked(link);  // the WRs before a bad one were posted
   if (deferred) KickForLocked(link, qp);
-  *unsent = link->remote != nullptr && qp->sq_sent < qp->sq.size();
+  unsent->any = link->remote != nullptr && qp->sq_sent < qp->sq.size();
+  // (A connection of this process to itself, the host transport: no backstop, as the
+  // in-process link has none; cm.h, Transport.)
+  unsent->backstop = unsent->any && link->remote_pid != getpid();
   if (err != 0) {
     *bad_wr = wr;
     return err;
@@ -1648,6 +1675,23 @@ int PostSendWrsLocked(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const Wr
 }
 
 }  // namespace
+
+void RunProcessProgressPoint() {
+  if (g_unexecuted.load(std::memory_order_acquire) == 0) return;
+  RunPollPoint(&DeferredRemoteLinks());
+}
+
+void AnswerForNoQp(host::Conn* conn, const wire::Header& message) {
+  if (message.type < static_cast<uint16_t>(wire::Type::kWrite) ||
+      message.type > static_cast<uint16_t>(wire::Type::kAtomicWrite)) {
+    return;  // not a request
+  }
+  const bool is_read = static_cast<wire::Type>(message.type) == wire::Type::kRead;
+  wire::Header response = wire::MakeHeader(is_read ? wire::Type::kReadResponse : wire::Type::kAck);
+  response.seq = message.seq;
+  response.status = IBV_WC_RETRY_EXC_ERR;
+  conn->Send(response, nullptr, 0);
+}
 
 int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault) {
   return PostSendWrs(qp, wr, bad_wr, fault, /*extended=*/false);

@@ -490,6 +490,15 @@ void AddLink(LinkSet* set, const std::shared_ptr<SimLink>& link) ABSL_LOCKS_EXCL
 // A poll point: releases every send WR posted on the set's links and runs their progress step.
 // REQUIRES: no simulator lock held.
 void RunPollPoint(LinkSet* set) ABSL_LOCKS_EXCLUDED(set->mu);
+// A message of the peer on a connection whose QP here was destroyed (its id lives on): a
+// request is answered IBV_WC_RETRY_EXC_ERR (no responder: the peer's retries run out, as on a
+// NIC); anything else is dropped.
+void AnswerForNoQp(host::Conn* conn, const wire::Header& message);
+// THE PROCESS'S PROGRESS POINT: every call of the process except a post (sim_backend.cc,
+// Check) releases and sends what its links to other processes (and, on the host transport, to
+// itself) hold deferred, as a NIC would have had it on the wire by then. Links inside the
+// process keep their post and poll points.
+void RunProcessProgressPoint();
 // Whether a link of the set has send WRs that have not executed and, executed now, would
 // complete on `cq` (`solicited`: one would be a solicited receive completion). The kicks'
 // dry run (qp.cc, WouldCompleteLocked): a WR waiting for a receive completes nothing.

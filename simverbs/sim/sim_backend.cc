@@ -197,6 +197,7 @@ class SimBackend final : public Backend {
     SimCq* sim_cq = to_sim(cq);
     // A poll point: what was posted on the QPs using this CQ executes now, at the latest.
     if (Async()) RunPollPoint(&sim_cq->links);
+    Settle();  // (the host transport in one process: what the poll point sent is answered)
     int err = sim_cq->Poll(num_entries, wc, num_polled);
     if (err == 0 && *num_polled == 0 && num_entries > 0 && sim_cq->has_remote()) {
       // Nothing yet from a peer in another process: do the fabric's work here, then look again.
@@ -226,7 +227,7 @@ class SimBackend final : public Backend {
       return err;
     }
     if (srq == nullptr || bad_wr == nullptr) return EINVAL;
-    return PostSrqRecv(to_sim(srq), wr, bad_wr);
+    return Settled(PostSrqRecv(to_sim(srq), wr, bad_wr));
   }
 
   // ---- Queue pairs made and connected by verbs (qp.h, "QPs of ibv_create_qp") -------------
@@ -289,7 +290,7 @@ class SimBackend final : public Backend {
       return decision.err;
     }
     if (qp == nullptr || bad_wr == nullptr) return EINVAL;
-    return PostSend(to_sim(qp), wr, bad_wr, ApplyPostFault(decision, to_sim(qp)));
+    return Settled(PostSend(to_sim(qp), wr, bad_wr, ApplyPostFault(decision, to_sim(qp))));
   }
 
   // ---- Queue pairs: the extended post API --------------------------------------------------
@@ -314,7 +315,7 @@ class SimBackend final : public Backend {
       WrAbort(qp);
       return decision.err;
     }
-    return WrComplete(qp, ApplyPostFault(decision, qp));
+    return Settled(WrComplete(qp, ApplyPostFault(decision, qp)));
   }
 
   int IbvPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) override {
@@ -324,7 +325,7 @@ class SimBackend final : public Backend {
       return decision.err;
     }
     if (qp == nullptr || bad_wr == nullptr) return EINVAL;
-    return PostRecv(to_sim(qp), wr, bad_wr, ApplyPostFault(decision, to_sim(qp)));
+    return Settled(PostRecv(to_sim(qp), wr, bad_wr, ApplyPostFault(decision, to_sim(qp))));
   }
 
   // ---- Connection manager -------------------------------------------------------------------
@@ -473,9 +474,26 @@ class SimBackend final : public Backend {
     return err;
   }
 
+  // The host transport inside one process (cm.h, Transport): what this process sent itself
+  // has been served and answered, as the in-process link would have done inside the call.
+  static void Settle() {
+    if (CurrentTransport() == Transport::kHost) host::Quiesce();
+  }
+  static int Settled(int result) {
+    Settle();
+    return result;
+  }
+
+  static bool IsPostPoint(FaultPoint point) {
+    return point == FaultPoint::kIbvPostSend || point == FaultPoint::kIbvPostRecv ||
+           point == FaultPoint::kIbvWrComplete || point == FaultPoint::kIbvPostSrqRecv;
+  }
+
   // Every method starts here: the fault plan's decision for this hit of `point`, or, in a
   // child of fork(), EIO for every object the parent's NIC made (see MarkForked).
   FaultDecision Check(FaultPoint point, uint32_t qp_num = 0) {
+    if (!IsPostPoint(point) && Async()) RunProcessProgressPoint();
+    Settle();
     if (forked_.load(std::memory_order_acquire)) {
       ReportForkedUse();
       FaultDecision decision;
@@ -738,6 +756,12 @@ absl::Status ApplyEnvironment() {
     if (!parsed.ok()) return EnvError(kExecutionEnvVar, parsed.status().message());
     execution = *parsed;
   }
+  std::optional<Transport> transport;
+  if (const char* value = std::getenv(kTransportEnvVar)) {
+    absl::StatusOr<Transport> parsed = ParseTransport(value);
+    if (!parsed.ok()) return EnvError(kTransportEnvVar, parsed.status().message());
+    transport = *parsed;
+  }
   std::optional<bool> race_detector;
   if (const char* value = std::getenv(kRaceDetectorEnvVar)) {
     if (std::strcmp(value, "0") != 0 && std::strcmp(value, "1") != 0) {
@@ -780,6 +804,7 @@ absl::Status ApplyEnvironment() {
   SetActiveProfile(*profile);
   if (native_atomic_write.has_value()) SetAtomicWriteSupported(*native_atomic_write);
   if (execution.has_value()) SetExecutionMode(*execution);
+  if (transport.has_value()) SetTransport(*transport);
   if (race_detector.has_value()) SetRaceDetector(*race_detector);
   if (has_plan) GlobalFaultInjector().Install(std::make_unique<FaultPlan>(std::move(rules)));
   if (stats != nullptr) {

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "simverbs/sim/cm.h"
+#include "simverbs/sim/fabric/host.h"
 #include "simverbs/sim/sim_backend.h"
 
 namespace softrpma::sim::testing {
@@ -65,6 +67,9 @@ uint16_t NextTestPort() {
 }
 
 bool FdReadable(int fd) {
+  // On the host transport in one process, what this process sent itself lands first (cm.h,
+  // Transport), as it would have inside the calls before on the in-process link.
+  if (CurrentTransport() == Transport::kHost) host::Quiesce();
   pollfd pfd{fd, POLLIN, 0};
   return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN) != 0;
 }

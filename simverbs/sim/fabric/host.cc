@@ -3,7 +3,9 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -42,7 +44,14 @@ struct Conn::Internal {
   static bool ExpireHandshake(const std::shared_ptr<Conn>& conn);
   static bool DrainedPending(const Conn& conn) { return conn.drained_pending_.load(); }
   static int Fd(const Conn& conn) { return conn.fd_; }
+  // Nothing of it in flight: no byte unread in its socket or queued to send.
+  static bool Idle(Conn* conn);
 };
+
+// Threads inside Conn::Internal::Drive (reading, or in a handler), and how many times one
+// entered it: Quiesce waits for them, and looks again when one came and went meanwhile.
+std::atomic<int> g_readers{0};
+std::atomic<uint64_t> g_drives{0};
 
 struct Listener::State {
   std::string name;  // the abstract name, for messages
@@ -494,7 +503,11 @@ void* RunFabric(void* arg) {
         watch = it->second;
       }
       if (watch.listener != nullptr) {
+        // A reader for Quiesce: between accept4 and its watch, a connection is in neither.
+        g_readers.fetch_add(1, std::memory_order_seq_cst);
+        g_drives.fetch_add(1, std::memory_order_seq_cst);
         AcceptAll(watch.listener, &deadlines);
+        g_readers.fetch_sub(1, std::memory_order_seq_cst);
         continue;
       }
       bool drive = (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
@@ -516,6 +529,42 @@ void* RunFabric(void* arg) {
 }
 
 }  // namespace
+
+namespace {
+
+// Whether every connection of this process to itself is idle, and no thread reads one.
+bool SelfConnectionsIdle() {
+  // First: a reader that starts after this changes it (and is looked at again); one that
+  // ended before it has its connections in the watches taken below.
+  const uint64_t drives = g_drives.load(std::memory_order_seq_cst);
+  std::vector<std::shared_ptr<Conn>> own;
+  std::vector<pollfd> listeners;
+  {
+    softrpma::MutexLock lock(&g_mu);
+    if (g_fabric == nullptr) return true;
+    const pid_t self = getpid();
+    for (const auto& [token, watch] : g_fabric->watches) {
+      if (watch.conn != nullptr && watch.conn->peer_pid() == self) own.push_back(watch.conn);
+      if (watch.listener != nullptr) listeners.push_back(pollfd{watch.listener->fd, POLLIN, 0});
+    }
+  }
+  // A connection dialed and not accepted yet (its first message waits in it).
+  if (!listeners.empty() && poll(listeners.data(), listeners.size(), 0) > 0) return false;
+  if (g_readers.load(std::memory_order_seq_cst) != 0) return false;
+  for (const std::shared_ptr<Conn>& conn : own) {
+    if (!Conn::Internal::Idle(conn.get())) return false;
+  }
+  // A reader that came and went meanwhile may have moved bytes from one socket to another.
+  return g_readers.load(std::memory_order_seq_cst) == 0 &&
+         g_drives.load(std::memory_order_seq_cst) == drives;
+}
+
+}  // namespace
+
+void Quiesce() {
+  const uint64_t deadline_ns = NowNs() + kQuiesceCapNs;
+  while (!SelfConnectionsIdle() && NowNs() < deadline_ns) sched_yield();
+}
 
 void CallSoon(void (*fn)()) {
   if (g_soon_fn.load(std::memory_order_acquire) != fn) g_soon_fn.store(fn, std::memory_order_release);
@@ -738,6 +787,11 @@ void Conn::Progress() {
 
 void Conn::Settle() {
   const std::shared_ptr<Conn> self = shared_from_this();
+  g_readers.fetch_add(1, std::memory_order_seq_cst);  // a reader for Quiesce, as in Drive
+  g_drives.fetch_add(1, std::memory_order_seq_cst);
+  struct Leave {
+    ~Leave() { g_readers.fetch_sub(1, std::memory_order_seq_cst); }
+  } leave;
   read_mu_.Lock();  // after the reader of the moment
   drive_pending_.store(false, std::memory_order_seq_cst);
   bool queued;
@@ -765,7 +819,19 @@ bool Conn::Internal::PollerActive(const Conn& conn) {
   return NowNs() - conn.last_poll_ns_.load(std::memory_order_relaxed) < kBusyPollWindowNs;
 }
 
+bool Conn::Internal::Idle(Conn* conn) {
+  // Readable: bytes unread, or its end (EOF / hang-up) not taken yet by the fabric thread.
+  pollfd pfd{conn->fd_, POLLIN | POLLRDHUP, 0};
+  if (poll(&pfd, 1, 0) > 0 && pfd.revents != 0) return false;
+  return conn->QueuedBytes() == 0;
+}
+
 void Conn::Internal::Drive(const std::shared_ptr<Conn>& conn) {
+  g_readers.fetch_add(1, std::memory_order_seq_cst);
+  g_drives.fetch_add(1, std::memory_order_seq_cst);
+  struct Leave {
+    ~Leave() { g_readers.fetch_sub(1, std::memory_order_seq_cst); }
+  } leave;
   conn->drive_pending_.store(true, std::memory_order_seq_cst);
   while (conn->drive_pending_.load(std::memory_order_seq_cst)) {
     if (!conn->read_mu_.TryLock()) return;  // its holder looks again after letting go

@@ -224,6 +224,14 @@ class Listener final {
 uint64_t ProbeAddress();
 bool CanReach(int32_t pid, uint64_t probe_addr);
 
+// THE HOST TRANSPORT INSIDE ONE PROCESS (cm.h, Transport::kHost): waits until every
+// connection of this process to this same process is idle (no byte unread in its socket, none
+// queued to send, no thread reading or handling a message), at most kQuiesceCapNs. What the
+// in-process link does inside a call (a request executed, its answer back) is then there
+// before the next call, as deterministically. Returns at once when there is no such connection.
+constexpr uint64_t kQuiesceCapNs = uint64_t{5} * 1000 * 1000 * 1000;
+void Quiesce();
+
 // THE BACKSTOP: has the fabric thread call `fn` about kCallSoonNs from now (once, however
 // often it is asked before then; the request made after `fn` started is a new one). `fn` runs
 // with no lock of this file held but the fabric thread's work lock, as a connection's handler
