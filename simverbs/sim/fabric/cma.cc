@@ -13,6 +13,8 @@
 #include <shared_mutex>
 #include <utility>
 
+#include "simverbs/sim/fabric/fork_locks.h"
+
 namespace softrpma::sim::cma {
 namespace {
 
@@ -56,31 +58,43 @@ std::shared_mutex g_done_mu;
 Pool* g_pool = nullptr;  // guarded by g_pool_mu
 std::mutex g_pool_mu;
 
-void AtForkPrepare() {
-  g_done_mu.lock();
+// fork(): the locks are taken at their places in the lock order (host.h, LOCK ORDER; the
+// fabric's work lock before them, its state lock after them), by fork_locks.h's one handler.
+void LockDoneForFork() { g_done_mu.lock(); }
+void UnlockDoneInParent() { g_done_mu.unlock(); }
+void UnlockDoneInChild() { g_done_mu.unlock(); }
+
+void LockPoolForFork() {
   g_pool_mu.lock();
   if (g_pool != nullptr) g_pool->mu.lock();
 }
-void AtForkParent() {
+void UnlockPoolInParent() {
   if (g_pool != nullptr) g_pool->mu.unlock();
   g_pool_mu.unlock();
-  g_done_mu.unlock();
 }
 // The child has none of the parent's threads: it forgets the pool (leaked: a copy of the
-// parent's, whose workers do not exist here) and starts its own on first use.
-void AtForkChild() {
+// parent's, whose workers do not exist here) and starts its own on first use. (Plain mutexes,
+// which the forking thread's copy may unlock.)
+void UnlockPoolInChild() {
   if (g_pool != nullptr) g_pool->mu.unlock();
   g_pool = nullptr;
   g_pool_mu.unlock();
-  g_done_mu.unlock();
 }
+
+const fork_locks::Handlers kDoneForkHandlers = {&LockDoneForFork, &UnlockDoneInParent,
+                                                &UnlockDoneInChild};
+const fork_locks::Handlers kPoolForkHandlers = {&LockPoolForFork, &UnlockPoolInParent,
+                                                &UnlockPoolInChild};
 
 Pool* ThePool() {
   std::lock_guard<std::mutex> lock(g_pool_mu);
   if (g_pool == nullptr) {
-    static const bool registered =
-        (pthread_atfork(&AtForkPrepare, &AtForkParent, &AtForkChild), true);
-    (void)registered;
+    static const bool enrolled = [] {
+      fork_locks::Enrol(fork_locks::Rank::kCopyDone, &kDoneForkHandlers);
+      fork_locks::Enrol(fork_locks::Rank::kCopyPool, &kPoolForkHandlers);
+      return true;
+    }();
+    (void)enrolled;
     g_pool = new Pool;
   }
   return g_pool;
