@@ -181,5 +181,26 @@ TEST(ForkTest, ForkWhileTheFabricThreadStartsACopy_NeitherHangs) {
                                  << kLimitMs << " ms";
 }
 
+// A process that has made copies forks; the child's first copy must end (its `done` run). The
+// parent's fork handlers hold the pool's locks across fork(), write-locking the lock `done`
+// runs under; a child cannot unlock a read-write lock its parent's thread write-locked (glibc
+// takes the unlock for a reader's, the lock stays taken), so a child that reused it hung in its
+// first copy's `done`.
+TEST(ForkTest, ChildOfAProcessThatCopied_ItsFirstCopyEnds) {
+  const int status = RunScenario([]() -> int {
+    if (!CopyAndAwaitDone(getppid(), kLimitMs)) return kScenarioSetupFailed;
+    const pid_t child = fork();
+    if (child == 0) _exit(CopyAndAwaitDone(getppid(), kLimitMs / 2) ? kScenarioOk : kScenarioHung);
+    if (child < 0) return kScenarioSetupFailed;
+    int child_status = 0;
+    waitpid(child, &child_status, 0);
+    if (!WIFEXITED(child_status)) return 128 + WTERMSIG(child_status);
+    // And the parent's pool still works after the fork.
+    if (!CopyAndAwaitDone(getppid(), kLimitMs / 2)) return kScenarioHung;
+    return WEXITSTATUS(child_status);
+  });
+  EXPECT_EQ(status, kScenarioOk) << "4: the child's copy never ended; -1: the scenario hung";
+}
+
 }  // namespace
 }  // namespace softrpma::sim
