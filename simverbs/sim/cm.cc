@@ -209,22 +209,27 @@ void ConnectionManager::DestroyEventChannel(SimEventChannel* channel) {
     }
   }
   std::deque<PendingCmEvent> events;
-  bool has_waiters = false;
+  bool has_callers = false;
   {
     softrpma::MutexLock channel_lock(&channel->mu);
     events.swap(channel->events);
-    has_waiters = channel->signal.waiters() > 0;
+    // Not only the threads asleep in the fd's read(2) (signal.waiters()): also those on their
+    // way into it, counted as they entered rdma_get_cm_event and now waiting for this
+    // function's locks (rping's CM thread, back for its next event as the main thread cleans
+    // up). Freed now, the channel's lock would be taken in freed memory.
+    has_callers = channel->callers.load(std::memory_order_seq_cst) > 0;
+    channel->destroyed = has_callers;
   }
   for (const PendingCmEvent& event : events) {
     if (event.type == RDMA_CM_EVENT_CONNECT_REQUEST) {
       DropRequestLocked(event.id, kRejectConsumer, nullptr, 0, /*free_it=*/true);
     }
   }
-  // A thread still asleep in rdma_get_cm_event on the channel (rping's CM thread when its main
-  // thread cleans up) sleeps on, as on rdma-core, whose close(2) of the fd does not wake a
-  // read(2) blocked on it: the channel (its memory and fd) is kept until exit rather than
-  // freed under the sleeper, which would wake with EBADF or on a reused fd.
-  if (has_waiters) return;
+  // A thread still inside rdma_get_cm_event on the channel sleeps on, as on rdma-core, whose
+  // close(2) of the fd does not wake a read(2) blocked on it: the channel (its memory and fd)
+  // is kept rather than freed under the sleeper, which would wake with EBADF or on a reused
+  // fd; the last caller out frees it (GetEvent), else it stays until exit.
+  if (has_callers) return;
   Delete(channel);
 }
 
@@ -1184,11 +1189,32 @@ std::shared_ptr<host::Conn> ConnectionManager::DrepToSettle(SimEventChannel* cha
 }
 
 int ConnectionManager::GetEvent(SimEventChannel* channel, rdma_cm_event** event) {
-  // A DREP that reached this process beats the DREQ's timeout whatever the fabric thread's
-  // timing: whether it came is decided by what arrived, not by who read it first.
-  if (std::shared_ptr<host::Conn> conn = DrepToSettle(channel); conn != nullptr) conn->Settle();
+  // Counted before any lock is taken: DestroyEventChannel keeps the channel for us. Left
+  // also when a pthread_cancel of a sleeper unwinds this frame (see SignalFd::Wait).
+  channel->callers.fetch_add(1, std::memory_order_seq_cst);
+  struct Leave {
+    SimEventChannel* channel;
+    ~Leave() {
+      bool last_of_destroyed;
+      {
+        softrpma::MutexLock lock(&channel->mu);
+        last_of_destroyed =
+            channel->callers.fetch_sub(1, std::memory_order_seq_cst) == 1 && channel->destroyed;
+      }
+      if (last_of_destroyed) Delete(channel);
+    }
+  };
   SimCmId* connect_response = nullptr;
-  const int err = TakeEvent(channel, event, &connect_response);
+  int err;
+  {
+    Leave leave{channel};
+    // A DREP that reached this process beats the DREQ's timeout whatever the fabric thread's
+    // timing: whether it came is decided by what arrived, not by who read it first.
+    if (std::shared_ptr<host::Conn> conn = DrepToSettle(channel); conn != nullptr) {
+      conn->Settle();
+    }
+    err = TakeEvent(channel, event, &connect_response);
+  }
   if (err == 0 && connect_response != nullptr) ProcessConnectResponse(connect_response);
   return err;
 }

@@ -194,6 +194,13 @@ struct SimEventChannel final {
   // simulated clock to it.
   std::deque<PendingCmEvent> events ABSL_GUARDED_BY(mu);
   SignalFd signal;
+  // The threads inside rdma_get_cm_event on this channel (GetEvent), counted from its first
+  // instruction: those asleep in the fd's read(2) and those on their way to it (waiting for
+  // the CM's or the channel's lock). Incremented without the lock (a caller waiting for it is
+  // already counted), decremented under it. While any is inside, rdma_destroy_event_channel
+  // only marks the channel `destroyed` and the last one out frees it.
+  std::atomic<int> callers{0};
+  bool destroyed ABSL_GUARDED_BY(mu) = false;
 
   SimEventChannel() { channel.fd = -1; }
   SimEventChannel(const SimEventChannel&) = delete;

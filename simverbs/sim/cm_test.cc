@@ -147,6 +147,32 @@ TEST_F(CmTest, DestroyEventChannel_WithAWaiter_TheWaiterSleepsOn) {
   waiter.detach();  // asleep until the test process exits, as with rdma-core
 }
 
+// A thread on its way into rdma_get_cm_event (inside it, not yet asleep: here held at the
+// channel's lock) when the channel is destroyed: the channel was freed under it, and it then
+// took the channel's lock in freed memory (ThreadSanitizer: heap-use-after-free in
+// DrepToSettle, with rping's CM thread). Counted from its first instruction, it keeps the
+// channel, and the last caller out frees it.
+TEST_F(CmTest, DestroyEventChannel_WithACallerOnItsWayIn_KeptUntilItLeaves) {
+  rdma_event_channel* channel = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateEventChannel(&channel), 0);
+  // Non-blocking: the caller finds no event and returns EAGAIN instead of sleeping on.
+  ASSERT_EQ(fcntl(channel->fd, F_SETFL, fcntl(channel->fd, F_GETFL) | O_NONBLOCK), 0);
+  SimEventChannel* sim_channel = to_sim(channel);
+  std::atomic<int> result{-1};
+  sim_channel->mu.Lock();
+  std::thread caller([this, channel, &result] {
+    rdma_cm_event* event = nullptr;
+    result.store(backend_->RdmaGetCmEvent(channel, &event));
+  });
+  while (sim_channel->callers.load() == 0) std::this_thread::yield();
+  sim_channel->mu.Unlock();  // the caller goes on as the channel is destroyed
+
+  backend_->RdmaDestroyEventChannel(channel);
+
+  caller.join();
+  EXPECT_EQ(result.load(), EAGAIN);
+}
+
 TEST_F(CmTest, BindAddr_SpecificSetsVerbs_WildcardDoesNot) {
   rdma_cm_id* specific = nullptr;
   rdma_cm_id* wildcard = nullptr;

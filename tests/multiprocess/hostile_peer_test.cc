@@ -861,7 +861,11 @@ TEST_F(HostilePeerTest, Attack0_AtomicWriteWithCmaFlag_EndsConnectionAndStoresNo
     atomic.length = variant.length;
     atomic.remote_addr = variant.remote_addr;
     atomic.rkey = hello_.rkey ^ 0x5a5a;  // a wrong key
-    ASSERT_EQ(SendMessage(conn.fd, atomic, &word, sizeof(word), kReplyMs), SendResult::kSent);
+    // Malformed in its header: the victim may end the connection before the body is written
+    // (EPIPE: seen under ThreadSanitizer's slower victim); the end is what is checked below.
+    const SendResult sent = SendMessage(conn.fd, atomic, &word, sizeof(word), kReplyMs);
+    ASSERT_TRUE(sent == SendResult::kSent || sent == SendResult::kClosed)
+        << "the victim took no header: " << static_cast<int>(sent);
     std::vector<wire::Header> seen;
     const bool closed = AwaitClosed(conn.fd, kEndMs, &seen);
     std::string answers;

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Counts the test cases of a `bazel test` run from the JUnit XML files it wrote.
 
-Usage: count_tests.py BAZEL_TESTLOGS_DIR [LABEL]
+Usage: count_tests.py BAZEL_TESTLOGS_DIR [LABEL [TARGET...]]
 Prints one line, `LABEL: N passed, N failed` (no label: `N passed, N failed`), and lists every
 failed test case above it. A test target whose XML is missing or unreadable (it crashed before
 writing it) counts as one failed case, so a crash can never hide as "0 failed".
+With TARGETs (labels such as //simverbs/sim:cm_test), only their logs are read, and one that
+has none counts as a failed case: a run of some targets is not credited with the stale logs of
+others left in the same directory by an earlier run.
 """
 
 import os
@@ -12,9 +15,25 @@ import sys
 import xml.etree.ElementTree as ET
 
 
-def count(testlogs):
+def target_dir(label):
+    """//pkg/sub:name -> pkg/sub/name, the target's directory under bazel-testlogs."""
+    package, _, name = label.lstrip("/").partition(":")
+    return os.path.join(package, name or os.path.basename(package))
+
+
+def count(testlogs, targets=()):
     passed, failed, failures = 0, 0, []
-    for root, _, files in os.walk(testlogs, followlinks=True):
+    roots = [testlogs]
+    if targets:
+        roots = []
+        for label in targets:
+            root = os.path.join(testlogs, target_dir(label))
+            if os.path.isdir(root):
+                roots.append(root)
+            else:
+                failed += 1
+                failures.append(f"{label} (no test log)")
+    for root, _, files in (entry for top in roots for entry in os.walk(top, followlinks=True)):
         if "test.log" not in files:
             continue
         target = os.path.relpath(root, testlogs)
@@ -41,12 +60,12 @@ def count(testlogs):
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
+    if len(sys.argv) < 2:
         sys.exit(__doc__)
-    passed, failed, failures = count(sys.argv[1])
+    passed, failed, failures = count(sys.argv[1], sys.argv[3:])
     for failure in failures:
         print(f"FAILED: {failure}")
-    prefix = f"{sys.argv[2]}: " if len(sys.argv) == 3 else ""
+    prefix = f"{sys.argv[2]}: " if len(sys.argv) >= 3 else ""
     print(f"{prefix}{passed} passed, {failed} failed")
 
 

@@ -13,6 +13,8 @@
 #include <shared_mutex>
 #include <utility>
 
+#include "simverbs/sim/fabric/fork_locks.h"
+
 namespace softrpma::sim::cma {
 namespace {
 
@@ -51,36 +53,54 @@ struct Pool {
 
 // Workers run `done` under it (shared) and a fork takes it (exclusive) before the pool's lock:
 // a child is never a copy of a worker half-way through `done` (which takes the NIC's locks and
-// allocates). Never held during a copy, so a stuck copy never holds up a fork.
-std::shared_mutex g_done_mu;
+// allocates). Never held during a copy, so a stuck copy never holds up a fork. A pointer: a
+// fork child makes a lock of its own (see UnlockDoneInChild). Set before the pool is made.
+std::shared_mutex* g_done_mu = nullptr;
 Pool* g_pool = nullptr;  // guarded by g_pool_mu
 std::mutex g_pool_mu;
 
-void AtForkPrepare() {
-  g_done_mu.lock();
+// fork(): the locks are taken at their places in the lock order (host.h, LOCK ORDER; the
+// fabric's work lock before them, its state lock after them), by fork_locks.h's one handler.
+void LockDoneForFork() { g_done_mu->lock(); }
+void UnlockDoneInParent() { g_done_mu->unlock(); }
+// A read-write lock cannot be unlocked by the child: glibc tells a writer's unlock from a
+// reader's by the thread id that write-locked it, and the child's thread has an id of its own,
+// so the unlock was taken for a reader's and left the lock write-locked: the child's first
+// copy then hung in its `done`. The child leaks the parent's lock and makes one of its own.
+void UnlockDoneInChild() { g_done_mu = new std::shared_mutex; }
+
+void LockPoolForFork() {
   g_pool_mu.lock();
   if (g_pool != nullptr) g_pool->mu.lock();
 }
-void AtForkParent() {
+void UnlockPoolInParent() {
   if (g_pool != nullptr) g_pool->mu.unlock();
   g_pool_mu.unlock();
-  g_done_mu.unlock();
 }
 // The child has none of the parent's threads: it forgets the pool (leaked: a copy of the
-// parent's, whose workers do not exist here) and starts its own on first use.
-void AtForkChild() {
+// parent's, whose workers do not exist here) and starts its own on first use. (Plain mutexes,
+// which the forking thread's copy may unlock.)
+void UnlockPoolInChild() {
   if (g_pool != nullptr) g_pool->mu.unlock();
   g_pool = nullptr;
   g_pool_mu.unlock();
-  g_done_mu.unlock();
 }
+
+const fork_locks::Handlers kDoneForkHandlers = {&LockDoneForFork, &UnlockDoneInParent,
+                                                &UnlockDoneInChild};
+const fork_locks::Handlers kPoolForkHandlers = {&LockPoolForFork, &UnlockPoolInParent,
+                                                &UnlockPoolInChild};
 
 Pool* ThePool() {
   std::lock_guard<std::mutex> lock(g_pool_mu);
   if (g_pool == nullptr) {
-    static const bool registered =
-        (pthread_atfork(&AtForkPrepare, &AtForkParent, &AtForkChild), true);
-    (void)registered;
+    static const bool enrolled = [] {
+      g_done_mu = new std::shared_mutex;  // never destroyed: workers may use it at exit
+      fork_locks::Enrol(fork_locks::Rank::kCopyDone, &kDoneForkHandlers);
+      fork_locks::Enrol(fork_locks::Rank::kCopyPool, &kPoolForkHandlers);
+      return true;
+    }();
+    (void)enrolled;
     g_pool = new Pool;
   }
   return g_pool;
@@ -128,7 +148,7 @@ void* RunWorker(void* arg) {
       self->on_stuck = nullptr;
     }
     {
-      std::shared_lock<std::shared_mutex> done_lock(g_done_mu);
+      std::shared_lock<std::shared_mutex> done_lock(*g_done_mu);
       job.done(ok && !written_off, std::move(job.copy.local));
     }
     if (written_off) {

@@ -28,6 +28,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "simverbs/sim/fabric/fork_locks.h"
 
 namespace softrpma::sim::host {
 
@@ -174,22 +175,21 @@ Fabric* g_fabric ABSL_GUARDED_BY(g_mu) = nullptr;
 // child hangs on its first use of it.
 softrpma::Mutex g_work_mu ABSL_ACQUIRED_BEFORE(g_mu);
 
-void AtForkPrepare() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  g_work_mu.Lock();
-  g_mu.Lock();
-}
-void AtForkParent() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  g_mu.Unlock();
-  g_work_mu.Unlock();
-}
+// fork(): g_work_mu and g_mu are taken at their places in the lock order (host.h, LOCK ORDER;
+// fork_locks.h runs every module's fork handlers in that order): the work lock first, the
+// copy pool's locks (cma.cc) between the two.
+void LockWorkForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { g_work_mu.Lock(); }
+void UnlockWorkAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { g_work_mu.Unlock(); }
+void LockStateForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { g_mu.Lock(); }
+void UnlockStateInParent() ABSL_NO_THREAD_SAFETY_ANALYSIS { g_mu.Unlock(); }
 // The child: the parent's sockets are not ours. Close them (the parent keeps its own copies),
 // forget the parent's fabric (its thread does not exist here) and start afresh on first use.
-void AtForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+// (g_mu is a plain mutex, which the forking thread's copy may unlock.)
+void UnlockStateInChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   g_generation.fetch_add(1, std::memory_order_acq_rel);
   Fabric* fabric = g_fabric;
   g_fabric = nullptr;  // leaked: objects of the parent may still point at it
   g_mu.Unlock();
-  g_work_mu.Unlock();
   g_soon_armed.store(false);
   if (fabric == nullptr) return;
   close(fabric->epoll_fd);
@@ -198,6 +198,10 @@ void AtForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     close(watch.conn != nullptr ? Conn::Internal::Fd(*watch.conn) : watch.listener->fd);
   }
 }
+const fork_locks::Handlers kWorkForkHandlers = {&LockWorkForFork, &UnlockWorkAfterFork,
+                                                &UnlockWorkAfterFork};
+const fork_locks::Handlers kStateForkHandlers = {&LockStateForFork, &UnlockStateInParent,
+                                                 &UnlockStateInChild};
 
 void* RunFabric(void* arg);
 void ReadHandshakeTimeout();
@@ -209,9 +213,8 @@ int GetFabric(Fabric** out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
     *out = g_fabric;
     return 0;
   }
-  static const bool registered =
-      (pthread_atfork(&AtForkPrepare, &AtForkParent, &AtForkChild), true);
-  (void)registered;
+  fork_locks::Enrol(fork_locks::Rank::kFabricWork, &kWorkForkHandlers);
+  fork_locks::Enrol(fork_locks::Rank::kFabricState, &kStateForkHandlers);
   ReadHandshakeTimeout();
   auto* fabric = new (std::nothrow) Fabric();
   if (fabric == nullptr) return ENOMEM;

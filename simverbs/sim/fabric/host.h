@@ -49,6 +49,34 @@
 // Thread-safety: every function and method is thread-safe. Handlers run on the fabric thread
 // (or in a thread in Progress / Settle), one call at a time per connection, and may call Send
 // and Close (on any connection).
+//
+// LOCK ORDER (the process's, of the fabric, the copy pool of cma.h and the NIC above them). A
+// thread holding a lock may take only locks further down this list; locks of one line are
+// never held together unless the line says how. ThreadSanitizer checks it (`./run test`'s tsan
+// pass: tools/ci/tsan_tests.txt), and a fork takes the five marked [fork] in this order
+// (fork_locks.h), so the fork can never wait for a lock whose holder waits for one it holds.
+//   1. host.cc's g_work_mu [fork]: the fabric thread's (the reactor's) work, held from each
+//      wake-up until it sleeps in epoll_wait again (CallSoon's function runs under it, as the
+//      handlers of 3 do). Taken with no lock held.
+//   2. cma.cc's done lock [fork]: held shared by a copy worker while the copy's `done` runs
+//      (which takes the NIC's locks of 4), exclusively by a fork. Taken with no lock held.
+//   3. A connection's Conn::read_mu_ (the fabric thread, or a thread in Progress / Settle,
+//      which may hold no lock of the handler's), or a listener's Listener::State::mu (its
+//      on_accept runs under it). The handlers run under these: cm.cc's RemoteEnd, qp.cc's
+//      ServeEnd and DialEnd.
+//   4. The NIC's locks, which handlers and the application's verbs calls take, in the
+//      simulator's order (cq.h, cm.h, qp.h): SimQp::modify_mu -> qp.cc's VerbsQps::mu or
+//      ConnectionManager::mu_ -> SimCq::batch_mu_ -> LinkSet::mu -> SimLink::mu (two links:
+//      in address order) -> SimPd::mu -> SimSrq::mu -> SimCq::mu_ -> SimCompChannel::mu,
+//      SimEventChannel::mu -> the tracer's mutex (trace.cc); RemoteEnd::mu_ (cm.cc) is a
+//      leaf of these, taken under ConnectionManager::mu_ or alone.
+//   5. The copy pool: cma.cc's g_pool_mu [fork], then the pool's own Pool::mu [fork]
+//      (cma::Start is called under SimLink::mu; the pool's watchdog calls a copy's on_stuck
+//      under Pool::mu, which takes no lock: Conn::Shutdown).
+//   6. A connection's Conn::mu_ (Send, Close: under any lock above; it guards the send queue),
+//      then host.cc's g_mu [fork] (the fabric's sockets; SetWritableInterest under Conn::mu_).
+//      g_name_mu and g_warned_mu are leaves.
+// pthread_atfork's own order (reverse registration) is not used: see fork_locks.h.
 
 #ifndef SOFTRPMA_SIMVERBS_SIM_FABRIC_HOST_H_
 #define SOFTRPMA_SIMVERBS_SIM_FABRIC_HOST_H_

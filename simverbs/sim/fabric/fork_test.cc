@@ -1,0 +1,206 @@
+// fork_test: fork() in a process whose fabric thread and cross-memory-attach pool are running
+// (host.h, cma.h and the lock order at the top of host.h). Each case runs its scenario in a
+// child process of its own, single-threaded when forked, and gives it kLimitMs: a fork that
+// deadlocks, or a fork child that hangs, fails the case instead of the whole test binary.
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "simverbs/sim/fabric/cma.h"
+#include "simverbs/sim/fabric/host.h"
+#include "simverbs/sim/fabric/wire.h"
+
+namespace softrpma::sim {
+namespace {
+
+constexpr int kLimitMs = 20 * 1000;  // a bound against hangs, never a timing assertion
+
+// Exit statuses of a scenario.
+constexpr int kScenarioOk = 0;
+constexpr int kScenarioSetupFailed = 3;
+constexpr int kScenarioHung = 4;  // it saw its own hang (a fork or a copy that never ended)
+
+uint64_t NowMs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000 + static_cast<uint64_t>(now.tv_nsec) / 1000000;
+}
+
+// Waits until `done` or `limit_ms` passed; true when done.
+bool AwaitFlag(const std::atomic<bool>& done, int limit_ms) {
+  const uint64_t deadline = NowMs() + static_cast<uint64_t>(limit_ms);
+  while (!done.load()) {
+    if (NowMs() > deadline) return false;
+    usleep(1000);
+  }
+  return true;
+}
+
+// Runs `scenario` in a child process and returns its exit status: -1 when it did not end
+// within kLimitMs (it is killed), 128 + N when signal N ended it.
+int RunScenario(const std::function<int()>& scenario) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) _exit(scenario());
+  if (pid < 0) return -2;
+  const uint64_t deadline = NowMs() + kLimitMs;
+  int status = 0;
+  while (true) {
+    const pid_t got = waitpid(pid, &status, WNOHANG);
+    if (got == pid) break;
+    if (NowMs() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    usleep(10 * 1000);
+  }
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+// Starts a copy from process `pid` (whatever its outcome: only that `done` runs matters here)
+// and waits for its `done`; true when it ran within `limit_ms`.
+bool CopyAndAwaitDone(pid_t pid, int limit_ms) {
+  static uint64_t word = 0;
+  auto done_flag = std::make_shared<std::atomic<bool>>(false);
+  cma::Copy copy;
+  copy.pid = pid;
+  copy.to_peer = false;
+  copy.remote = {iovec{&word, sizeof(word)}};  // the same address in a forked relative
+  copy.local.resize(sizeof(word));
+  if (!cma::Start(std::move(copy), [done_flag](bool, std::vector<uint8_t>) { done_flag->store(true); },
+                  [] {})) {
+    return false;
+  }
+  return AwaitFlag(*done_flag, limit_ms);
+}
+
+sockaddr_in Loopback(uint16_t port) {
+  sockaddr_in addr;
+  std::memset(&addr, 0, sizeof(addr));
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return addr;
+}
+
+// On the fabric thread: on its first message, says so, waits for `go`, then starts a copy (as
+// a responder serving a kFlagCma request does, qp.cc), all under the fabric's work lock.
+class CopyOnMessage final : public host::Conn::Handler {
+ public:
+  CopyOnMessage(std::atomic<bool>* entered, std::atomic<bool>* go, std::atomic<bool>* started)
+      : entered_(entered), go_(go), started_(started) {}
+  void OnMessage(const wire::Header& header, const uint8_t* body) override {
+    entered_->store(true);
+    AwaitFlag(*go_, kLimitMs);
+    static uint64_t word = 0;
+    cma::Copy copy;
+    copy.pid = getppid();
+    copy.remote = {iovec{&word, sizeof(word)}};
+    copy.local.resize(sizeof(word));
+    cma::Start(std::move(copy), [](bool, std::vector<uint8_t>) {}, [] {});
+    started_->store(true);
+  }
+  void OnClosed() override {}
+
+ private:
+  std::atomic<bool>* const entered_;
+  std::atomic<bool>* const go_;
+  std::atomic<bool>* const started_;
+};
+
+class Silent final : public host::Conn::Handler {
+ public:
+  void OnMessage(const wire::Header& header, const uint8_t* body) override {}
+  void OnClosed() override {}
+};
+
+// A fork while the fabric thread serves a message that starts a copy: the fork's prepare
+// handlers and the fabric thread take the fabric's work lock and the copy pool's lock. Taken
+// in opposite orders (the pool's first at fork, as when each module registered its own
+// pthread_atfork handlers and the pool came second), the fork holds the pool's lock and
+// waits for the work lock, while the fabric thread holds the work lock and waits for the
+// pool's: both hang. In the one order of host.h, the fork waits for the message to be served.
+TEST(ForkTest, ForkWhileTheFabricThreadStartsACopy_NeitherHangs) {
+  const int status = RunScenario([]() -> int {
+    std::atomic<bool> entered{false}, go{false}, started{false};
+    const sockaddr_in addr = Loopback(7391);
+    std::unique_ptr<host::Listener> listener;
+    // The fabric first, then the pool (each registered its fork handlers on first use).
+    if (host::Listen(
+            reinterpret_cast<const sockaddr*>(&addr),
+            [&](const std::shared_ptr<host::Conn>&) -> std::shared_ptr<host::Conn::Handler> {
+              return std::make_shared<CopyOnMessage>(&entered, &go, &started);
+            },
+            &listener) != 0) {
+      return kScenarioSetupFailed;
+    }
+    if (!CopyAndAwaitDone(getppid(), kLimitMs)) return kScenarioSetupFailed;
+    std::shared_ptr<host::Conn> conn;
+    if (host::Dial(reinterpret_cast<const sockaddr*>(&addr), std::make_shared<Silent>(), &conn) !=
+        0) {
+      return kScenarioSetupFailed;
+    }
+    conn->Send(wire::MakeHeader(wire::Type::kAck), nullptr, 0);
+    if (!AwaitFlag(entered, kLimitMs)) return kScenarioSetupFailed;
+    // Fork while the fabric thread is inside the handler, then let the handler go on.
+    std::atomic<bool> forked{false};
+    std::thread forker([&forked] {
+      const pid_t child = fork();
+      if (child == 0) _exit(0);
+      if (child > 0) waitpid(child, nullptr, 0);
+      forked.store(true);
+    });
+    usleep(200 * 1000);  // the forker is in its prepare handlers by now
+    go.store(true);
+    const bool ok = AwaitFlag(forked, kLimitMs / 2) && AwaitFlag(started, kLimitMs / 2);
+    if (!ok) {
+      std::fprintf(stderr, "fork_test: the fork or the fabric thread hung (forked %d, copy %d)\n",
+                   forked.load() ? 1 : 0, started.load() ? 1 : 0);
+      _exit(kScenarioHung);  // the hung threads cannot be joined
+    }
+    forker.join();
+    return kScenarioOk;
+  });
+  EXPECT_EQ(status, kScenarioOk) << "4: the fork or the fabric thread hung (a lock-order "
+                                    "inversion at fork); -1: the scenario hung past "
+                                 << kLimitMs << " ms";
+}
+
+// A process that has made copies forks; the child's first copy must end (its `done` run). The
+// parent's fork handlers hold the pool's locks across fork(), write-locking the lock `done`
+// runs under; a child cannot unlock a read-write lock its parent's thread write-locked (glibc
+// takes the unlock for a reader's, the lock stays taken), so a child that reused it hung in its
+// first copy's `done`.
+TEST(ForkTest, ChildOfAProcessThatCopied_ItsFirstCopyEnds) {
+  const int status = RunScenario([]() -> int {
+    if (!CopyAndAwaitDone(getppid(), kLimitMs)) return kScenarioSetupFailed;
+    const pid_t child = fork();
+    if (child == 0) _exit(CopyAndAwaitDone(getppid(), kLimitMs / 2) ? kScenarioOk : kScenarioHung);
+    if (child < 0) return kScenarioSetupFailed;
+    int child_status = 0;
+    waitpid(child, &child_status, 0);
+    if (!WIFEXITED(child_status)) return 128 + WTERMSIG(child_status);
+    // And the parent's pool still works after the fork.
+    if (!CopyAndAwaitDone(getppid(), kLimitMs / 2)) return kScenarioHung;
+    return WEXITSTATUS(child_status);
+  });
+  EXPECT_EQ(status, kScenarioOk) << "4: the child's copy never ended; -1: the scenario hung";
+}
+
+}  // namespace
+}  // namespace softrpma::sim
