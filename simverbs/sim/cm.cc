@@ -18,29 +18,6 @@
 #include "simverbs/sim/trace.h"
 
 namespace softrpma::sim {
-
-namespace {
-std::atomic<Transport> g_transport{Transport::kLocal};
-}  // namespace
-
-const char* TransportName(Transport transport) {
-  return transport == Transport::kHost ? "host" : "local";
-}
-
-absl::StatusOr<Transport> ParseTransport(absl::string_view text) {
-  if (text == "local") return Transport::kLocal;
-  if (text == "host") return Transport::kHost;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "bad value \"", text,
-      "\": expected local (a connection inside the process is one link; the default) or host "
-      "(it goes through the host fabric, as one to another process)"));
-}
-
-Transport CurrentTransport() { return g_transport.load(std::memory_order_acquire); }
-
-void SetTransport(Transport transport) {
-  g_transport.store(transport, std::memory_order_release);
-}
 namespace {
 
 using State = SimCmId::State;

@@ -114,8 +114,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "simverbs/mutex.h"
 #include "simverbs/sim/device.h"
 #include "simverbs/sim/fabric/host.h"
@@ -133,21 +131,6 @@ inline constexpr int kMaxRejectPrivateData = 148;
 // rdma_cm_event.status of RDMA_CM_EVENT_REJECTED: the IB CM reject reasons.
 inline constexpr int kRejectNoListener = 8;  // IB_CM_REJ_INVALID_SERVICE_ID: nobody listens
 inline constexpr int kRejectConsumer = 28;   // IB_CM_REJ_CONSUMER_DEFINED: rdma_reject & co.
-
-// THE TRANSPORT of a connection between two ids of THIS process (RPMA_SIM_TRANSPORT):
-// `local` (the default) joins their QPs in one link; `host` sends it through the host fabric
-// as a connection to another process is (fabric/host.h), and every call of the process then
-// starts (and every post ends) with host::Quiesce, so the process sees what the in-process
-// link would show by then. It exists so that one suite of QP / CQ / CM tests runs on both
-// (on_host_transport.bzl): a difference is a failing test. Connections to another process
-// are the host fabric's either way.
-inline constexpr char kTransportEnvVar[] = "RPMA_SIM_TRANSPORT";
-enum class Transport : uint8_t { kLocal, kHost };
-const char* TransportName(Transport transport);
-// Errors: InvalidArgument `bad value "<text>": expected local (...) or host (...)`.
-absl::StatusOr<Transport> ParseTransport(absl::string_view text);
-Transport CurrentTransport();
-void SetTransport(Transport transport);
 
 // How a fault makes a connection end (see the file comment).
 enum class ConnFault : uint8_t { kNone, kReject, kUnreachable, kLost, kDisconnect };

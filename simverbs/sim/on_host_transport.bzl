@@ -3,7 +3,7 @@ transport.
 
 on_host_transport_test(name = "qp_test") adds the sh_test "qp_test_on_host": the same binary with
 RPMA_SIM_TRANSPORT=host, so that every connection its cases make inside the process goes through
-the host fabric as a connection to another process does (cm.h, Transport): one suite of QP / CQ /
+the host fabric as a connection to another process does (sched.h, Transport): one suite of QP / CQ /
 CM behaviour for both transports, and a difference between them is a failing case.
 """
 

@@ -598,6 +598,13 @@ WouldComplete WouldCompleteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS
   return result;
 }
 
+// A connection of this process to itself made by the host transport (sched.h, Transport): it
+// stands in for the in-process link, so it has no backstop (the in-process link has none) and
+// kicks as that link does. (A raw peer or a QP bound to itself are other processes' stand-ins.)
+bool SelfOnHostTransportLocked(const SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  return CurrentTransport() == Transport::kHost && link->remote_pid == getpid();
+}
+
 // Kicks the channels that qp's unexecuted WRs would complete on. REQUIRES: link->mu held.
 void KickForLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   if (qp == nullptr || link->unexecuted.load(std::memory_order_acquire) == 0) return;
@@ -605,7 +612,7 @@ void KickForLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link-
     // A connection of this process to itself (the host transport, cm.h): its send CQ, as the
     // in-process link's (the peer's receives are the other end's to know). Toward another
     // process no kick: the completion needs the peer's answer, whose arrival wakes the waiter.
-    if (link->remote_pid != getpid() || qp->send_cq->channel == nullptr) return;
+    if (!SelfOnHostTransportLocked(link) || qp->send_cq->channel == nullptr) return;
     for (size_t i = qp->sq_sent; i < qp->sq.size(); ++i) {
       const SendWqe& wqe = qp->sq.at(i);
       if (wqe.signaled || wqe.forced_status != IBV_WC_SUCCESS) {
@@ -1664,9 +1671,7 @@ int PostSendWrsLocked(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const Wr
   ProgressLinkLocked(link);  // the WRs before a bad one were posted
   if (deferred) KickForLocked(link, qp);
   unsent->any = link->remote != nullptr && qp->sq_sent < qp->sq.size();
-  // (A connection of this process to itself, the host transport: no backstop, as the
-  // in-process link has none; cm.h, Transport.)
-  unsent->backstop = unsent->any && link->remote_pid != getpid();
+  unsent->backstop = unsent->any && !SelfOnHostTransportLocked(link);
   if (err != 0) {
     *bad_wr = wr;
     return err;

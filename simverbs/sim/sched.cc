@@ -107,6 +107,29 @@ void SetExecutionMode(ExecutionMode mode) {
   if (TraceOn()) TraceEvent("execution mode=%s", ExecutionModeName(mode));
 }
 
+namespace {
+std::atomic<Transport> g_transport{Transport::kLocal};
+}  // namespace
+
+const char* TransportName(Transport transport) {
+  return transport == Transport::kHost ? "host" : "local";
+}
+
+absl::StatusOr<Transport> ParseTransport(absl::string_view text) {
+  if (text == "local") return Transport::kLocal;
+  if (text == "host") return Transport::kHost;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "bad value \"", text,
+      "\": expected local (a connection inside the process is one link; the default) or host "
+      "(it goes through the host fabric, as one to another process)"));
+}
+
+Transport CurrentTransport() { return g_transport.load(std::memory_order_acquire); }
+
+void SetTransport(Transport transport) {
+  g_transport.store(transport, std::memory_order_release);
+}
+
 bool RaceDetectorOn() { return g_race_detector.load(std::memory_order_acquire); }
 
 void SetRaceDetector(bool on) { g_race_detector.store(on, std::memory_order_release); }

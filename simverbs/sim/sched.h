@@ -131,6 +131,21 @@ const char* ExecutionModeName(ExecutionMode mode);
 // Errors: InvalidArgument `bad value "<text>": expected async (...) or eager (...)`.
 absl::StatusOr<ExecutionMode> ParseExecutionMode(absl::string_view text);
 
+// THE TRANSPORT of a connection between two ids of THIS process (RPMA_SIM_TRANSPORT):
+// `local` (the default) joins their QPs in one link; `host` sends it through the host fabric
+// as a connection to another process is (fabric/host.h), and every call of the process then
+// starts (and every post ends) with host::Quiesce, so the process sees what the in-process
+// link would show by then. It exists so that one suite of QP / CQ / CM tests runs on both
+// (on_host_transport.bzl): a difference is a failing test. Connections to another process
+// are the host fabric's either way.
+inline constexpr char kTransportEnvVar[] = "RPMA_SIM_TRANSPORT";
+enum class Transport : uint8_t { kLocal, kHost };
+const char* TransportName(Transport transport);
+// Errors: InvalidArgument `bad value "<text>": expected local (...) or host (...)`.
+absl::StatusOr<Transport> ParseTransport(absl::string_view text);
+Transport CurrentTransport();
+void SetTransport(Transport transport);
+
 // Process-wide settings, read when a WR is posted. Thread-safe.
 ExecutionMode CurrentExecutionMode();
 void SetExecutionMode(ExecutionMode mode);

@@ -474,7 +474,7 @@ class SimBackend final : public Backend {
     return err;
   }
 
-  // The host transport inside one process (cm.h, Transport): what this process sent itself
+  // The host transport inside one process (sched.h, Transport): what this process sent itself
   // has been served and answered, as the in-process link would have done inside the call.
   static void Settle() {
     if (CurrentTransport() == Transport::kHost) host::Quiesce();

@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "simverbs/sim/cm.h"
 #include "simverbs/sim/fabric/host.h"
+#include "simverbs/sim/sched.h"
 #include "simverbs/sim/sim_backend.h"
 
 namespace softrpma::sim::testing {

@@ -42,6 +42,11 @@ port=$((port + 1))
 expect_status "the pair without a misuse passes" 0 "$status"
 check "without a misuse: no race line" bash -c '! grep -q "softrpma-sim: race" <<<"$1"' _ "$err"
 
+RPMA_SIM_TRANSPORT=tcp run "$peer" connect-only 127.0.0.1 "$port"
+check "a bad RPMA_SIM_TRANSPORT stops the program" test "$status" -ne 0
+expect_in "and names the variable and the values it takes" "$err" \
+  'RPMA_SIM_TRANSPORT: bad value "tcp": expected local'
+
 run "$rpma_sim" sweep --seed=1 --timeout=20s -- "$pair" "$peer" "$port" reuse-early
 echo "$out"
 expect_status "the sweep of the racy pair fails" 1 "$status"

@@ -252,7 +252,7 @@ class Listener final {
 uint64_t ProbeAddress();
 bool CanReach(int32_t pid, uint64_t probe_addr);
 
-// THE HOST TRANSPORT INSIDE ONE PROCESS (cm.h, Transport::kHost): waits until every
+// THE HOST TRANSPORT INSIDE ONE PROCESS (sched.h, Transport::kHost): waits until every
 // connection of this process to this same process is idle (no byte unread in its socket, none
 // queued to send, no thread reading or handling a message), at most kQuiesceCapNs. What the
 // in-process link does inside a call (a request executed, its answer back) is then there
