@@ -21,10 +21,13 @@
 #include "gtest/gtest.h"
 #include "simverbs/sim/fabric/cma.h"
 #include "simverbs/sim/fabric/host.h"
+#include "simverbs/sim/fabric/hostile_peer.h"
 #include "simverbs/sim/fabric/wire.h"
 
 namespace softrpma::sim {
 namespace {
+
+using ::softrpma::sim::testing::Loopback;
 
 constexpr int kLimitMs = 20 * 1000;  // a bound against hangs, never a timing assertion
 
@@ -87,15 +90,6 @@ bool CopyAndAwaitDone(pid_t pid, int limit_ms) {
     return false;
   }
   return AwaitFlag(*done_flag, limit_ms);
-}
-
-sockaddr_in Loopback(uint16_t port) {
-  sockaddr_in addr;
-  std::memset(&addr, 0, sizeof(addr));
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return addr;
 }
 
 // On the fabric thread: on its first message, says so, waits for `go`, then starts a copy (as

@@ -31,18 +31,10 @@ using ::softrpma::sim::testing::Child;
 using ::softrpma::sim::testing::CpuTicks;
 using ::softrpma::sim::testing::RawConnect;
 using ::softrpma::sim::testing::WaitClosed;
+using ::softrpma::sim::testing::Loopback;
 using ::softrpma::sim::testing::WriteAll;
 
 constexpr int kLimitMs = 30 * 1000;  // a bound against hangs, never a timing assertion
-
-sockaddr_in Loopback(uint16_t port) {
-  sockaddr_in addr;
-  std::memset(&addr, 0, sizeof(addr));
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return addr;
-}
 
 const sockaddr* AsSockaddr(const sockaddr_in& addr) {
   return reinterpret_cast<const sockaddr*>(&addr);

@@ -1,6 +1,8 @@
 #include "simverbs/sim/fabric/hostile_peer.h"
 
+#include <arpa/inet.h>
 #include <grp.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -16,6 +18,15 @@
 #include <sstream>
 
 namespace softrpma::sim::testing {
+
+sockaddr_in Loopback(uint16_t port) {
+  sockaddr_in addr;
+  std::memset(&addr, 0, sizeof(addr));
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return addr;
+}
 namespace {
 
 socklen_t AbstractAddress(const std::string& name, sockaddr_un* out) {

@@ -6,10 +6,12 @@
 #ifndef SOFTRPMA_SIMVERBS_SIM_FABRIC_HOSTILE_PEER_H_
 #define SOFTRPMA_SIMVERBS_SIM_FABRIC_HOSTILE_PEER_H_
 
+#include <netinet/in.h>
 #include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
+
 #include <string>
 
 namespace softrpma::sim::testing {
@@ -20,6 +22,9 @@ inline constexpr uid_t kNobody = 65534;
 // A connected stream socket to the abstract name `name` (without the leading NUL), blocking;
 // -1 (errno set) on failure.
 int RawConnect(const std::string& name);
+
+// 127.0.0.1:port, as a listener's or a dialer's address.
+sockaddr_in Loopback(uint16_t port);
 
 // Writes all of `data` to `fd`; false when the socket failed (e.g. the peer closed it).
 bool WriteAll(int fd, const void* data, size_t length);
