@@ -1549,9 +1549,24 @@ namespace {
 // The links to another process that may hold deferred WRs: THE BACKSTOP (host::CallSoon)
 // sends what they hold when the program gives the simulator no call to do it at, as a NIC
 // puts a WR on the wire whatever its process does next (spins on memory, sleeps in poll(2)).
+// Never destroyed (the fabric thread may use it at exit). A child of fork() starts a set of
+// its own at its first look: the parent's links are not its to send on, and another thread of
+// the parent may have held the set's lock, or a link's, at the fork.
+struct OwnedLinkSet {
+  pid_t owner;
+  LinkSet set;
+};
+
 LinkSet& DeferredRemoteLinks() {
-  static LinkSet* set = new LinkSet;  // never destroyed: the fabric thread may use it at exit
-  return *set;
+  static std::atomic<OwnedLinkSet*> current{nullptr};
+  const pid_t self = getpid();
+  OwnedLinkSet* seen = current.load(std::memory_order_acquire);
+  while (seen == nullptr || seen->owner != self) {
+    auto* fresh = new OwnedLinkSet{self, {}};
+    if (current.compare_exchange_strong(seen, fresh, std::memory_order_acq_rel)) return fresh->set;
+    delete fresh;  // another thread made one first: `seen` is now it (or the parent's)
+  }
+  return seen->set;
 }
 
 void RunDeferredSends() { RunPollPoint(&DeferredRemoteLinks()); }
