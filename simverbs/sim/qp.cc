@@ -1552,6 +1552,10 @@ namespace {
 // Never destroyed (the fabric thread may use it at exit). A child of fork() starts a set of
 // its own at its first look: the parent's links are not its to send on, and another thread of
 // the parent may have held the set's lock, or a link's, at the fork.
+// Whether a link to another process (or to this one, host transport) was ever listed: until
+// then the process's progress points have nothing to look at.
+std::atomic<bool> g_remote_links_listed{false};
+
 struct OwnedLinkSet {
   pid_t owner;
   LinkSet set;
@@ -1577,6 +1581,7 @@ void ScheduleDeferredSends(const std::shared_ptr<SimLink>& link, bool backstop) 
   if (!link->backstop_listed.load(std::memory_order_acquire) &&
       !link->backstop_listed.exchange(true, std::memory_order_acq_rel)) {
     AddLink(&DeferredRemoteLinks(), link);
+    g_remote_links_listed.store(true, std::memory_order_release);
   }
   if (backstop) host::CallSoon(&RunDeferredSends);
 }
@@ -1697,7 +1702,11 @@ int PostSendWrsLocked(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const Wr
 }  // namespace
 
 void RunProcessProgressPoint() {
-  if (g_unexecuted.load(std::memory_order_acquire) == 0) return;
+  // (A process whose links are all inside it pays two loads.)
+  if (!g_remote_links_listed.load(std::memory_order_acquire) ||
+      g_unexecuted.load(std::memory_order_acquire) == 0) {
+    return;
+  }
   RunPollPoint(&DeferredRemoteLinks());
 }
 
