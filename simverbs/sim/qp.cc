@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "simverbs/alloc.h"
 #include "simverbs/sim/fabric/cma.h"
+#include "simverbs/sim/opcodes.h"
 #include "simverbs/sim/trace.h"
 
 namespace softrpma::sim {
@@ -102,33 +103,8 @@ MessageSource LocalSource(const Segments& segments) {
   return source;
 }
 
-ibv_wc_opcode SendWcOpcode(ibv_wr_opcode opcode) {
-  switch (opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-      return IBV_WC_RDMA_WRITE;
-    case IBV_WR_RDMA_READ:
-      return IBV_WC_RDMA_READ;
-    case IBV_WR_ATOMIC_WRITE:
-      return IBV_WC_ATOMIC_WRITE;
-    default:
-      return IBV_WC_SEND;
-  }
-}
-
-bool SupportedOpcode(ibv_wr_opcode opcode) {
-  switch (opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-    case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM:
-    case IBV_WR_RDMA_READ:
-    case IBV_WR_ATOMIC_WRITE:
-      return true;
-    default:
-      return false;
-  }
-}
+// The row of a posted WR's opcode (ValidateSend lets only modelled ones in).
+const Opcode& RowOf(ibv_wr_opcode opcode) { return *FindOpcode(opcode); }
 
 ibv_wc MakeWc(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint64_t byte_len,
               uint32_t qp_num) {
@@ -154,12 +130,11 @@ void CompleteSend(SimQp* qp, uint64_t wr_id, ibv_wr_opcode opcode, bool signaled
     ++qp->unretired;
     return;
   }
-  ibv_wc wc = MakeWc(wr_id, status, SendWcOpcode(opcode),
-                     status == IBV_WC_SUCCESS ? byte_len : 0, qp->qp.qp_num);
+  const Opcode& op = RowOf(opcode);
+  ibv_wc wc = MakeWc(wr_id, status, op.wc, status == IBV_WC_SUCCESS ? byte_len : 0,
+                     qp->qp.qp_num);
   // As mlx5: the sender of a write or send with immediate data is told so.
-  if (opcode == IBV_WR_RDMA_WRITE_WITH_IMM || opcode == IBV_WR_SEND_WITH_IMM) {
-    wc.wc_flags |= IBV_WC_WITH_IMM;
-  }
+  if (op.with_imm) wc.wc_flags |= IBV_WC_WITH_IMM;
   const uint32_t retire = qp->unretired + 1;
   qp->unretired = 0;
   if (!qp->send_cq->Push(wc, /*solicited=*/false, &qp->sq_in_use, retire,
@@ -354,22 +329,11 @@ Outcome DeliverToReceive(SimQp* peer, const Delivery& delivery, const MessageSou
 
 // ---- The race detector (sched.h) ----------------------------------------------------------
 
-bool ReadsLocalSource(ibv_wr_opcode opcode) {
-  return opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
-         opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM;
-}
-
-bool ConsumesReceive(ibv_wr_opcode opcode) {
-  return opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM ||
-         opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-}
-
 // At post time: keeps the source bytes of a WRITE / SEND, poisons the destination of a READ.
 // REQUIRES: the race detector is on; wqe is not inline.
 void WatchAtPost(SimQp* qp, SendWqe& wqe) {
   if (wqe.length == 0) return;
-  const bool is_read = wqe.opcode == IBV_WR_RDMA_READ;
-  if (!is_read && !ReadsLocalSource(wqe.opcode)) return;
+  const bool is_read = !RowOf(wqe.opcode).reads_local;
   PdReadLocks pd_lock(qp->pd, nullptr);
   Segments local;
   // A WR that will fail with a protection error when it executes is left alone.
@@ -441,69 +405,95 @@ void PoisonReceive(SimPd* pd, const ibv_recv_wr* wr, uint32_t max_sge) {
   }
 }
 
-// Executes the WR at the head of qp's send queue against its peer.
+// ---- THE RESPONDER: what the target's NIC does with a request ------------------------------
+// A request reaches it from the requester in this process (ExecuteLocked) or from another
+// process (ServeRequestLocked); either way its checks run in ONE ORDER: the responder's
+// readiness (ReadinessOf), the target range's key, bounds and access, then an atomic's
+// alignment (CheckTargetLocked), then the receive's capacity and keys (DeliverToReceive).
+// Memory is touched only after every check that could refuse the request.
+
+enum class Readiness {
+  kReady,
+  kNotYet,  // the responder drops what arrives and the requester retries: the request waits
+  kGone,    // no responder, or one in ERROR / RESET: the requester's retries run out
+};
+
+// A responder not ready yet is a passive side whose connect has not completed (INIT), or a QP
+// of ibv_modify_qp back in INIT after a RESET; a QP of ibv_modify_qp receives from RTR on.
+Readiness ReadinessOf(const SimQp* responder) {
+  if (responder != nullptr && responder->state == IBV_QPS_INIT && !responder->verbs) {
+    return Readiness::kNotYet;
+  }
+  if (responder == nullptr ||
+      (responder->state != IBV_QPS_RTS && responder->state != IBV_QPS_RTR)) {
+    return Readiness::kGone;
+  }
+  return Readiness::kReady;
+}
+
+// The target range of a request of `op` on `responder`, `length` bytes at `addr` (a SEND has
+// none; a zero-length operation checks no key): adds it to *remote, or returns the error the
+// requester completes with. An error moves the responder to ERROR as well (IB class C for a
+// protection error; an invalid request NAK for a misaligned atomic). REQUIRES: the responder's
+// link mu and its PD's reader lock held.
+ibv_wc_status CheckTargetLocked(SimQp* responder, const Opcode& op, uint32_t rkey, uint64_t addr,
+                                uint64_t length, Segments* remote) {
+  if (op.target_access == 0 || length == 0) return IBV_WC_SUCCESS;
+  if (responder->pd->FindRemote(rkey, addr, length, op.target_access) == nullptr) {
+    EnterErrorLocked(responder);
+    return IBV_WC_REM_ACCESS_ERR;
+  }
+  if (op.wr == IBV_WR_ATOMIC_WRITE && addr % sizeof(uint64_t) != 0) {
+    EnterErrorLocked(responder);
+    return IBV_WC_REM_INV_REQ_ERR;
+  }
+  remote->Add(AsPtr(addr), length);
+  return IBV_WC_SUCCESS;
+}
+
+// Applies a checked request that brings data (every op but a READ): the message to the oldest
+// receive, or the data to the target range (an ATOMIC WRITE's 8 aligned bytes are one store,
+// see Copy). REQUIRES: as CheckTargetLocked; `remote` is what it returned.
+Outcome ApplyLocked(SimQp* responder, const Opcode& op, const Delivery& delivery,
+                    const MessageSource& src, const Segments& remote) {
+  if (op.consumes_receive) {
+    return DeliverToReceive(responder, delivery, src, op.target_access != 0 ? &remote : nullptr);
+  }
+  src.CopyTo(remote);
+  return Done(IBV_WC_SUCCESS, src.total);
+}
+
+// Executes the WR at the head of qp's send queue against its peer in this process.
 // REQUIRES: link->mu held; qp is RTS.
 Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   SimQp* peer = link->side[1 - qp->side];
   if (peer != nullptr) CheckOverflowLocked(peer);
-  // A responder not ready yet (the active side has not processed the connect response) drops
-  // what arrives, and the requester retries: the WR waits until the responder is RTS.
-  // (A QP of ibv_modify_qp back in INIT after a RESET is not ready either: dropped.)
-  if (peer != nullptr && peer->state == IBV_QPS_INIT && !peer->verbs) return kWait;
-  // (A QP of ibv_modify_qp receives from RTR on.)
-  if (peer == nullptr || (peer->state != IBV_QPS_RTS && peer->state != IBV_QPS_RTR)) {
-    return kRetryExceeded;
+  switch (ReadinessOf(peer)) {
+    case Readiness::kNotYet:
+      return kWait;
+    case Readiness::kGone:
+      return kRetryExceeded;
+    case Readiness::kReady:
+      break;
   }
-
+  const Opcode& op = RowOf(wqe.opcode);
   PdReadLocks pd_locks(qp->pd, peer->pd);
-  const bool is_read = wqe.opcode == IBV_WR_RDMA_READ;
   Segments local;
-  if (!GatherLocal(qp, wqe, is_read ? IBV_ACCESS_LOCAL_WRITE : 0, &local)) {
+  if (!GatherLocal(qp, wqe, op.reads_local ? 0 : IBV_ACCESS_LOCAL_WRITE, &local)) {
     return Done(IBV_WC_LOC_PROT_ERR);
   }
   if (!wqe.posted_bytes.empty()) CheckRace(qp, wqe, local);
-  const Delivery delivery{&qp->link, qp->qp.qp_num, wqe.solicited,
-                          wqe.opcode == IBV_WR_SEND_WITH_IMM ||
-                              wqe.opcode == IBV_WR_RDMA_WRITE_WITH_IMM,
-                          wqe.imm_data};
-  if (wqe.opcode == IBV_WR_SEND || wqe.opcode == IBV_WR_SEND_WITH_IMM) {
-    return DeliverToReceive(peer, delivery, LocalSource(local), nullptr);
-  }
-
-  // One-sided: check the remote range (a zero-length operation checks no key).
   Segments remote;
-  if (local.total > 0) {
-    const int need = is_read ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
-    if (peer->pd->FindRemote(wqe.rkey, wqe.remote_addr, local.total, need) == nullptr) {
-      EnterErrorLocked(peer);  // IB class C: the responder's QP goes to ERROR as well
-      return Done(IBV_WC_REM_ACCESS_ERR);
-    }
-    remote.Add(AsPtr(wqe.remote_addr), local.total);
+  const ibv_wc_status status =
+      CheckTargetLocked(peer, op, wqe.rkey, wqe.remote_addr, local.total, &remote);
+  if (status != IBV_WC_SUCCESS) return Done(status);
+  if (!op.reads_local) {  // a READ: the target's bytes come back into the local SGEs
+    Copy(remote, local);
+    return Done(IBV_WC_SUCCESS, local.total);
   }
-  switch (wqe.opcode) {
-    case IBV_WR_RDMA_READ:
-      Copy(remote, local);
-      return Done(IBV_WC_SUCCESS, local.total);
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-      return DeliverToReceive(peer, delivery, LocalSource(local), &remote);
-    case IBV_WR_ATOMIC_WRITE: {
-      if (wqe.remote_addr % sizeof(uint64_t) != 0) {
-        EnterErrorLocked(peer);  // an invalid request NAK: the responder goes to ERROR too
-        return Done(IBV_WC_REM_INV_REQ_ERR);
-      }
-      uint64_t value = 0;
-      Segments value_segment;
-      value_segment.Add(reinterpret_cast<uint8_t*>(&value), sizeof(value));
-      Copy(local, value_segment);
-      __atomic_store_n(reinterpret_cast<uint64_t*>(AsPtr(wqe.remote_addr)), value,
-                       __ATOMIC_SEQ_CST);
-      return Done(IBV_WC_SUCCESS, sizeof(value));
-    }
-    default:  // IBV_WR_RDMA_WRITE
-      Copy(local, remote);
-      return Done(IBV_WC_SUCCESS, local.total);
-  }
+  const Delivery delivery{&qp->link, qp->qp.qp_num, wqe.solicited, op.with_imm, wqe.imm_data};
+  return ApplyLocked(peer, op, delivery, LocalSource(local), remote);
 }
 
 // Retires the WR at the head of qp's send queue with `status` (an error moves qp to ERROR), its
@@ -574,10 +564,14 @@ WouldComplete WouldCompleteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS
   WouldComplete result;
   if (qp->state != IBV_QPS_RTS || qp->sq.empty()) return result;
   SimQp* peer = link->side[1 - qp->side];
-  if (peer != nullptr && peer->state == IBV_QPS_INIT && !peer->verbs) return result;  // waits
-  if (peer == nullptr || (peer->state != IBV_QPS_RTS && peer->state != IBV_QPS_RTR)) {
-    result.send = true;  // the head's retries run out: an error completion
-    return result;
+  switch (ReadinessOf(peer)) {
+    case Readiness::kNotYet:
+      return result;  // the WRs wait
+    case Readiness::kGone:
+      result.send = true;  // the head's retries run out: an error completion
+      return result;
+    case Readiness::kReady:
+      break;
   }
   size_t receives = peer->srq != nullptr ? SIZE_MAX : peer->rq.size();
   for (size_t i = 0; i < qp->sq.size(); ++i) {
@@ -586,7 +580,7 @@ WouldComplete WouldCompleteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS
       result.send = true;  // an error completion, and the rest flushes
       break;
     }
-    if (ConsumesReceive(wqe.opcode)) {
+    if (RowOf(wqe.opcode).consumes_receive) {
       if (receives == 0) break;  // receiver not ready: this WR and those behind it wait
       if (receives != SIZE_MAX) --receives;
       result.recv = true;
@@ -646,21 +640,6 @@ SimQp* LocalSideLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   return link->side[0] != nullptr ? link->side[0] : link->side[1];
 }
 
-wire::Type RequestType(ibv_wr_opcode opcode) {
-  switch (opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-      return wire::Type::kWrite;
-    case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM:
-      return wire::Type::kSend;
-    case IBV_WR_RDMA_READ:
-      return wire::Type::kRead;
-    default:
-      return wire::Type::kAtomicWrite;
-  }
-}
-
 // The iovecs of `segments` (at most kMaxSge). Returns their count.
 int ToIovecs(const Segments& segments, iovec* iov) {
   for (int i = 0; i < segments.count; ++i) {
@@ -689,7 +668,8 @@ void ProgressRemoteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRE
       if (qp->sq_sent == 0) RetireHeadLocked(qp, wqe.forced_status, 0);
       return;
     }
-    const bool is_read = wqe.opcode == IBV_WR_RDMA_READ;
+    const Opcode& op = RowOf(wqe.opcode);
+    const bool is_read = !op.reads_local;
     {
       PdReadLocks pd_lock(qp->pd, nullptr);
       Segments local;
@@ -697,14 +677,12 @@ void ProgressRemoteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRE
         wqe.forced_status = IBV_WC_LOC_PROT_ERR;
         continue;
       }
-      wire::Header header = wire::MakeHeader(RequestType(wqe.opcode));
+      wire::Header header = wire::MakeHeader(op.wire);
       header.seq = qp->next_seq++;
       header.remote_addr = wqe.remote_addr;
       header.rkey = wqe.rkey;
       header.imm_data = wqe.imm_data;
-      if (wqe.opcode == IBV_WR_RDMA_WRITE_WITH_IMM || wqe.opcode == IBV_WR_SEND_WITH_IMM) {
-        header.flags |= wire::kFlagImm;
-      }
+      if (op.with_imm) header.flags |= wire::kFlagImm;
       if (wqe.solicited) header.flags |= wire::kFlagSolicited;
       iovec iov[kMaxSge];
       int iovcnt = 0;
@@ -871,10 +849,18 @@ Served ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
                           const uint8_t* body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   const wire::Type type = static_cast<wire::Type>(request.type);
   if (qp != nullptr) CheckOverflowLocked(qp);
-  // Not ready yet (see ExecuteLocked): the request waits, as the peer's retries would.
-  if (qp != nullptr && qp->state == IBV_QPS_INIT && !qp->verbs) return Served::kWaits;
-  if (qp == nullptr || (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_RTR)) {
-    RespondLocked(link, request, IBV_WC_RETRY_EXC_ERR, nullptr);  // a real requester times out
+  switch (ReadinessOf(qp)) {
+    case Readiness::kNotYet:
+      return Served::kWaits;  // as the peer's retries would
+    case Readiness::kGone:
+      RespondLocked(link, request, IBV_WC_RETRY_EXC_ERR, nullptr);  // a real requester times out
+      return Served::kAnswered;
+    case Readiness::kReady:
+      break;
+  }
+  const Opcode* op = FromWire(type, (request.flags & wire::kFlagImm) != 0);
+  if (op == nullptr) {  // (a validated request always has a row)
+    RespondLocked(link, request, IBV_WC_REM_INV_REQ_ERR, nullptr);
     return Served::kAnswered;
   }
   PdReadLocks pd_lock(qp->pd, nullptr);
@@ -890,27 +876,16 @@ Served ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
       return Served::kAnswered;
     }
   }
-  // The remote range (a zero-length operation checks no key): the key first, then an atomic's
-  // alignment, as in ExecuteLocked.
   Segments remote;
   const uint64_t length = wire::TargetBytes(request);
-  if (type != wire::Type::kSend && length > 0) {
-    const int need =
-        type == wire::Type::kRead ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
-    if (qp->pd->FindRemote(request.rkey, request.remote_addr, length, need) == nullptr) {
-      RespondLocked(link, request, IBV_WC_REM_ACCESS_ERR, nullptr);
-      EnterErrorLocked(qp);  // IB class C (see ExecuteLocked)
-      return Served::kAnswered;
-    }
-    if (type == wire::Type::kAtomicWrite && request.remote_addr % sizeof(uint64_t) != 0) {
-      RespondLocked(link, request, IBV_WC_REM_INV_REQ_ERR, nullptr);
-      EnterErrorLocked(qp);  // the responder goes to ERROR as well (see ExecuteLocked)
-      return Served::kAnswered;
-    }
-    remote.Add(AsPtr(request.remote_addr), length);
+  const ibv_wc_status status =
+      CheckTargetLocked(qp, *op, request.rkey, request.remote_addr, length, &remote);
+  if (status != IBV_WC_SUCCESS) {
+    RespondLocked(link, request, status, nullptr);
+    return Served::kAnswered;
   }
   if (cma) {
-    if (type == wire::Type::kRead) {
+    if (!op->reads_local) {
       // The data leaves the region now, under its PD's lock; the copy into the requester's
       // memory runs without it.
       std::vector<uint8_t> data(length);
@@ -926,42 +901,22 @@ Served ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
     return StartCopyLocked(link, qp, request, std::move(segments), std::vector<uint8_t>(length),
                            false);
   }
+  if (!op->reads_local) {
+    // A READ. Back-pressure, as a NIC's credits: while the peer leaves this many response bytes
+    // unread, its next reads wait (with what follows them) until the backlog drains
+    // (ResumeRemoteLink, from the connection's OnDrained), instead of this process holding
+    // every response a peer that never reads asks for.
+    std::shared_ptr<host::Conn> out = ServingConnLocked(link);
+    if (out != nullptr && out->QueuedBytes() >= host::Conn::kBacklogBytes) return Served::kWaits;
+    RespondLocked(link, request, IBV_WC_SUCCESS, &remote);
+    return Served::kAnswered;
+  }
   Segments message;
   if (request.body_len > 0) message.Add(const_cast<uint8_t*>(body), request.body_len);
-  const MessageSource source = LocalSource(message);
   const Delivery delivery{&qp->link, link->remote_qp_num,
-                          (request.flags & wire::kFlagSolicited) != 0,
-                          (request.flags & wire::kFlagImm) != 0, request.imm_data};
-  Outcome outcome = Done(IBV_WC_SUCCESS);
-  switch (type) {
-    case wire::Type::kSend:
-      outcome = DeliverToReceive(qp, delivery, source, nullptr);
-      break;
-    case wire::Type::kWrite:
-      if (delivery.with_imm) {
-        outcome = DeliverToReceive(qp, delivery, source, &remote);
-      } else {
-        source.CopyTo(remote);
-      }
-      break;
-    case wire::Type::kRead: {
-      // Back-pressure, as a NIC's credits: while the peer leaves this many response bytes
-      // unread, its next reads wait (with what follows them) until the backlog drains
-      // (ResumeRemoteLink, from the connection's OnDrained), instead of this process holding
-      // every response a peer that never reads asks for.
-      std::shared_ptr<host::Conn> out = ServingConnLocked(link);
-      if (out != nullptr && out->QueuedBytes() >= host::Conn::kBacklogBytes) return Served::kWaits;
-      RespondLocked(link, request, IBV_WC_SUCCESS, &remote);
-      return Served::kAnswered;
-    }
-    default: {  // kAtomicWrite: one 8-byte store, never torn, at the range checked above
-      uint64_t value = 0;
-      std::memcpy(&value, body, sizeof(value));
-      __atomic_store_n(reinterpret_cast<uint64_t*>(remote.pieces[0].ptr), value,
-                       __ATOMIC_SEQ_CST);
-      break;
-    }
-  }
+                          (request.flags & wire::kFlagSolicited) != 0, op->with_imm,
+                          request.imm_data};
+  const Outcome outcome = ApplyLocked(qp, *op, delivery, LocalSource(message), remote);
   if (outcome.wait) return Served::kWaits;
   RespondLocked(link, request, outcome.status, nullptr);
   return Served::kAnswered;
@@ -1091,11 +1046,11 @@ void HandleResponseLocked(SimLink* link, SimQp* qp, const wire::Header& response
 // the only way an atomic write is posted (mlx5's ibv_post_send rejects the opcode). Returns 0
 // or EINVAL; sets *length.
 int ValidateSend(const SimQp* qp, const ibv_send_wr* wr, bool extended, uint64_t* length) {
-  if (!SupportedOpcode(wr->opcode)) return EINVAL;
+  const Opcode* op = FindOpcode(wr->opcode);
+  if (op == nullptr) return EINVAL;
   // siw has no immediate data: its provider maps both opcodes to "unsupported" and fails the
   // post with EINVAL (docs/DEVICES.md).
-  if ((wr->opcode == IBV_WR_SEND_WITH_IMM || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) &&
-      !ActiveProfile().immediate_data) {
+  if (op->with_imm && !ActiveProfile().immediate_data) {
     return EINVAL;
   }
   if (wr->opcode == IBV_WR_ATOMIC_WRITE && !extended) return EINVAL;
@@ -1242,33 +1197,10 @@ void CopyCommonInitAttr(const From& from, To* to) {
   to->sq_sig_all = from.sq_sig_all;
 }
 
-// The builders of the extended post API, each with the op it adds and the send_ops_flags bit
-// that enables it: the ops ibv_post_send takes (SupportedOpcode; not the 64-bit atomics).
-struct ExtendedOp {
-  ibv_wr_opcode opcode;
-  uint64_t flag;
-};
-constexpr ExtendedOp kExtendedOps[] = {
-    {IBV_WR_RDMA_WRITE, IBV_QP_EX_WITH_RDMA_WRITE},
-    {IBV_WR_RDMA_WRITE_WITH_IMM, IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM},
-    {IBV_WR_SEND, IBV_QP_EX_WITH_SEND},
-    {IBV_WR_SEND_WITH_IMM, IBV_QP_EX_WITH_SEND_WITH_IMM},
-    {IBV_WR_RDMA_READ, IBV_QP_EX_WITH_RDMA_READ},
-    {IBV_WR_ATOMIC_WRITE, IBV_QP_EX_WITH_ATOMIC_WRITE},
-};
-
-uint64_t SendOpFlag(ibv_wr_opcode opcode) {
-  for (const ExtendedOp& op : kExtendedOps) {
-    if (op.opcode == opcode) return op.flag;
-  }
-  return 0;
-}
-
 // The send_ops_flags this device accepts: the RC ops, immediate data where the device has it,
 // atomic write where it reports the capability.
 uint64_t ModelledSendOps() {
-  uint64_t ops = 0;
-  for (const ExtendedOp& op : kExtendedOps) ops |= op.flag;
+  uint64_t ops = AllSendOpsFlags();
   if (!ActiveProfile().immediate_data) {
     ops &= ~uint64_t{IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND_WITH_IMM};
   }
@@ -1757,7 +1689,9 @@ void WrBuild(SimQp* qp, ibv_wr_opcode opcode, uint32_t rkey, uint64_t remote_add
              uint32_t imm_data) {
   // As mlx5 and rxe, an extended QP has the builder of every op the device has, not only of
   // those its send_ops_flags named.
-  if ((ModelledSendOps() & SendOpFlag(opcode)) == 0) {
+  // (The extended post API has a builder for each row of the opcode table, opcodes.h.)
+  const Opcode* op = FindOpcode(opcode);
+  if (op == nullptr || (ModelledSendOps() & op->send_ops_flag) == 0) {
     FailBatch(qp, EINVAL);
     return;
   }

@@ -646,6 +646,26 @@ TEST_F(AtomicWriteTest, MisalignedRemoteAddress_RemInvReqErr) {
   for (int i = 0; i < 16; ++i) EXPECT_EQ(remote.data()[i], 0x5A) << "byte " << i;
 }
 
+// The responder checks in one order on every transport: the key before an atomic's alignment.
+// Either error moves the responder's QP to ERROR as well, before the requester learns of it.
+TEST_F(AtomicWriteTest, MisalignedWithABadKey_RemAccessErr_ResponderInError) {
+  ConnectExtended();
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kRemoteAccess);
+  std::memset(remote.data(), 0x5A, 16);
+  const uint64_t value = ~uint64_t{0};
+
+  ASSERT_EQ(PostAtomicWrite(7, &value, remote.addr(4), remote.mr()->rkey + 1), 0);
+
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(AllOf(Field(&ibv_wc::wr_id, 7u),
+                                Field(&ibv_wc::status, IBV_WC_REM_ACCESS_ERR))));
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(remote.data()[i], 0x5A) << "byte " << i;
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(backend_->IbvQueryQp(conn_.passive.qp(), &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
+}
+
 // A batch larger than the send queue fails whole at ibv_wr_complete, as mlx5's builders do.
 TEST_F(AtomicWriteTest, BatchAboveSendQueue_EnomemAndNothingPosted) {
   ConnectionOptions options;
