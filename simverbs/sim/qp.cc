@@ -192,12 +192,25 @@ void PopSendLocked(SimQp* qp) {
 }
 
 // Moves `qp` to ERROR and flushes its send and receive queues. REQUIRES: qp->link->mu held.
+// THE QP STATE SETTER: the state of the model and the one the QP's struct shows, and its
+// trace event. REQUIRES: qp->link->mu held.
+void SetStateLocked(SimQp* qp, ibv_qp_state state) {
+  qp->state = state;
+  qp->qp.state = state;
+  if (TraceOn()) {
+    TraceEvent("qp_state qp=%u state=%s", qp->qp.qp_num,
+               state == IBV_QPS_RESET ? "IBV_QPS_RESET"
+               : state == IBV_QPS_INIT ? "IBV_QPS_INIT"
+               : state == IBV_QPS_RTR  ? "IBV_QPS_RTR"
+               : state == IBV_QPS_RTS  ? "IBV_QPS_RTS"
+                                       : "IBV_QPS_ERR");
+  }
+}
+
 void EnterErrorLocked(SimQp* qp) {
   if (qp->state == IBV_QPS_ERR) return;
-  qp->state = IBV_QPS_ERR;
-  qp->qp.state = IBV_QPS_ERR;
+  SetStateLocked(qp, IBV_QPS_ERR);
   qp->sq_sent = 0;  // a remote link's outstanding requests flush too; late responses are dropped
-  if (TraceOn()) TraceEvent("qp_state qp=%u state=IBV_QPS_ERR", qp->qp.qp_num);
   while (!qp->sq.empty()) {
     const SendWqe& wqe = qp->sq.front();
     const uint64_t wr_id = wqe.wr_id;
@@ -717,9 +730,22 @@ void ProgressRemoteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRE
   }
 }
 
-// Answers `request`: an ack, or a read response carrying `data` when the read succeeded.
-void RespondLocked(SimLink* link, const wire::Header& request, ibv_wc_status status,
-                   const Segments* data) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+bool IsRequest(uint16_t type) {
+  switch (static_cast<wire::Type>(type)) {
+    case wire::Type::kWrite:
+    case wire::Type::kSend:
+    case wire::Type::kRead:
+    case wire::Type::kAtomicWrite:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Answers `request` on `out`: an ack, or a read response carrying `data` when the read
+// succeeded (none when the data went by cross-memory attach).
+void Respond(host::Conn* out, const wire::Header& request, ibv_wc_status status,
+             const Segments* data) {
   const bool is_read = static_cast<wire::Type>(request.type) == wire::Type::kRead;
   wire::Header response =
       wire::MakeHeader(is_read ? wire::Type::kReadResponse : wire::Type::kAck);
@@ -733,8 +759,20 @@ void RespondLocked(SimLink* link, const wire::Header& request, ibv_wc_status sta
     response.body_len = static_cast<uint32_t>(data->total);
     iovcnt = ToIovecs(*data, iov);
   }
-  host::Conn* out = link->serve != nullptr ? link->serve.get() : link->remote.get();
-  if (out != nullptr) out->Send(response, iov, iovcnt);
+  out->Send(response, iov, iovcnt);
+}
+
+// The connection `request` came on (and is answered on).
+std::shared_ptr<host::Conn> ServingConnLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  return link->serve != nullptr ? link->serve : link->remote;
+}
+
+// Answers a request of link's peer (Respond).
+void RespondLocked(SimLink* link, const wire::Header& request, ibv_wc_status status,
+                   const Segments* data) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  if (std::shared_ptr<host::Conn> out = ServingConnLocked(link); out != nullptr) {
+    Respond(out.get(), request, status, data);
+  }
 }
 
 // What became of a request of the peer (ServeRequestLocked).
@@ -754,11 +792,6 @@ constexpr uint64_t kMaxWaitingBytes = uint64_t{1} << 30;
 // The largest SEND whose data is fetched by cross-memory attach before a receive takes it.
 constexpr uint64_t kMaxFetchedSendBytes = kMaxWaitingBytesPerLink;
 std::atomic<uint64_t> g_waiting_bytes{0};
-
-// The connection `request` came on (and is answered on).
-std::shared_ptr<host::Conn> ServingConnLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
-  return link->serve != nullptr ? link->serve : link->remote;
-}
 
 // The peer's segments of a kFlagCma request (a validated header: 1 to kMaxCmaSegments of them)
 // as iovecs of ITS address space; false when their lengths do not add up to header.length.
@@ -927,6 +960,16 @@ void ClearIncomingLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) 
   g_waiting_bytes.fetch_sub(link->incoming_bytes, std::memory_order_relaxed);
   link->incoming_bytes = 0;
   link->incoming.clear();
+}
+
+// The peer's process is gone (its connection closed): nobody is left to answer, so the head
+// of the send queue times out and the rest flushes (ProgressRemoteLocked), and its requests
+// that waited here are forgotten.
+void PeerGoneLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  if (link->remote == nullptr || link->peer_gone) return;
+  link->peer_gone = true;
+  ClearIncomingLocked(link);
+  if (SimQp* qp = LocalSideLocked(link); qp != nullptr) ProgressRemoteLocked(link, qp);
 }
 
 void PopIncomingLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
@@ -1316,9 +1359,7 @@ namespace {
 void EnterRtsLocked(SimQp* qp) {
   CheckOverflowLocked(qp);
   if (qp->state != IBV_QPS_INIT) return;
-  qp->state = IBV_QPS_RTS;
-  qp->qp.state = IBV_QPS_RTS;
-  if (TraceOn()) TraceEvent("qp_state qp=%u state=IBV_QPS_RTS", qp->qp.qp_num);
+  SetStateLocked(qp, IBV_QPS_RTS);
 }
 
 }  // namespace
@@ -1363,10 +1404,7 @@ void SetPeerReachesUs(SimQp* qp) {
 void RemotePeerGone(SimQp* qp) {
   SimLink* link = qp->link.get();
   softrpma::MutexLock lock(&link->mu);
-  if (link->remote == nullptr || link->peer_gone) return;
-  link->peer_gone = true;
-  ClearIncomingLocked(link);  // nobody to answer
-  ProgressRemoteLocked(link, qp);
+  PeerGoneLocked(link);
 }
 
 void HandleRemoteMessage(const std::shared_ptr<SimLink>& link, const wire::Header& header,
@@ -1643,15 +1681,7 @@ void RunProcessProgressPoint() {
 }
 
 void AnswerForNoQp(host::Conn* conn, const wire::Header& message) {
-  if (message.type < static_cast<uint16_t>(wire::Type::kWrite) ||
-      message.type > static_cast<uint16_t>(wire::Type::kAtomicWrite)) {
-    return;  // not a request
-  }
-  const bool is_read = static_cast<wire::Type>(message.type) == wire::Type::kRead;
-  wire::Header response = wire::MakeHeader(is_read ? wire::Type::kReadResponse : wire::Type::kAck);
-  response.seq = message.seq;
-  response.status = IBV_WC_RETRY_EXC_ERR;
-  conn->Send(response, nullptr, 0);
+  if (IsRequest(message.type)) Respond(conn, message, IBV_WC_RETRY_EXC_ERR, nullptr);
 }
 
 int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault) {
@@ -2007,26 +2037,6 @@ std::string GidEndpoint(const uint8_t gid[16]) {
 }
 
 // Answers a request on `conn` with `status` when no QP of this process takes it.
-void RespondOn(host::Conn* conn, const wire::Header& request, ibv_wc_status status) {
-  const bool is_read = static_cast<wire::Type>(request.type) == wire::Type::kRead;
-  wire::Header response = wire::MakeHeader(is_read ? wire::Type::kReadResponse : wire::Type::kAck);
-  response.seq = request.seq;
-  response.status = status;
-  conn->Send(response, nullptr, 0);
-}
-
-bool IsRequest(uint16_t type) {
-  switch (static_cast<wire::Type>(type)) {
-    case wire::Type::kWrite:
-    case wire::Type::kSend:
-    case wire::Type::kRead:
-    case wire::Type::kAtomicWrite:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // A connection a peer dialed to this process's endpoint: a kQpBind, then the requests of one
 // peer QP toward one QP of this process.
 class ServeEnd final : public host::Conn::Handler {
@@ -2103,7 +2113,7 @@ class ServeEnd final : public host::Conn::Handler {
     }
     // No such QP, or not connected to the sender (yet): a real responder drops the packet and
     // the requester's retries run out.
-    RespondOn(conn.get(), header, IBV_WC_RETRY_EXC_ERR);
+    Respond(conn.get(), header, IBV_WC_RETRY_EXC_ERR, nullptr);
   }
   void OnClosed() override {}
 
@@ -2139,10 +2149,7 @@ class DialEnd final : public host::Conn::Handler {
     std::shared_ptr<SimLink> link = link_.lock();
     if (link == nullptr) return;
     softrpma::MutexLock lock(&link->mu);
-    if (link->remote == nullptr || link->peer_gone) return;
-    link->peer_gone = true;  // its process is gone: what is outstanding times out
-    ClearIncomingLocked(link.get());
-    if (SimQp* qp = LocalSideLocked(link.get()); qp != nullptr) ProgressRemoteLocked(link.get(), qp);
+    PeerGoneLocked(link.get());
   }
 
  private:
@@ -2273,19 +2280,6 @@ void RecordAttrs(SimQp* qp, const ibv_qp_attr& attr, int mask) {
   if (mask & IBV_QP_RETRY_CNT) to.retry_cnt = attr.retry_cnt;
   if (mask & IBV_QP_RNR_RETRY) to.rnr_retry = attr.rnr_retry;
   if (mask & IBV_QP_PATH_MIG_STATE) to.path_mig_state = attr.path_mig_state;
-}
-
-void SetStateLocked(SimQp* qp, ibv_qp_state state) {
-  qp->state = state;
-  qp->qp.state = state;
-  if (TraceOn()) {
-    TraceEvent("qp_state qp=%u state=%s", qp->qp.qp_num,
-               state == IBV_QPS_RESET ? "IBV_QPS_RESET"
-               : state == IBV_QPS_INIT ? "IBV_QPS_INIT"
-               : state == IBV_QPS_RTR  ? "IBV_QPS_RTR"
-               : state == IBV_QPS_RTS  ? "IBV_QPS_RTS"
-                                       : "IBV_QPS_ERR");
-  }
 }
 
 // To RESET: the queues empty without completions, the peer is forgotten. Returns the
