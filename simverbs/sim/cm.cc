@@ -500,7 +500,7 @@ int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFa
   }
   id->active = true;
   SimCmId* listener =
-      CurrentTransport() == Transport::kLocal ? FindListenerLocked(DstOf(id)) : nullptr;
+      CurrentTransport() == TransportKind::kLocal ? FindListenerLocked(DstOf(id)) : nullptr;
   if (listener == nullptr) return ConnectRemoteLocked(id, param);
   SimCmId* request = NewRequestIdLocked(listener, DstOf(id), SrcOf(id));
   if (request == nullptr) return ENOMEM;

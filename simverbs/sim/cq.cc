@@ -186,26 +186,26 @@ int SimCq::Poll(int num_entries, ibv_wc* wc, int* num_polled) {
   return 0;
 }
 
-void SimCq::AddRemote(const std::shared_ptr<host::Conn>& conn) {
+void SimCq::AddRemote(const std::shared_ptr<Transport>& conn) {
   softrpma::MutexLock lock(&mu_);
   // Forget connections that ended, so that a long-lived CQ's list stays short.
   remotes_.erase(std::remove_if(remotes_.begin(), remotes_.end(),
-                                [](const std::weak_ptr<host::Conn>& c) { return c.expired(); }),
+                                [](const std::weak_ptr<Transport>& c) { return c.expired(); }),
                  remotes_.end());
   remotes_.push_back(conn);
   has_remote_.store(true, std::memory_order_relaxed);
 }
 
 void SimCq::ProgressRemotes() {
-  std::vector<std::shared_ptr<host::Conn>> live;
+  std::vector<std::shared_ptr<Transport>> live;
   {
     softrpma::MutexLock lock(&mu_);
     live.reserve(remotes_.size());
-    for (const std::weak_ptr<host::Conn>& conn : remotes_) {
-      if (std::shared_ptr<host::Conn> c = conn.lock()) live.push_back(std::move(c));
+    for (const std::weak_ptr<Transport>& conn : remotes_) {
+      if (std::shared_ptr<Transport> c = conn.lock()) live.push_back(std::move(c));
     }
   }
-  for (const std::shared_ptr<host::Conn>& conn : live) conn->Progress();
+  for (const std::shared_ptr<Transport>& conn : live) conn->Progress();
 }
 
 int SimCq::ReqNotify(bool solicited_only, bool muted) {

@@ -69,7 +69,7 @@
 #include "simverbs/backend.h"
 #include "simverbs/mutex.h"
 #include "simverbs/sim/device.h"
-#include "simverbs/sim/fabric/host.h"
+#include "simverbs/sim/fabric/transport.h"
 #include "simverbs/sim/sched.h"
 #include "simverbs/sim/signal_fd.h"
 
@@ -183,7 +183,7 @@ struct SimCq final {
   // A QP on this CQ is connected to another process through `conn` (fabric/host.h). An empty
   // poll then drives those connections itself (ProgressRemotes), so that a busy-polling
   // program's completions do not wait for the fabric thread to be scheduled.
-  void AddRemote(const std::shared_ptr<host::Conn>& conn) ABSL_LOCKS_EXCLUDED(mu_);
+  void AddRemote(const std::shared_ptr<Transport>& conn) ABSL_LOCKS_EXCLUDED(mu_);
   bool has_remote() const { return has_remote_.load(std::memory_order_relaxed); }
   // Conn::Progress() of each live connection added. REQUIRES: no simulator lock held.
   void ProgressRemotes() ABSL_LOCKS_EXCLUDED(mu_);
@@ -243,7 +243,7 @@ struct SimCq final {
   std::atomic<size_t> queued_{0};
   Arm arm_ ABSL_GUARDED_BY(mu_) = Arm::kNone;
   std::atomic<bool> has_remote_{false};
-  std::vector<std::weak_ptr<host::Conn>> remotes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::weak_ptr<Transport>> remotes_ ABSL_GUARDED_BY(mu_);
   bool arm_muted_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "simverbs/alloc.h"
 #include "simverbs/sim/fabric/cma.h"
+#include "simverbs/sim/fabric/host.h"
 #include "simverbs/sim/opcodes.h"
 #include "simverbs/sim/trace.h"
 
@@ -609,7 +610,7 @@ WouldComplete WouldCompleteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS
 // stands in for the in-process link, so it has no backstop (the in-process link has none) and
 // kicks as that link does. (A raw peer or a QP bound to itself are other processes' stand-ins.)
 bool SelfOnHostTransportLocked(const SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
-  return CurrentTransport() == Transport::kHost && link->remote_pid == getpid();
+  return CurrentTransport() == TransportKind::kHost && link->remote_pid == getpid();
 }
 
 // Kicks the channels that qp's unexecuted WRs would complete on. REQUIRES: link->mu held.
@@ -744,7 +745,7 @@ bool IsRequest(uint16_t type) {
 
 // Answers `request` on `out`: an ack, or a read response carrying `data` when the read
 // succeeded (none when the data went by cross-memory attach).
-void Respond(host::Conn* out, const wire::Header& request, ibv_wc_status status,
+void Respond(Transport* out, const wire::Header& request, ibv_wc_status status,
              const Segments* data) {
   const bool is_read = static_cast<wire::Type>(request.type) == wire::Type::kRead;
   wire::Header response =
@@ -763,14 +764,14 @@ void Respond(host::Conn* out, const wire::Header& request, ibv_wc_status status,
 }
 
 // The connection `request` came on (and is answered on).
-std::shared_ptr<host::Conn> ServingConnLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+std::shared_ptr<Transport> ServingConnLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   return link->serve != nullptr ? link->serve : link->remote;
 }
 
 // Answers a request of link's peer (Respond).
 void RespondLocked(SimLink* link, const wire::Header& request, ibv_wc_status status,
                    const Segments* data) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
-  if (std::shared_ptr<host::Conn> out = ServingConnLocked(link); out != nullptr) {
+  if (std::shared_ptr<Transport> out = ServingConnLocked(link); out != nullptr) {
     Respond(out.get(), request, status, data);
   }
 }
@@ -829,7 +830,7 @@ Served StartCopyLocked(SimLink* link, SimQp* qp, const wire::Header& request,
                        std::vector<iovec> segments, std::vector<uint8_t> local, bool to_peer)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   std::weak_ptr<SimLink> weak = qp->link;
-  std::weak_ptr<host::Conn> conn = ServingConnLocked(link);
+  std::weak_ptr<Transport> conn = ServingConnLocked(link);
   cma::Copy copy;
   copy.pid = link->remote_pid;
   copy.to_peer = to_peer;
@@ -861,7 +862,7 @@ Served StartCopyLocked(SimLink* link, SimQp* qp, const wire::Header& request,
     DrainIncomingLocked(link.get());
   };
   auto on_stuck = [conn] {
-    if (std::shared_ptr<host::Conn> c = conn.lock(); c != nullptr) c->Shutdown();
+    if (std::shared_ptr<Transport> c = conn.lock(); c != nullptr) c->Shutdown();
   };
   if (!cma::Start(std::move(copy), std::move(done), std::move(on_stuck))) {
     RespondLocked(link, request, IBV_WC_REM_OP_ERR, nullptr);
@@ -939,8 +940,8 @@ Served ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
     // unread, its next reads wait (with what follows them) until the backlog drains
     // (ResumeRemoteLink, from the connection's OnDrained), instead of this process holding
     // every response a peer that never reads asks for.
-    std::shared_ptr<host::Conn> out = ServingConnLocked(link);
-    if (out != nullptr && out->QueuedBytes() >= host::Conn::kBacklogBytes) return Served::kWaits;
+    std::shared_ptr<Transport> out = ServingConnLocked(link);
+    if (out != nullptr && out->QueuedBytes() >= Transport::kBacklogBytes) return Served::kWaits;
     RespondLocked(link, request, IBV_WC_SUCCESS, &remote);
     return Served::kAnswered;
   }
@@ -1021,7 +1022,7 @@ void ServeOrQueueLocked(SimLink* link, SimQp* qp, const wire::Header& header,
                    "(later ones are not reported)\n",
                    link->incoming.size(), static_cast<unsigned long long>(link->incoming_bytes));
     }
-    if (std::shared_ptr<host::Conn> conn = ServingConnLocked(link); conn != nullptr) {
+    if (std::shared_ptr<Transport> conn = ServingConnLocked(link); conn != nullptr) {
       conn->Shutdown();
     }
     return;
@@ -1371,7 +1372,7 @@ bool EstablishLink(SimLink* link) {
   return true;
 }
 
-void AttachRemote(SimQp* qp, std::shared_ptr<host::Conn> conn) {
+void AttachRemote(SimQp* qp, std::shared_ptr<Transport> conn) {
   qp->send_cq->AddRemote(conn);
   if (qp->recv_cq != qp->send_cq) qp->recv_cq->AddRemote(conn);
   softrpma::MutexLock lock(&qp->link->mu);
@@ -1680,7 +1681,7 @@ void RunProcessProgressPoint() {
   RunPollPoint(&DeferredRemoteLinks());
 }
 
-void AnswerForNoQp(host::Conn* conn, const wire::Header& message) {
+void AnswerForNoQp(Transport* conn, const wire::Header& message) {
   if (IsRequest(message.type)) Respond(conn, message, IBV_WC_RETRY_EXC_ERR, nullptr);
 }
 
@@ -2284,7 +2285,7 @@ void RecordAttrs(SimQp* qp, const ibv_qp_attr& attr, int mask) {
 
 // To RESET: the queues empty without completions, the peer is forgotten. Returns the
 // connection to close (outside the lock). REQUIRES: link->mu held.
-std::shared_ptr<host::Conn> ResetLocked(SimQp* qp) {
+std::shared_ptr<Transport> ResetLocked(SimQp* qp) {
   SimLink* link = qp->link.get();
   uint32_t popped = 0;
   while (!qp->sq.empty()) {
@@ -2301,7 +2302,7 @@ std::shared_ptr<host::Conn> ResetLocked(SimQp* qp) {
     ++recvs;
   }
   qp->rq_in_use.fetch_sub(std::min(recvs, qp->rq_in_use.load()), std::memory_order_acq_rel);
-  std::shared_ptr<host::Conn> conn = std::move(link->remote);
+  std::shared_ptr<Transport> conn = std::move(link->remote);
   link->remote = nullptr;
   link->serve = nullptr;
   link->peer_gone = false;
@@ -2546,7 +2547,7 @@ int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask) {
     if (conn != nullptr) AttachRemote(qp, conn);
   }
 
-  std::shared_ptr<host::Conn> to_close;
+  std::shared_ptr<Transport> to_close;
   bool done;
   {
     softrpma::MutexLock lock(&link->mu);
@@ -2604,7 +2605,7 @@ void DestroyVerbsQp(SimQp* qp) {
     softrpma::MutexLock lock(&qps.mu);
     qps.links.erase(qp->qp.qp_num);
   }
-  std::shared_ptr<host::Conn> conn;
+  std::shared_ptr<Transport> conn;
   std::shared_ptr<SimLink> link = qp->link;
   {
     softrpma::MutexLock lock(&link->mu);

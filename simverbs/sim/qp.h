@@ -107,7 +107,7 @@
 #include "simverbs/mutex.h"
 #include "simverbs/sim/cq.h"
 #include "simverbs/sim/device.h"
-#include "simverbs/sim/fabric/host.h"
+#include "simverbs/sim/fabric/transport.h"
 #include "simverbs/sim/fabric/wire.h"
 #include "simverbs/sim/sched.h"
 
@@ -239,7 +239,7 @@ struct SimLink final {
   // A connection to a QP in another process (fabric/host.h): the link then has one local side,
   // which sends its requests over `remote` and answers the peer's (HandleRemoteMessage).
   // nullptr for a connection inside this process.
-  std::shared_ptr<host::Conn> remote ABSL_GUARDED_BY(mu);
+  std::shared_ptr<Transport> remote ABSL_GUARDED_BY(mu);
   uint32_t remote_qp_num ABSL_GUARDED_BY(mu) = 0;
   // The peer's process, as the kernel names the connection's other end (SO_PEERCRED), never
   // as a message says: the only process a cross-memory-attach copy may reach.
@@ -259,7 +259,7 @@ struct SimLink final {
   uint64_t max_read_sent ABSL_GUARDED_BY(mu) = 0;
   // A QP of ibv_create_qp: the connection the peer's requests arrived on (they are answered
   // there); nullptr: answered on `remote` (a CM connection carries both ways).
-  std::shared_ptr<host::Conn> serve ABSL_GUARDED_BY(mu);
+  std::shared_ptr<Transport> serve ABSL_GUARDED_BY(mu);
   // Post points seen (sched.h, "Asynchronous execution").
   uint64_t post_points ABSL_GUARDED_BY(mu) = 0;
   // Send WRs of this link's QPs posted and not executed yet (for a link to another process:
@@ -451,7 +451,7 @@ void DestroyVerbsQp(SimQp* qp);
 // response of the wrong length IBV_WC_BAD_RESP_ERR.
 
 // Makes qp's link a link to a peer in another process, reached through `conn`.
-void AttachRemote(SimQp* qp, std::shared_ptr<host::Conn> conn);
+void AttachRemote(SimQp* qp, std::shared_ptr<Transport> conn);
 // Moves the local QP of a remote link to RTS (from INIT) and records the peer's QP number and
 // process (`remote_pid`: the kernel's word for the connection's other end, SO_PEERCRED), and
 // whether this side proved it may reach that process's memory (host::CanReach): only then are
@@ -493,7 +493,7 @@ void RunPollPoint(LinkSet* set) ABSL_LOCKS_EXCLUDED(set->mu);
 // A message of the peer on a connection whose QP here was destroyed (its id lives on): a
 // request is answered IBV_WC_RETRY_EXC_ERR (no responder: the peer's retries run out, as on a
 // NIC); anything else is dropped.
-void AnswerForNoQp(host::Conn* conn, const wire::Header& message);
+void AnswerForNoQp(Transport* conn, const wire::Header& message);
 // THE PROCESS'S PROGRESS POINT: every call of the process except a post (sim_backend.cc,
 // Check) releases and sends what its links to other processes (and, on the host transport, to
 // itself) hold deferred, as a NIC would have had it on the wire by then. Links inside the

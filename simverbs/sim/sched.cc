@@ -108,25 +108,25 @@ void SetExecutionMode(ExecutionMode mode) {
 }
 
 namespace {
-std::atomic<Transport> g_transport{Transport::kLocal};
+std::atomic<TransportKind> g_transport{TransportKind::kLocal};
 }  // namespace
 
-const char* TransportName(Transport transport) {
-  return transport == Transport::kHost ? "host" : "local";
+const char* TransportName(TransportKind transport) {
+  return transport == TransportKind::kHost ? "host" : "local";
 }
 
-absl::StatusOr<Transport> ParseTransport(absl::string_view text) {
-  if (text == "local") return Transport::kLocal;
-  if (text == "host") return Transport::kHost;
+absl::StatusOr<TransportKind> ParseTransport(absl::string_view text) {
+  if (text == "local") return TransportKind::kLocal;
+  if (text == "host") return TransportKind::kHost;
   return absl::InvalidArgumentError(absl::StrCat(
       "bad value \"", text,
       "\": expected local (a connection inside the process is one link; the default) or host "
       "(it goes through the host fabric, as one to another process)"));
 }
 
-Transport CurrentTransport() { return g_transport.load(std::memory_order_acquire); }
+TransportKind CurrentTransport() { return g_transport.load(std::memory_order_acquire); }
 
-void SetTransport(Transport transport) {
+void SetTransport(TransportKind transport) {
   g_transport.store(transport, std::memory_order_release);
 }
 

@@ -139,12 +139,12 @@ absl::StatusOr<ExecutionMode> ParseExecutionMode(absl::string_view text);
 // (on_host_transport.bzl): a difference is a failing test. Connections to another process
 // are the host fabric's either way.
 inline constexpr char kTransportEnvVar[] = "RPMA_SIM_TRANSPORT";
-enum class Transport : uint8_t { kLocal, kHost };
-const char* TransportName(Transport transport);
+enum class TransportKind : uint8_t { kLocal, kHost };
+const char* TransportName(TransportKind transport);
 // Errors: InvalidArgument `bad value "<text>": expected local (...) or host (...)`.
-absl::StatusOr<Transport> ParseTransport(absl::string_view text);
-Transport CurrentTransport();
-void SetTransport(Transport transport);
+absl::StatusOr<TransportKind> ParseTransport(absl::string_view text);
+TransportKind CurrentTransport();
+void SetTransport(TransportKind transport);
 
 // Process-wide settings, read when a WR is posted. Thread-safe.
 ExecutionMode CurrentExecutionMode();

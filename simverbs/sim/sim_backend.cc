@@ -477,7 +477,7 @@ class SimBackend final : public Backend {
   // The host transport inside one process (sched.h, Transport): what this process sent itself
   // has been served and answered, as the in-process link would have done inside the call.
   static void Settle() {
-    if (CurrentTransport() == Transport::kHost) host::Quiesce();
+    if (CurrentTransport() == TransportKind::kHost) host::Quiesce();
   }
   static int Settled(int result) {
     Settle();
@@ -756,9 +756,9 @@ absl::Status ApplyEnvironment() {
     if (!parsed.ok()) return EnvError(kExecutionEnvVar, parsed.status().message());
     execution = *parsed;
   }
-  std::optional<Transport> transport;
+  std::optional<TransportKind> transport;
   if (const char* value = std::getenv(kTransportEnvVar)) {
-    absl::StatusOr<Transport> parsed = ParseTransport(value);
+    absl::StatusOr<TransportKind> parsed = ParseTransport(value);
     if (!parsed.ok()) return EnvError(kTransportEnvVar, parsed.status().message());
     transport = *parsed;
   }

@@ -69,7 +69,7 @@ uint16_t NextTestPort() {
 bool FdReadable(int fd) {
   // On the host transport in one process, what this process sent itself lands first (cm.h,
   // Transport), as it would have inside the calls before on the in-process link.
-  if (CurrentTransport() == Transport::kHost) host::Quiesce();
+  if (CurrentTransport() == TransportKind::kHost) host::Quiesce();
   pollfd pfd{fd, POLLIN, 0};
   return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN) != 0;
 }

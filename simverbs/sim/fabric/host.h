@@ -94,6 +94,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "simverbs/mutex.h"
+#include "simverbs/sim/fabric/transport.h"
 #include "simverbs/sim/fabric/wire.h"
 
 namespace softrpma::sim::host {
@@ -124,7 +125,8 @@ std::string FabricName();
 // The abstract socket name of `addr` on the fabric (without the leading NUL), for messages.
 std::string ListenerName(const sockaddr* addr);
 
-class Conn final : public std::enable_shared_from_this<Conn> {
+// The host carrier of the data path (transport.h) and of the CM exchange (cm.cc).
+class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
  public:
   class Handler {
    public:
@@ -151,28 +153,27 @@ class Conn final : public std::enable_shared_from_this<Conn> {
   // Sends one message: `header` (its body_len must be the bytes of `body`) and the body,
   // gathered from `body`. Never blocks. Returns 0; a connection that is closed or broken drops
   // the message (its peer is gone or going, and OnClosed tells the owner).
-  int Send(const wire::Header& header, const iovec* body, int iovcnt) ABSL_LOCKS_EXCLUDED(mu_);
+  int Send(const wire::Header& header, const iovec* body, int iovcnt) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The bytes sent on this connection that the socket has not taken yet (queued here). A peer
   // that does not read makes this grow; see kBacklogBytes and Handler::OnDrained.
-  size_t QueuedBytes() ABSL_LOCKS_EXCLUDED(mu_);
-  // The backlog above which an owner should stop producing for this connection until
-  // Handler::OnDrained (Send itself never refuses a message).
-  static constexpr size_t kBacklogBytes = size_t{16} << 20;
+  size_t QueuedBytes() override ABSL_LOCKS_EXCLUDED(mu_);
+  // (kBacklogBytes: transport.h.)
   // Ends the connection from this side: what was sent is still delivered, then the peer sees
   // the end. The handler is released and gets no further call.
-  void Close() ABSL_LOCKS_EXCLUDED(mu_);
+  void Close() override ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the connection as if the peer had gone: the socket is shut down both ways now, and
   // the fabric thread then finds its end and calls the handler's OnClosed, as for a peer that
   // died. Takes no lock and never blocks: callable under any lock (a stuck cross-memory copy,
   // a peer over its budget).
-  void Shutdown();
+  void Shutdown() override;
   // Does the fabric thread's work for this connection now, in the calling thread: writes what
   // is queued and handles the messages that have arrived (their handlers run here). Returns at
   // once when another thread is at it. A program polling a CQ calls this (through the CQ) so
   // that a busy-polling program needs no other thread to be scheduled: with every core busy,
   // waiting for the fabric thread's time slice costs milliseconds. REQUIRES: no lock of the
   // handler's held.
-  void Progress() ABSL_LOCKS_EXCLUDED(mu_, read_mu_);
+  void Progress() override ABSL_LOCKS_EXCLUDED(mu_, read_mu_);
   // While a program polls (Progress within the last kBusyPollWindowNs), the fabric thread
   // leaves the connection's messages to the poller, and looks again 1 ms later: two threads
   // reading one socket would make each wait for the other's time slice.
@@ -180,7 +181,7 @@ class Conn final : public std::enable_shared_from_this<Conn> {
   // As Progress, but waits for a thread that is at it to finish first: when it returns, every
   // message that had arrived when it was called has been handled. REQUIRES: no lock of the
   // handler's held.
-  void Settle() ABSL_LOCKS_EXCLUDED(mu_, read_mu_);
+  void Settle() override ABSL_LOCKS_EXCLUDED(mu_, read_mu_);
 
   // WHO IS AT THE OTHER END, as the kernel says (SO_PEERCRED of the socket: for a connection
   // this process accepted, the process that connected; for one it dialed, the process that

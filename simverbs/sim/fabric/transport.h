@@ -1,0 +1,71 @@
+// transport.h: THE TRANSPORT SEAM of the simulated NIC's data path. What one link of a QP
+// (qp.h, SimLink) needs from whatever carries its requests to the peer's NIC and brings the
+// responses back, and what a CQ polled by a busy program needs to make that carrier progress.
+//
+// THE MODEL
+//   * A link's peer QP is in this process or in another. In this process (the LOCAL carrier)
+//     there is no Transport object: the requester hands a WR to the responder under the link's
+//     lock (qp.cc, ExecuteLocked), in the order and at the points the scheduler chose
+//     (sched.h). In another process the link holds a Transport: a request is a wire.h message
+//     sent with Send, executed by the peer's NIC (its responder, the same code: qp.cc), and
+//     answered by exactly one response, in order, that reaches the link's handler.
+//   * The requester, the responder and the completer (qp.cc) are one code for every carrier:
+//     a carrier moves bytes, it never decides what a request does. The opcode table (opcodes.h)
+//     says which request type a WR travels as.
+//   * Every byte a Transport delivers is the peer's, UNTRUSTED: wire::ValidateHeader runs before
+//     a handler sees a header, and the responder checks every address, key and length against
+//     this process's regions before memory is touched.
+//   * Send never blocks; what the carrier could not hand over yet is counted (QueuedBytes), so a
+//     responder can stop producing for a peer that does not read (kBacklogBytes).
+//   * Implementations: host::Conn (host.h: a Unix socket between two processes of a machine,
+//     served by the process's fabric thread). The next ones are new folders behind this
+//     interface: shared memory between the processes of a host, then TCP between machines with
+//     an iWARP-shaped wire (DESIGN.md).
+//
+// LOCKS: a Transport's methods take only the carrier's own locks, which come after every lock
+// of the NIC (host.h, LOCK ORDER: Send, QueuedBytes, Close and Shutdown are callable under
+// SimLink::mu); Progress and Settle run the carrier's handlers, which take the NIC's locks, so
+// they are called with no NIC lock held.
+
+#ifndef SOFTRPMA_SIMVERBS_SIM_FABRIC_TRANSPORT_H_
+#define SOFTRPMA_SIMVERBS_SIM_FABRIC_TRANSPORT_H_
+
+#include <sys/uio.h>
+
+#include <cstddef>
+
+#include "simverbs/sim/fabric/wire.h"
+
+namespace softrpma::sim {
+
+class Transport {
+ public:
+  // The backlog above which an owner should stop producing for a peer until the carrier says
+  // it drained (host::Conn::Handler::OnDrained). Send itself never refuses a message.
+  static constexpr size_t kBacklogBytes = size_t{16} << 20;
+
+  virtual ~Transport() = default;
+
+  // Sends one message: `header` (its body_len must be the bytes of `body`) and the body,
+  // gathered from `body`. Never blocks. Returns 0; a carrier that is closed or broken drops the
+  // message (its peer is gone or going, and the owner's handler is told).
+  virtual int Send(const wire::Header& header, const iovec* body, int iovcnt) = 0;
+  // The bytes sent that the carrier has not handed over yet.
+  virtual size_t QueuedBytes() = 0;
+  // Ends the carrier from this side: what was sent is still delivered, then the peer sees the
+  // end. The owner's handler gets no further call.
+  virtual void Close() = 0;
+  // Ends the carrier as if the peer had gone (the owner's handler hears it as such). Takes no
+  // lock and never blocks: callable under any lock.
+  virtual void Shutdown() = 0;
+  // Does the carrier's pending work in the calling thread (sends what is queued, handles what
+  // arrived); returns at once when another thread is at it.
+  virtual void Progress() = 0;
+  // As Progress, but when it returns every message that had arrived when it was called has been
+  // handled.
+  virtual void Settle() = 0;
+};
+
+}  // namespace softrpma::sim
+
+#endif  // SOFTRPMA_SIMVERBS_SIM_FABRIC_TRANSPORT_H_
