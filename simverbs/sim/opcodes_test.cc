@@ -22,7 +22,7 @@ TEST(OpcodesTest, EveryRcOpOfThePostApiHasARow) {
 TEST(OpcodesTest, TheOpsTheNicDoesNotModelHaveNoRow) {
   for (ibv_wr_opcode opcode :
        {IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_LOCAL_INV, IBV_WR_BIND_MW,
-        IBV_WR_SEND_WITH_INV, IBV_WR_TSO, IBV_WR_DRIVER1, static_cast<ibv_wr_opcode>(99)}) {
+        IBV_WR_SEND_WITH_INV, IBV_WR_TSO, IBV_WR_DRIVER1, static_cast<ibv_wr_opcode>(12)}) {
     EXPECT_EQ(FindOpcode(opcode), nullptr) << opcode;
   }
 }

@@ -324,14 +324,21 @@ struct Deadlines {
 };
 
 std::atomic<uint64_t> g_handshake_timeout_ns{kHandshakeTimeoutMs * 1000 * 1000};
+std::atomic<uint64_t> g_call_soon_ns{kCallSoonNs};
 
-void ReadHandshakeTimeout() {
-  const char* value = std::getenv(kHandshakeTimeoutEnvVar);
+// The tests' setting `name` (milliseconds, 1 to a day) into *ns; otherwise the default stays.
+void ReadTestMs(const char* name, std::atomic<uint64_t>* ns) {
+  const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return;
   char* end = nullptr;
   const unsigned long long ms = std::strtoull(value, &end, 10);
-  if (*end != '\0' || ms == 0 || ms > 24ULL * 3600 * 1000) return;  // the default stays
-  g_handshake_timeout_ns.store(ms * 1000 * 1000);
+  if (*end != '\0' || ms == 0 || ms > 24ULL * 3600 * 1000) return;
+  ns->store(ms * 1000 * 1000);
+}
+
+void ReadHandshakeTimeout() {
+  ReadTestMs(kHandshakeTimeoutEnvVar, &g_handshake_timeout_ns);
+  ReadTestMs(kBackstopEnvVar, &g_call_soon_ns);
 }
 
 // accept(2) failed with `err`: for want of resources (EMFILE & co.) the listener stays
@@ -579,8 +586,9 @@ void CallSoon(void (*fn)()) {
     return;
   }
   itimerspec soon{};
-  soon.it_value.tv_sec = static_cast<time_t>(kCallSoonNs / 1000000000);
-  soon.it_value.tv_nsec = static_cast<long>(kCallSoonNs % 1000000000);
+  const uint64_t delay_ns = g_call_soon_ns.load(std::memory_order_relaxed);
+  soon.it_value.tv_sec = static_cast<time_t>(delay_ns / 1000000000);
+  soon.it_value.tv_nsec = static_cast<long>(delay_ns % 1000000000);
   if (timerfd_settime(fabric->timer_fd, 0, &soon, nullptr) != 0) g_soon_armed.store(false);
 }
 

@@ -267,6 +267,11 @@ void Quiesce();
 // does. For work a program may never give a thread to (a deferred request of a process that
 // spins on memory, qp.cc). One `fn` per process: each call names the same one.
 constexpr uint64_t kCallSoonNs = 1000 * 1000;
+// FOR TESTS ONLY: the backstop's delay in milliseconds instead (a positive integer; anything
+// else: kCallSoonNs), read when the process's fabric thread starts. A test of the race detector
+// across processes sets it long, so that a loaded machine that stops the program for a
+// millisecond between its post and its bug cannot let the backstop send the WR first.
+inline constexpr char kBackstopEnvVar[] = "RPMA_SIM_FABRIC_BACKSTOP_MS";
 void CallSoon(void (*fn)());
 
 // Called on the fabric thread for each connection a peer makes; returns the connection's
