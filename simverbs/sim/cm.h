@@ -96,6 +96,12 @@
 // outstanding WRs flush), a connecting one UNREACHABLE; a request whose requester died gives
 // UNREACHABLE when accepted. Faults apply in each process to its own side of the exchange.
 //
+// ONE EXCHANGE, TWO CARRIERS (cm_peer.h). An id in a connection holds a CmPeer, the other end:
+// a LocalCmPeer (an id of this process) or a HostCmPeer (another process). The exchange above
+// is written once: each message a peer carries arrives as the same handler of this class
+// (RequestReceivedLocked, AcceptReceivedLocked, ...), called at once by a LocalCmPeer, or by
+// the other process's HostCmPeer when the message arrives there.
+//
 // Thread-safe. One mutex (ConnectionManager::mu_) serializes connection management, which is
 // not on the data path; lock order: ConnectionManager::mu_ -> SimLink::mu -> ... (qp.h) ->
 // SimEventChannel::mu. RdmaGetCmEvent and RdmaAckCmEvent take only a channel's mutex.
