@@ -536,8 +536,12 @@ void ConnectionManager::RemoteEndedLocked(const std::shared_ptr<HostCmPeer>& end
       DrepReceivedLocked(id);
       if (id->id.qp != nullptr) RemotePeerGone(to_sim(id->id.qp));
       break;
+    case State::kRequestReceived:
+      // The requester went away: as when an active id of this process goes, a request not
+      // delivered yet vanishes; a delivered one reports UNREACHABLE when accepted.
+      RequestWithdrawnLocked(id);
+      break;
     default:
-      // A request whose requester went away: accepting it reports UNREACHABLE.
       break;
   }
 }

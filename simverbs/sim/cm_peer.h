@@ -72,8 +72,9 @@ class CmPeer {
   // ---- The CM messages, sent by `id`, this end's id.
   // The REQ. Returns 0, or ENOMEM (local: no request id; nothing was sent).
   virtual int SendRequest(SimCmId* id, const rdma_conn_param* param) = 0;
-  // The active end withdraws its REQ (its id goes before an answer). Local: a request its
-  // listener has not delivered vanishes. Host: nothing is sent; Close() tells the peer.
+  // The active end withdraws its REQ (its id goes before an answer): a request its listener
+  // has not delivered vanishes (RequestWithdrawnLocked). Host: nothing is sent; the
+  // connection's end, Close(), withdraws it there (OnRemoteClosed).
   virtual void WithdrawRequest() = 0;
   // The REP, after this end's QP entered RTS. `at_once` (the kDisconnect fault of Accept):
   // local, the active QP goes to RTS and its ESTABLISHED is no connect response; host: a REP.
