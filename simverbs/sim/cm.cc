@@ -1,7 +1,5 @@
 #include "simverbs/sim/cm.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -414,99 +412,6 @@ SimCmId* ConnectionManager::NewRequestIdLocked(SimCmId* listener, const sockaddr
   return request;
 }
 
-void ConnectionManager::OnRemoteCm(const std::shared_ptr<HostCmPeer>& end,
-                                   const wire::Header& header, const uint8_t* body) {
-  softrpma::MutexLock lock(&mu_);
-  SimCmId* id = end->id;
-  // Who the peer is comes from the kernel (SO_PEERCRED), never from a message.
-  std::shared_ptr<host::Conn> peer_conn = end->conn();
-  const pid_t peer_pid = peer_conn != nullptr ? peer_conn->peer_pid() : 0;
-  switch (static_cast<wire::Type>(header.type)) {
-    case wire::Type::kConnectRequest: {
-      wire::ConnectBody request_body;
-      std::memcpy(&request_body, body, sizeof(request_body));
-      // A REQ naming another process is a lie (a peer naming our own pid, or a third
-      // process's, would make this NIC copy that process's memory for it): it ends the
-      // connection.
-      const bool lies = request_body.pid != peer_pid;
-      if (lies && id == nullptr) wire::ReportPeerMismatch("pid", request_body.pid, peer_pid);
-      if (id != nullptr || lies || !wire::ValidateConnectBody(request_body)) {
-        // A second REQ, or a malformed one: this connection ends, and the id of the first
-        // (a request, or an accepted connection) learns it.
-        if (peer_conn != nullptr) peer_conn->Close();
-        RemoteEndedLocked(end);
-        return;
-      }
-      auto it = ids_.find(end->listener_serial());
-      SimCmId* listener = it != ids_.end() ? it->second : nullptr;
-      rdma_conn_param conn;
-      std::memset(&conn, 0, sizeof(conn));
-      conn.qp_num = request_body.qp_num;
-      conn.srq = request_body.srq;
-      conn.responder_resources = request_body.responder_resources;
-      conn.initiator_depth = request_body.initiator_depth;
-      SimCmId* request = RequestReceivedLocked(
-          listener, reinterpret_cast<sockaddr*>(&request_body.dst),
-          reinterpret_cast<sockaddr*>(&request_body.src), conn, request_body.private_data,
-          request_body.private_data_len, end);
-      if (request == nullptr) {  // the listener went away (or no memory): a REJ
-        end->SendReject(listener == nullptr ? kRejectNoListener : kRejectConsumer, nullptr, 0);
-        end->Close();
-        return;
-      }
-      end->id = request;
-      end->remote_qp_num = request_body.qp_num;
-      end->remote_pid = peer_pid;  // the kernel's, which the body's agreed with
-      end->we_reach_peer = host::CanReach(peer_pid, request_body.probe_addr);
-      return;
-    }
-    case wire::Type::kAccept: {
-      wire::AcceptBody accept;
-      std::memcpy(&accept, body, sizeof(accept));
-      if (id == nullptr || id->state != State::kConnecting) return;
-      const bool lies = accept.pid != peer_pid;  // the kernel's word (see kConnectRequest)
-      if (lies) wire::ReportPeerMismatch("pid", accept.pid, peer_pid);
-      if (lies || !wire::ValidateAcceptBody(accept) || id->id.qp == nullptr) {
-        ExchangeEndedLocked(id, State::kUnreachable, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
-        return;
-      }
-      end->remote_qp_num = accept.qp_num;
-      end->remote_pid = peer_pid;
-      end->peer_reaches_us = accept.can_reach_you != 0;
-      end->we_reach_peer = host::CanReach(peer_pid, accept.probe_addr);
-      rdma_conn_param conn;
-      std::memset(&conn, 0, sizeof(conn));
-      conn.qp_num = accept.qp_num;
-      conn.srq = accept.srq;
-      conn.responder_resources = accept.responder_resources;
-      conn.initiator_depth = accept.initiator_depth;
-      AcceptReceivedLocked(id, conn, accept.private_data, accept.private_data_len,
-                           /*connect_response=*/true);
-      return;
-    }
-    case wire::Type::kReject: {
-      wire::RejectBody reject;
-      std::memcpy(&reject, body, sizeof(reject));
-      if (id == nullptr) return;
-      if (!wire::ValidateRejectBody(reject)) reject.private_data_len = 0;
-      RejectReceivedLocked(id, header.status > 0 ? header.status : kRejectConsumer,
-                           reject.private_data, reject.private_data_len);
-      return;
-    }
-    case wire::Type::kReady:
-      if (id != nullptr) ReadyReceivedLocked(id, (header.flags & wire::kFlagCma) != 0);
-      return;
-    case wire::Type::kDisconnect:  // the DREQ
-      if (id != nullptr) DisconnectRequestReceivedLocked(id);
-      return;
-    case wire::Type::kDisconnectReply:  // the DREP (its sender closes the connection next)
-      if (id != nullptr) DrepReceivedLocked(id);
-      return;
-    default:
-      return;
-  }
-}
-
 void ConnectionManager::OnRemoteClosed(const std::shared_ptr<HostCmPeer>& end) {
   softrpma::MutexLock lock(&mu_);
   RemoteEndedLocked(end);
@@ -733,6 +638,11 @@ void ConnectionManager::RequestWithdrawnLocked(SimCmId* request) {
   if (RemoveConnectRequestLocked(request)) {
     DropRequestLocked(request, kRejectConsumer, nullptr, 0, /*free_it=*/true);
   }
+}
+
+SimCmId* ConnectionManager::FindIdLocked(uint32_t serial) {
+  auto it = ids_.find(serial);
+  return it != ids_.end() ? it->second : nullptr;
 }
 
 void ConnectionManager::ClosePeerLocked(SimCmId* id) {

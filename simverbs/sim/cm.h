@@ -125,7 +125,6 @@
 #include "simverbs/mutex.h"
 #include "simverbs/sim/device.h"
 #include "simverbs/sim/fabric/host.h"
-#include "simverbs/sim/fabric/wire.h"
 #include "simverbs/sim/signal_fd.h"
 
 namespace softrpma::sim {
@@ -244,8 +243,8 @@ struct SimCmId final {
   std::shared_ptr<CmPeer> peer;
   SimCmId* listener = nullptr;             // request ids: the listener that got the request
   std::vector<SimCmId*> pending_requests;  // listeners: request ids not accepted/rejected yet
-  bool established_pending = false;   // passive: accepted, ESTABLISHED waits for the RTU
-  bool active = false;                // made the connection with rdma_connect
+  bool established_pending = false;        // passive: accepted, ESTABLISHED waits for the RTU
+  bool active = false;                     // made the connection with rdma_connect
   // Disconnecting (state kDisconnected): we sent a DREQ and wait for its DREP until
   // dreq_deadline_ns; or we got the peer's DREQ and owe it the DREP.
   bool awaiting_drep = false;
@@ -299,10 +298,8 @@ class ConnectionManager final {
   // Takes only the event's channel's mutex.
   static int AckEvent(SimCmEvent* event);
 
-  // A connection-management message, or the end of the connection, from the host fabric
-  // (run by the fabric thread, see HostCmPeer in cm_peer.h).
-  void OnRemoteCm(const std::shared_ptr<HostCmPeer>& end, const wire::Header& header,
-                  const uint8_t* body) ABSL_LOCKS_EXCLUDED(mu_);
+  // The end of a connection over the host fabric (run by the fabric thread, see HostCmPeer
+  // in cm_peer.h, which delivers its CM messages to the handlers below).
   void OnRemoteClosed(const std::shared_ptr<HostCmPeer>& end) ABSL_LOCKS_EXCLUDED(mu_);
   // The peer broke the protocol (a message its state does not allow): the connection ends
   // from this side, and its id learns it as if the peer had closed it.
@@ -344,6 +341,8 @@ class ConnectionManager final {
   // delivered, it stays with the user and accepting it reports UNREACHABLE.
   void RequestWithdrawnLocked(SimCmId* request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // The id of `serial`, or nullptr.
+  SimCmId* FindIdLocked(uint32_t serial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Closes id's peer (cm_peer.h, Close) and drops it.
   void ClosePeerLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The exchange of `id` is over: its peer closed, `state`, `type` queued.

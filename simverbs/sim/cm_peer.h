@@ -130,8 +130,8 @@ class LocalCmPeer final : public CmPeer {
 
  private:
   ConnectionManager* const cm_;
-  SimCmId* const listener_;  // the active end's, until its REQ made the other end
-  SimCmId* other_ = nullptr;  // nullptr once unlinked
+  SimCmId* const listener_;      // the active end's, until its REQ made the other end
+  SimCmId* other_ = nullptr;     // nullptr once unlinked
   LocalCmPeer* twin_ = nullptr;  // other_'s peer, toward this end
 };
 
@@ -190,6 +190,9 @@ class HostCmPeer final : public CmPeer,
   bool peer_reaches_us = false;  // active: the REP said the peer reaches us
 
  private:
+  // A CM message of the peer, checked (its pid against the kernel's, its body), delivered to
+  // the CM's handler for it. Takes the CM's mutex.
+  void OnCmMessage(const wire::Header& header, const uint8_t* body);
   std::shared_ptr<SimLink> Link() ABSL_LOCKS_EXCLUDED(mu_);
   void set_link(const std::shared_ptr<SimLink>& link) ABSL_LOCKS_EXCLUDED(mu_);
   // Sends `header` with `body` (none when body_len is 0).

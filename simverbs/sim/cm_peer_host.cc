@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <utility>
 
@@ -27,6 +28,18 @@ void FillFromParam(const rdma_conn_param* param, Body* body) {
   if (body->private_data_len > 0) {
     std::memcpy(body->private_data, param->private_data, body->private_data_len);
   }
+}
+
+// What a REQ or REP body tells of rdma_conn_param (the event reports it).
+template <typename Body>
+rdma_conn_param ParamOf(const Body& body) {
+  rdma_conn_param param;
+  std::memset(&param, 0, sizeof(param));
+  param.qp_num = body.qp_num;
+  param.srq = body.srq;
+  param.responder_resources = body.responder_resources;
+  param.initiator_depth = body.initiator_depth;
+  return param;
 }
 
 }  // namespace
@@ -176,10 +189,92 @@ void HostCmPeer::OnMessage(const wire::Header& header, const uint8_t* body) {
     }
     return;
   }
-  cm_->OnRemoteCm(shared_from_this(), header, body);
+  OnCmMessage(header, body);
 }
 
 void HostCmPeer::OnClosed() { cm_->OnRemoteClosed(shared_from_this()); }
+
+void HostCmPeer::OnCmMessage(const wire::Header& header, const uint8_t* body) {
+  using State = SimCmId::State;
+  std::shared_ptr<HostCmPeer> end = shared_from_this();
+  ConnectionManager* cm = cm_;
+  softrpma::MutexLock lock(&cm->mu_);
+  SimCmId* const id = this->id;  // as it was when the message came
+  // Who the peer is comes from the kernel (SO_PEERCRED), never from a message.
+  std::shared_ptr<host::Conn> peer_conn = conn();
+  const pid_t peer_pid = peer_conn != nullptr ? peer_conn->peer_pid() : 0;
+  switch (static_cast<wire::Type>(header.type)) {
+    case wire::Type::kConnectRequest: {
+      wire::ConnectBody request_body;
+      std::memcpy(&request_body, body, sizeof(request_body));
+      // A REQ naming another process is a lie (a peer naming our own pid, or a third
+      // process's, would make this NIC copy that process's memory for it): it ends the
+      // connection.
+      const bool lies = request_body.pid != peer_pid;
+      if (lies && id == nullptr) wire::ReportPeerMismatch("pid", request_body.pid, peer_pid);
+      if (id != nullptr || lies || !wire::ValidateConnectBody(request_body)) {
+        // A second REQ, or a malformed one: this connection ends, and the id of the first
+        // (a request, or an accepted connection) learns it.
+        if (peer_conn != nullptr) peer_conn->Close();
+        cm->RemoteEndedLocked(end);
+        return;
+      }
+      SimCmId* listener = cm->FindIdLocked(listener_serial_);
+      SimCmId* request = cm->RequestReceivedLocked(
+          listener, reinterpret_cast<sockaddr*>(&request_body.dst),
+          reinterpret_cast<sockaddr*>(&request_body.src), ParamOf(request_body),
+          request_body.private_data, request_body.private_data_len, end);
+      if (request == nullptr) {  // the listener went away (or no memory): a REJ
+        SendReject(listener == nullptr ? kRejectNoListener : kRejectConsumer, nullptr, 0);
+        Close();
+        return;
+      }
+      this->id = request;
+      remote_qp_num = request_body.qp_num;
+      remote_pid = peer_pid;  // the kernel's, which the body's agreed with
+      we_reach_peer = host::CanReach(peer_pid, request_body.probe_addr);
+      return;
+    }
+    case wire::Type::kAccept: {
+      wire::AcceptBody accept;
+      std::memcpy(&accept, body, sizeof(accept));
+      if (id == nullptr || id->state != State::kConnecting) return;
+      const bool lies = accept.pid != peer_pid;  // the kernel's word (see kConnectRequest)
+      if (lies) wire::ReportPeerMismatch("pid", accept.pid, peer_pid);
+      if (lies || !wire::ValidateAcceptBody(accept) || id->id.qp == nullptr) {
+        cm->ExchangeEndedLocked(id, State::kUnreachable, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+        return;
+      }
+      remote_qp_num = accept.qp_num;
+      remote_pid = peer_pid;
+      peer_reaches_us = accept.can_reach_you != 0;
+      we_reach_peer = host::CanReach(peer_pid, accept.probe_addr);
+      cm->AcceptReceivedLocked(id, ParamOf(accept), accept.private_data, accept.private_data_len,
+                               /*connect_response=*/true);
+      return;
+    }
+    case wire::Type::kReject: {
+      wire::RejectBody reject;
+      std::memcpy(&reject, body, sizeof(reject));
+      if (id == nullptr) return;
+      if (!wire::ValidateRejectBody(reject)) reject.private_data_len = 0;
+      cm->RejectReceivedLocked(id, header.status > 0 ? header.status : kRejectConsumer,
+                           reject.private_data, reject.private_data_len);
+      return;
+    }
+    case wire::Type::kReady:
+      if (id != nullptr) cm->ReadyReceivedLocked(id, (header.flags & wire::kFlagCma) != 0);
+      return;
+    case wire::Type::kDisconnect:  // the DREQ
+      if (id != nullptr) cm->DisconnectRequestReceivedLocked(id);
+      return;
+    case wire::Type::kDisconnectReply:  // the DREP (its sender closes the connection next)
+      if (id != nullptr) cm->DrepReceivedLocked(id);
+      return;
+    default:
+      return;
+  }
+}
 
 std::shared_ptr<SimLink> HostCmPeer::Link() {
   softrpma::MutexLock lock(&mu_);
