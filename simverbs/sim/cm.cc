@@ -431,9 +431,16 @@ void ConnectionManager::RemoteEndedLocked(const std::shared_ptr<HostCmPeer>& end
     case State::kConnecting:  // the passive process went away before answering
       ExchangeEndedLocked(id, State::kUnreachable, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
       break;
-    case State::kConnected:  // the peer process closed or died
-      id->established_pending = false;
-      PeerGoneLocked(id);
+    case State::kConnected:
+      if (id->established_pending) {
+        // Our REP was never answered by an RTU (the active side refused it, or went away): it
+        // times out, as an accept does whose active id of this process is gone.
+        id->established_pending = false;
+        if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
+        ExchangeEndedLocked(id, State::kUnreachable, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+        break;
+      }
+      PeerGoneLocked(id);  // the peer process closed or died
       break;
     case State::kDisconnected:
       // After a DREQ: the peer's kernel answers ours when its id goes; what we still send

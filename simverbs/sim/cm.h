@@ -93,10 +93,11 @@
 // connection closing (the initiator destroyed its id or exited) leaves nothing to answer the
 // peer: its WRs in flight and later ones time out (RETRY_EXC_ERR). A peer process that closes
 // or dies while connected ends the connection: a connected id gets DISCONNECTED (its
-// outstanding WRs flush), a connecting one UNREACHABLE; a request whose requester died (or
-// destroyed its id) vanishes if its CONNECT_REQUEST was not delivered yet, as in one process,
-// and gives UNREACHABLE when accepted if it was. Faults apply in each process to its own side
-// of the exchange.
+// outstanding WRs flush), a connecting one UNREACHABLE, and so does an accepted one whose REP
+// no RTU answered (as when the active id of this process is gone at the accept; its QP goes
+// to ERROR); a request whose requester died (or destroyed its id) vanishes if its
+// CONNECT_REQUEST was not delivered yet, as in one process, and gives UNREACHABLE when
+// accepted if it was. Faults apply in each process to its own side of the exchange.
 //
 // ONE EXCHANGE, TWO CARRIERS (cm_peer.h). An id in a connection holds a CmPeer, the other end:
 // a LocalCmPeer (an id of this process) or a HostCmPeer (another process). The exchange above

@@ -636,6 +636,25 @@ TEST_F(CmTest, Accept_ActiveGone_Unreachable) {
   EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
 }
 
+TEST_F(CmTest, Accept_ActiveQpGone_BothUnreachable) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Listen("127.0.0.1", NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(ConnectionOptions(), conn.port).ok());
+  backend_->RdmaDestroyQp(conn.active.id);  // its id stays, connecting
+
+  ASSERT_TRUE(conn.AcceptPassive(ConnectionOptions()).ok());
+
+  // Nothing can answer the REP: it times out (on the host transport, once the active side
+  // has refused it).
+  for (rdma_event_channel* channel : {conn.passive.channel, conn.active.channel}) {
+    rdma_cm_event* event = nullptr;
+    ASSERT_EQ(backend_->RdmaGetCmEvent(channel, &event), 0);
+    EXPECT_EQ(event->event, RDMA_CM_EVENT_UNREACHABLE) << rdma_event_str(event->event);
+    EXPECT_EQ(event->status, -ETIMEDOUT);
+    backend_->RdmaAckCmEvent(event);
+  }
+}
+
 TEST_F(CmTest, DestroyId_ConnectingBeforeItsRequestIsDelivered_TheRequestVanishes) {
   TestConnection conn(backend_);
   ASSERT_TRUE(conn.Listen("127.0.0.1", NextTestPort()).ok());
