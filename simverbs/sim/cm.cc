@@ -1,7 +1,5 @@
 #include "simverbs/sim/cm.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -12,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "simverbs/alloc.h"
 #include "simverbs/sim/addr.h"
+#include "simverbs/sim/cm_peer.h"
 #include "simverbs/sim/cq.h"
 #include "simverbs/sim/qp.h"
 #include "simverbs/sim/sched.h"
@@ -29,136 +28,7 @@ bool ValidPrivateData(const void* data, int len, int max) {
   return len <= max && (len == 0 || data != nullptr);
 }
 
-// The parts of a REQ or REP body that rdma_conn_param gives.
-template <typename Body>
-void FillFromParam(const rdma_conn_param* param, Body* body) {
-  if (param == nullptr) return;
-  body->responder_resources = param->responder_resources;
-  body->initiator_depth = param->initiator_depth;
-  // The wire's bodies hold the IB sizes; a longer iWARP (siw) private data is cut to them
-  // between processes (docs/DEVICES.md, "Left as it is").
-  body->private_data_len = static_cast<uint8_t>(
-      std::min<size_t>(param->private_data_len, sizeof(body->private_data)));
-  if (body->private_data_len > 0) {
-    std::memcpy(body->private_data, param->private_data, body->private_data_len);
-  }
-}
-
-// Sends a REJ with reason `status` and its private data over `conn`.
-void SendReject(host::Conn* conn, int status, const void* private_data,
-                uint8_t private_data_len) {
-  wire::RejectBody body;
-  std::memset(&body, 0, sizeof(body));
-  body.private_data_len =
-      static_cast<uint8_t>(std::min<size_t>(private_data_len, sizeof(body.private_data)));
-  if (body.private_data_len > 0) {
-    std::memcpy(body.private_data, private_data, body.private_data_len);
-  }
-  wire::Header header = wire::MakeHeader(wire::Type::kReject);
-  header.status = status;
-  header.body_len = sizeof(body);
-  iovec iov{&body, sizeof(body)};
-  conn->Send(header, &iov, 1);
-}
-
 }  // namespace
-
-// The connection manager's end of a connection over the host fabric: it routes the peer's
-// connection-management messages to the CM and its data-path messages to the QP's link.
-class RemoteEnd final : public host::Conn::Handler,
-                        public std::enable_shared_from_this<RemoteEnd> {
- public:
-  RemoteEnd(ConnectionManager* cm, uint32_t listener_serial)
-      : cm_(cm), listener_serial_(listener_serial) {}
-
-  // Until the CM exchange has crossed this connection (the REQ on an accepted one, the REP or
-  // REJ on a dialed one), only CM messages may come, each of its fixed size (ValidateHeader):
-  // the body of anything else is never read.
-  // After it, a read response is read only when it is no longer than a read this side sent.
-  bool OnHeader(const wire::Header& header) override {
-    if (exchanged_) {
-      std::shared_ptr<SimLink> link = Link();
-      return link == nullptr || ResponseFits(link, header);
-    }
-    return header.type >= static_cast<uint16_t>(wire::Type::kConnectRequest) &&
-           header.type <= static_cast<uint16_t>(wire::Type::kDisconnectReply);
-  }
-  // The peer has read its backlog: its reads that waited are served.
-  void OnDrained() override {
-    if (std::shared_ptr<SimLink> link = Link(); link != nullptr) ResumeRemoteLink(link);
-  }
-
-  void OnMessage(const wire::Header& header, const uint8_t* body) override {
-    const auto type = static_cast<wire::Type>(header.type);
-    if (listener_serial_ != 0 ? type == wire::Type::kConnectRequest
-                              : type == wire::Type::kAccept || type == wire::Type::kReject) {
-      if (exchanged_) {
-        // One connection carries one CM exchange: a second REQ (or REP) on it is a protocol
-        // violation, also once the first one's id is gone (it must not become a new request
-        // on a connection whose other end thinks it is something else).
-        cm_->OnRemoteBroken(shared_from_this());
-        return;
-      }
-      exchanged_ = true;
-    }
-    if (header.type >= static_cast<uint16_t>(wire::Type::kWrite)) {
-      std::shared_ptr<SimLink> link;
-      bool had_link = false;
-      std::shared_ptr<host::Conn> conn;
-      {
-        softrpma::MutexLock lock(&mu_);
-        link = link_.lock();
-        had_link = had_link_;
-        conn = conn_;
-      }
-      if (link != nullptr) {
-        HandleRemoteMessage(link, header, body);
-      } else if (had_link) {
-        // Its QP was destroyed under a living id (rdma_destroy_qp): nothing responds, and
-        // the peer's WR times out (IBV_WC_RETRY_EXC_ERR) as on a NIC; the connection stays.
-        if (conn != nullptr) AnswerForNoQp(conn.get(), header);
-      } else {
-        cm_->OnRemoteBroken(shared_from_this());  // data before the connection exists
-      }
-      return;
-    }
-    cm_->OnRemoteCm(shared_from_this(), header, body);
-  }
-  void OnClosed() override { cm_->OnRemoteClosed(shared_from_this()); }
-
-  std::shared_ptr<SimLink> Link() {
-    softrpma::MutexLock lock(&mu_);
-    return link_.lock();
-  }
-  uint32_t listener_serial() const { return listener_serial_; }
-  std::shared_ptr<host::Conn> conn() {
-    softrpma::MutexLock lock(&mu_);
-    return conn_;
-  }
-  void set_conn(std::shared_ptr<host::Conn> conn) {
-    softrpma::MutexLock lock(&mu_);
-    conn_ = std::move(conn);
-  }
-  void set_link(const std::shared_ptr<SimLink>& link) {
-    softrpma::MutexLock lock(&mu_);
-    link_ = link;
-    had_link_ = had_link_ || link != nullptr;
-  }
-
-  // The id this connection belongs to; guarded by the CM's mutex. nullptr once it is gone.
-  SimCmId* id = nullptr;
-
- private:
-  ConnectionManager* const cm_;
-  const uint32_t listener_serial_;  // passive ends: the listener that accepted the socket
-  // The CM exchange has crossed (OnHeader). The fabric runs a connection's handler one call
-  // at a time.
-  bool exchanged_ = false;
-  softrpma::Mutex mu_;
-  std::shared_ptr<host::Conn> conn_ ABSL_GUARDED_BY(mu_);
-  std::weak_ptr<SimLink> link_ ABSL_GUARDED_BY(mu_);
-  bool had_link_ ABSL_GUARDED_BY(mu_) = false;  // a link was set (it may be gone since)
-};
 
 SimCmId::SimCmId() { std::memset(&id, 0, sizeof(id)); }
 
@@ -260,27 +130,18 @@ int ConnectionManager::DestroyId(SimCmId* id) {
   id->pending_requests.clear();
 
   switch (id->state) {
-    case State::kConnecting: {
+    case State::kConnecting:
       // Our request is pending at a listener: withdraw it. Not delivered yet: it vanishes;
       // delivered: its id stays with the user, and accepting it will report UNREACHABLE.
-      SimCmId* request = id->peer;
-      if (request != nullptr) {
-        request->peer = nullptr;
-        id->peer = nullptr;
-        if (RemoveConnectRequestLocked(request)) {
-          DropRequestLocked(request, kRejectConsumer, nullptr, 0, /*free_it=*/true);
-        }
-      }
+      if (id->peer != nullptr) id->peer->WithdrawRequest();
       break;
-    }
     case State::kRequestReceived:
       DropRequestLocked(id, kRejectConsumer, nullptr, 0, /*free_it=*/false);
       break;
     case State::kConnected:
       // As the kernel's CM: destroying a connected id sends a DREQ (its QP, if still there,
       // is left as it is, below).
-      if (id->peer != nullptr && id->peer->peer == id) DreqReceivedLocked(id->peer);
-      SendRemoteLocked(id, wire::MakeHeader(wire::Type::kDisconnect), nullptr, 0);
+      if (id->peer != nullptr) id->peer->SendDisconnectRequest();
       break;
     case State::kDisconnected:
       if (id->owes_drep) SendDrepLocked(id);  // a DREQ it got is answered as the id goes
@@ -288,16 +149,16 @@ int ConnectionManager::DestroyId(SimCmId* id) {
     default:
       break;
   }
-  if (id->peer != nullptr && id->peer->peer == id) id->peer->peer = nullptr;
   if (id->id.qp != nullptr) {
     // As rdma-core's rdma_destroy_id: the id goes, its QP stays, in the state it is in, the
     // caller's to destroy with ibv_destroy_qp (perftest -R destroys the ids it failed to
     // connect with their QPs on them).
     SimQp* qp = to_sim(id->id.qp);
     qp->cm_orphan.store(true, std::memory_order_release);
-    // A connection to another process closes with the id (FreeIdLocked): what the QP has
-    // outstanding or posts later ends in IBV_WC_RETRY_EXC_ERR, as toward a vanished peer.
-    if (id->remote != nullptr) RemotePeerGone(qp);
+    // The connection closes with the id (FreeIdLocked): what the QP has outstanding or posts
+    // later reaches no one (to another process: IBV_WC_RETRY_EXC_ERR, as toward a vanished
+    // peer).
+    if (id->peer != nullptr) id->peer->OrphanQp(qp);
     id->id.qp = nullptr;
   }
   FreeIdLocked(id);
@@ -418,7 +279,7 @@ int ConnectionManager::Listen(SimCmId* id) {
   const int err = host::Listen(
       SrcOf(id),
       [this, serial](const std::shared_ptr<host::Conn>& conn) {
-        auto end = std::make_shared<RemoteEnd>(this, serial);
+        auto end = std::make_shared<HostCmPeer>(this, serial);
         end->set_conn(conn);
         return std::static_pointer_cast<host::Conn::Handler>(end);
       },
@@ -438,9 +299,7 @@ int ConnectionManager::CreateQp(SimCmId* id, ibv_qp_init_attr_ex* attr) {
   if (id->id.qp != nullptr) return EINVAL;
   // The passive QP of a connection request joins the active QP's link.
   std::shared_ptr<SimLink> join;
-  if (id->state == State::kRequestReceived && id->peer != nullptr && id->peer->id.qp != nullptr) {
-    join = to_sim(id->peer->id.qp)->link;
-  }
+  if (id->state == State::kRequestReceived && id->peer != nullptr) join = id->peer->LinkToJoin();
   SimQp* qp = nullptr;
   const int err = sim::CreateQp(attr, join, &qp);
   if (err != 0) return err;
@@ -449,10 +308,7 @@ int ConnectionManager::CreateQp(SimCmId* id, ibv_qp_init_attr_ex* attr) {
                attr->send_cq->handle, attr->recv_cq->handle,
                attr->srq != nullptr ? attr->srq->handle : 0);
   }
-  if (id->remote != nullptr) {
-    AttachRemote(qp, id->remote->conn());
-    id->remote->set_link(qp->link);
-  }
+  if (id->peer != nullptr) id->peer->AttachQp(qp);
   id->id.qp = &qp->qp;
   id->id.pd = &pd->pd;
   id->id.send_cq = attr->send_cq;
@@ -484,39 +340,54 @@ int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFa
   }
   switch (fault) {
     case ConnFault::kReject:
-      id->state = State::kRejected;
-      QueueLocked(id, RDMA_CM_EVENT_REJECTED, kRejectConsumer, id, nullptr, nullptr, nullptr, 0);
+      ExchangeEndedLocked(id, State::kRejected, RDMA_CM_EVENT_REJECTED, kRejectConsumer);
       return 0;
     case ConnFault::kUnreachable:
-      id->state = State::kUnreachable;
-      QueueLocked(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, id, nullptr, nullptr, nullptr, 0);
+      ExchangeEndedLocked(id, State::kUnreachable, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
       return 0;
     case ConnFault::kLost:
-      id->state = State::kUnreachable;
-      QueueLocked(id, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET, id, nullptr, nullptr, nullptr, 0);
+      ExchangeEndedLocked(id, State::kUnreachable, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
       return 0;
     default:
       break;
   }
   id->active = true;
+  // A listener of this process is reached directly; any other through the host fabric.
   SimCmId* listener =
       CurrentTransport() == TransportKind::kLocal ? FindListenerLocked(DstOf(id)) : nullptr;
-  if (listener == nullptr) return ConnectRemoteLocked(id, param);
-  SimCmId* request = NewRequestIdLocked(listener, DstOf(id), SrcOf(id));
-  if (request == nullptr) return ENOMEM;
-  request->peer = id;
-  id->peer = request;
+  std::shared_ptr<CmPeer> peer;
+  if (listener != nullptr) {
+    peer = std::make_shared<LocalCmPeer>(this, listener);
+  } else {
+    std::shared_ptr<HostCmPeer> host_peer;
+    const int err = HostCmPeer::Dial(this, DstOf(id), &host_peer);
+    if (err == ECONNREFUSED) {  // nobody listens there, in any process of the fabric
+      ExchangeEndedLocked(id, State::kRejected, RDMA_CM_EVENT_REJECTED, kRejectNoListener);
+      return 0;
+    }
+    if (err != 0) return err;
+    peer = std::move(host_peer);
+  }
+  const int err = peer->SendRequest(id, param);
+  if (err != 0) return err;
+  id->peer = std::move(peer);
   id->state = State::kConnecting;
-
-  rdma_conn_param conn;
-  std::memset(&conn, 0, sizeof(conn));
-  if (param != nullptr) conn = *param;
-  conn.qp_num = id->id.qp->qp_num;
-  conn.srq = id->id.srq != nullptr ? 1 : 0;
-  QueueLocked(listener, RDMA_CM_EVENT_CONNECT_REQUEST, 0, request, listener, &conn,
-              param != nullptr ? param->private_data : nullptr,
-              param != nullptr ? param->private_data_len : 0);
   return 0;
+}
+
+SimCmId* ConnectionManager::RequestReceivedLocked(SimCmId* listener, const sockaddr* local_addr,
+                                                  const sockaddr* peer_addr,
+                                                  const rdma_conn_param& conn,
+                                                  const void* private_data,
+                                                  uint8_t private_data_len,
+                                                  std::shared_ptr<CmPeer> peer) {
+  if (listener == nullptr || listener->state != State::kListening) return nullptr;
+  SimCmId* request = NewRequestIdLocked(listener, local_addr, peer_addr);
+  if (request == nullptr) return nullptr;
+  request->peer = std::move(peer);
+  QueueLocked(listener, RDMA_CM_EVENT_CONNECT_REQUEST, 0, request, listener, &conn, private_data,
+              private_data_len);
+  return request;
 }
 
 SimCmId* ConnectionManager::NewRequestIdLocked(SimCmId* listener, const sockaddr* local_addr,
@@ -541,244 +412,35 @@ SimCmId* ConnectionManager::NewRequestIdLocked(SimCmId* listener, const sockaddr
   return request;
 }
 
-int ConnectionManager::ConnectRemoteLocked(SimCmId* id, const rdma_conn_param* param) {
-  auto end = std::make_shared<RemoteEnd>(this, 0);
-  std::shared_ptr<host::Conn> conn;
-  const int err = host::Dial(DstOf(id), end, &conn);
-  if (err == ECONNREFUSED) {  // nobody listens there, in any process of the fabric
-    id->state = State::kRejected;
-    QueueLocked(id, RDMA_CM_EVENT_REJECTED, kRejectNoListener, id, nullptr, nullptr, nullptr, 0);
-    return 0;
-  }
-  if (err != 0) return err;
-  end->set_conn(conn);
-  end->id = id;
-  id->remote = end;
-  SimQp* qp = to_sim(id->id.qp);
-  AttachRemote(qp, conn);
-  end->set_link(qp->link);
-
-  wire::ConnectBody body;
-  std::memset(&body, 0, sizeof(body));
-  body.qp_num = qp->qp.qp_num;
-  body.srq = id->id.srq != nullptr ? 1 : 0;
-  body.pid = getpid();
-  body.probe_addr = host::ProbeAddress();
-  CopyAddress(SrcOf(id), reinterpret_cast<sockaddr*>(&body.src));
-  CopyAddress(DstOf(id), reinterpret_cast<sockaddr*>(&body.dst));
-  FillFromParam(param, &body);
-  SendRemoteLocked(id, wire::MakeHeader(wire::Type::kConnectRequest), &body, sizeof(body));
-  id->state = State::kConnecting;
-  return 0;
-}
-
-int ConnectionManager::AcceptRemoteLocked(SimCmId* id, const rdma_conn_param* param,
-                                          ConnFault fault) {
-  switch (fault) {
-    case ConnFault::kReject: {  // the active side answers the REP with a REJ
-      if (std::shared_ptr<host::Conn> conn = id->remote->conn(); conn != nullptr) {
-        SendReject(conn.get(), kRejectConsumer, nullptr, 0);
-      }
-      CloseRemoteLocked(id);
-      id->state = State::kRejected;
-      QueueLocked(id, RDMA_CM_EVENT_REJECTED, kRejectConsumer, id, nullptr, nullptr, nullptr, 0);
-      return 0;
-    }
-    case ConnFault::kLost:
-    case ConnFault::kUnreachable: {
-      const bool lost = fault == ConnFault::kLost;
-      if (lost) SetQpError(to_sim(id->id.qp));
-      CloseRemoteLocked(id);  // the peer sees the connection end
-      id->state = lost ? State::kDisconnected : State::kUnreachable;
-      QueueLocked(id, lost ? RDMA_CM_EVENT_CONNECT_ERROR : RDMA_CM_EVENT_UNREACHABLE,
-                  lost ? -ECONNRESET : -ETIMEDOUT, id, nullptr, nullptr, nullptr, 0);
-      return 0;
-    }
-    default:
-      break;
-  }
-  EstablishRemote(to_sim(id->id.qp), id->remote_qp_num, id->remote_pid, id->we_reach_peer);
-  wire::AcceptBody body;
-  std::memset(&body, 0, sizeof(body));
-  body.qp_num = id->id.qp->qp_num;
-  body.srq = id->id.srq != nullptr ? 1 : 0;
-  body.pid = getpid();
-  body.probe_addr = host::ProbeAddress();
-  body.can_reach_you = id->we_reach_peer ? 1 : 0;
-  FillFromParam(param, &body);
-  SendRemoteLocked(id, wire::MakeHeader(wire::Type::kAccept), &body, sizeof(body));
-  id->state = State::kConnected;
-  id->established_pending = true;  // ESTABLISHED comes with the peer's RTU
-  if (fault == ConnFault::kDisconnect) {
-    id->established_pending = false;
-    QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
-    EndConnectionLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
-  }
-  return 0;
-}
-
-void ConnectionManager::SendRemoteLocked(SimCmId* id, const wire::Header& header,
-                                         const void* body, size_t body_len) {
-  if (id->remote == nullptr) return;
-  std::shared_ptr<host::Conn> conn = id->remote->conn();
-  if (conn == nullptr) return;
-  wire::Header with_len = header;
-  with_len.body_len = static_cast<uint32_t>(body_len);
-  iovec iov{const_cast<void*>(body), body_len};
-  conn->Send(with_len, &iov, body_len > 0 ? 1 : 0);
-}
-
-void ConnectionManager::CloseRemoteLocked(SimCmId* id) {
-  if (id->remote == nullptr) return;
-  std::shared_ptr<RemoteEnd> end = std::move(id->remote);
-  id->remote = nullptr;
-  end->id = nullptr;
-  if (std::shared_ptr<host::Conn> conn = end->conn(); conn != nullptr) conn->Close();
-}
-
-void ConnectionManager::OnRemoteCm(const std::shared_ptr<RemoteEnd>& end,
-                                   const wire::Header& header, const uint8_t* body) {
-  softrpma::MutexLock lock(&mu_);
-  SimCmId* id = end->id;
-  switch (static_cast<wire::Type>(header.type)) {
-    case wire::Type::kConnectRequest: {
-      wire::ConnectBody request_body;
-      std::memcpy(&request_body, body, sizeof(request_body));
-      // Who the peer is comes from the kernel (SO_PEERCRED); a REQ naming another process is
-      // a lie (a peer naming our own pid, or a third process's, would make this NIC copy that
-      // process's memory for it): it ends the connection.
-      std::shared_ptr<host::Conn> peer_conn = end->conn();
-      const pid_t peer_pid = peer_conn != nullptr ? peer_conn->peer_pid() : 0;
-      const bool lies = request_body.pid != peer_pid;
-      if (lies && id == nullptr) wire::ReportPeerMismatch("pid", request_body.pid, peer_pid);
-      if (id != nullptr || lies || !wire::ValidateConnectBody(request_body)) {
-        // A second REQ, or a malformed one: this connection ends, and the id of the first
-        // (a request, or an accepted connection) learns it.
-        if (std::shared_ptr<host::Conn> conn = end->conn(); conn != nullptr) conn->Close();
-        RemoteEndedLocked(end);
-        return;
-      }
-      auto it = ids_.find(end->listener_serial());
-      SimCmId* listener = it != ids_.end() ? it->second : nullptr;
-      SimCmId* request = nullptr;
-      if (listener != nullptr && listener->state == State::kListening) {
-        request = NewRequestIdLocked(listener, reinterpret_cast<sockaddr*>(&request_body.dst),
-                                     reinterpret_cast<sockaddr*>(&request_body.src));
-      }
-      if (request == nullptr) {  // the listener went away (or no memory): a REJ
-        if (std::shared_ptr<host::Conn> conn = end->conn(); conn != nullptr) {
-          SendReject(conn.get(), listener == nullptr ? kRejectNoListener : kRejectConsumer,
-                     nullptr, 0);
-          conn->Close();
-        }
-        return;
-      }
-      request->remote = end;
-      request->remote_qp_num = request_body.qp_num;
-      request->remote_pid = peer_pid;  // the kernel's, which the body's agreed with
-      request->we_reach_peer = host::CanReach(peer_pid, request_body.probe_addr);
-      end->id = request;
-      rdma_conn_param conn;
-      std::memset(&conn, 0, sizeof(conn));
-      conn.qp_num = request_body.qp_num;
-      conn.srq = request_body.srq;
-      conn.responder_resources = request_body.responder_resources;
-      conn.initiator_depth = request_body.initiator_depth;
-      QueueLocked(listener, RDMA_CM_EVENT_CONNECT_REQUEST, 0, request, listener, &conn,
-                  request_body.private_data, request_body.private_data_len);
-      return;
-    }
-    case wire::Type::kAccept: {
-      wire::AcceptBody accept;
-      std::memcpy(&accept, body, sizeof(accept));
-      if (id == nullptr || id->state != State::kConnecting) return;
-      std::shared_ptr<host::Conn> peer_conn = end->conn();
-      const pid_t peer_pid = peer_conn != nullptr ? peer_conn->peer_pid() : 0;
-      const bool lies = accept.pid != peer_pid;  // the kernel's word (see kConnectRequest)
-      if (lies) wire::ReportPeerMismatch("pid", accept.pid, peer_pid);
-      if (lies || !wire::ValidateAcceptBody(accept) || id->id.qp == nullptr) {
-        CloseRemoteLocked(id);
-        id->state = State::kUnreachable;
-        QueueLocked(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, id, nullptr, nullptr, nullptr, 0);
-        return;
-      }
-      id->remote_qp_num = accept.qp_num;
-      id->remote_pid = peer_pid;
-      id->peer_reaches_us = accept.can_reach_you != 0;
-      id->rtu_cma = host::CanReach(peer_pid, accept.probe_addr);
-      id->state = State::kConnected;
-      rdma_conn_param conn;
-      std::memset(&conn, 0, sizeof(conn));
-      conn.qp_num = accept.qp_num;
-      conn.srq = accept.srq;
-      conn.responder_resources = accept.responder_resources;
-      conn.initiator_depth = accept.initiator_depth;
-      // The QP goes to RTS, and the RTU is sent, when the user gets this event (see
-      // ProcessConnectResponse).
-      QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, &conn, accept.private_data,
-                  accept.private_data_len, /*connect_response=*/true);
-      return;
-    }
-    case wire::Type::kReject: {
-      wire::RejectBody reject;
-      std::memcpy(&reject, body, sizeof(reject));
-      if (id == nullptr || id->state != State::kConnecting) return;
-      if (!wire::ValidateRejectBody(reject)) reject.private_data_len = 0;
-      const int status = header.status > 0 ? header.status : kRejectConsumer;
-      CloseRemoteLocked(id);
-      id->state = State::kRejected;
-      QueueLocked(id, RDMA_CM_EVENT_REJECTED, status, id, nullptr, nullptr, reject.private_data,
-                  reject.private_data_len);
-      return;
-    }
-    case wire::Type::kReady:
-      if (id != nullptr && id->state == State::kConnected && id->established_pending) {
-        id->established_pending = false;
-        if ((header.flags & wire::kFlagCma) != 0 && id->id.qp != nullptr) {
-          SetPeerReachesUs(to_sim(id->id.qp));
-        }
-        QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
-      }
-      return;
-    case wire::Type::kDisconnect:  // the DREQ
-      if (id == nullptr) return;
-      if (id->state == State::kConnected) {
-        DreqReceivedLocked(id);
-      } else {
-        DrepReceivedLocked(id);  // DREQs crossed: the peer disconnects too
-      }
-      return;
-    case wire::Type::kDisconnectReply:  // the DREP (its sender closes the connection next)
-      if (id != nullptr) DrepReceivedLocked(id);
-      return;
-    default:
-      return;
-  }
-}
-
-void ConnectionManager::OnRemoteClosed(const std::shared_ptr<RemoteEnd>& end) {
+void ConnectionManager::OnRemoteClosed(const std::shared_ptr<HostCmPeer>& end) {
   softrpma::MutexLock lock(&mu_);
   RemoteEndedLocked(end);
 }
 
-void ConnectionManager::OnRemoteBroken(const std::shared_ptr<RemoteEnd>& end) {
+void ConnectionManager::OnRemoteBroken(const std::shared_ptr<HostCmPeer>& end) {
   if (std::shared_ptr<host::Conn> conn = end->conn(); conn != nullptr) conn->Close();
   softrpma::MutexLock lock(&mu_);
   RemoteEndedLocked(end);
 }
 
-void ConnectionManager::RemoteEndedLocked(const std::shared_ptr<RemoteEnd>& end) {
+void ConnectionManager::RemoteEndedLocked(const std::shared_ptr<HostCmPeer>& end) {
   SimCmId* id = end->id;
   if (id == nullptr) return;
-  CloseRemoteLocked(id);
+  ClosePeerLocked(id);
   switch (id->state) {
     case State::kConnecting:  // the passive process went away before answering
-      id->state = State::kUnreachable;
-      QueueLocked(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, id, nullptr, nullptr, nullptr, 0);
+      ExchangeEndedLocked(id, State::kUnreachable, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
       break;
-    case State::kConnected:  // the peer process closed or died
-      id->established_pending = false;
-      PeerGoneLocked(id);
+    case State::kConnected:
+      if (id->established_pending) {
+        // Our REP was never answered by an RTU (the active side refused it, or went away): it
+        // times out, as an accept does whose active id of this process is gone.
+        id->established_pending = false;
+        if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
+        ExchangeEndedLocked(id, State::kUnreachable, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+        break;
+      }
+      PeerGoneLocked(id);  // the peer process closed or died
       break;
     case State::kDisconnected:
       // After a DREQ: the peer's kernel answers ours when its id goes; what we still send
@@ -786,8 +448,12 @@ void ConnectionManager::RemoteEndedLocked(const std::shared_ptr<RemoteEnd>& end)
       DrepReceivedLocked(id);
       if (id->id.qp != nullptr) RemotePeerGone(to_sim(id->id.qp));
       break;
+    case State::kRequestReceived:
+      // The requester went away: as when an active id of this process goes, a request not
+      // delivered yet vanishes; a delivered one reports UNREACHABLE when accepted.
+      RequestWithdrawnLocked(id);
+      break;
     default:
-      // A request whose requester went away: accepting it reports UNREACHABLE.
       break;
   }
 }
@@ -810,52 +476,31 @@ int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFau
     }
     id->listener = nullptr;
   }
-  if (id->remote != nullptr) return AcceptRemoteLocked(id, param, fault);
-  SimCmId* active = id->peer;
-  if (fault == ConnFault::kReject || fault == ConnFault::kLost) {
-    // The active side answers the REP with a REJ (kReject), or the exchange breaks (kLost).
-    const bool lost = fault == ConnFault::kLost;
-    const rdma_cm_event_type type = lost ? RDMA_CM_EVENT_CONNECT_ERROR : RDMA_CM_EVENT_REJECTED;
-    const int status = lost ? -ECONNRESET : kRejectConsumer;
-    if (lost) SetQpError(to_sim(id->id.qp));
-    if (active != nullptr && active->peer == id && active->state == State::kConnecting) {
-      if (lost && active->id.qp != nullptr) SetQpError(to_sim(active->id.qp));
-      active->state = lost ? State::kDisconnected : State::kRejected;
-      active->peer = nullptr;
-      QueueLocked(active, type, status, active, nullptr, nullptr, nullptr, 0);
-    }
-    id->state = lost ? State::kDisconnected : State::kRejected;
-    id->peer = nullptr;
-    QueueLocked(id, type, status, id, nullptr, nullptr, nullptr, 0);
-    return 0;
+  std::shared_ptr<CmPeer> peer = id->peer;
+  switch (fault) {
+    case ConnFault::kReject:  // the active side answers the REP with a REJ
+      if (peer != nullptr) peer->SendReject(kRejectConsumer, nullptr, 0);
+      ExchangeEndedLocked(id, State::kRejected, RDMA_CM_EVENT_REJECTED, kRejectConsumer);
+      return 0;
+    case ConnFault::kLost:  // the exchange breaks
+      SetQpError(to_sim(id->id.qp));
+      if (peer != nullptr) peer->AbortAccept(RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
+      ExchangeEndedLocked(id, State::kDisconnected, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
+      return 0;
+    default:
+      break;
   }
-  const bool active_ok = fault != ConnFault::kUnreachable && active != nullptr &&
-                         active->state == State::kConnecting && active->id.qp != nullptr &&
-                         to_sim(active->id.qp)->link == to_sim(id->id.qp)->link;
-  if (!active_ok) {
+  if (fault == ConnFault::kUnreachable || peer == nullptr || !peer->CanAccept(id)) {
     // The active side went away: the passive side's REP would time out.
     id->state = State::kUnreachable;
     QueueLocked(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, id, nullptr, nullptr, nullptr, 0);
-    if (active != nullptr && active->state == State::kConnecting) {
-      active->state = State::kUnreachable;
-      active->peer = nullptr;
-      QueueLocked(active, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, active, nullptr, nullptr, nullptr,
-                  0);
-    }
-    id->peer = nullptr;
+    if (peer != nullptr) peer->AbortAccept(RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+    ClosePeerLocked(id);
     return 0;
   }
-  rdma_conn_param conn;
-  std::memset(&conn, 0, sizeof(conn));
-  if (param != nullptr) conn = *param;
-  conn.qp_num = id->id.qp->qp_num;
-  active->state = State::kConnected;
   id->state = State::kConnected;
-  const void* pdata = param != nullptr ? param->private_data : nullptr;
-  const uint8_t pdata_len = param != nullptr ? param->private_data_len : 0;
   if (fault == ConnFault::kDisconnect) {  // both see ESTABLISHED, then DISCONNECTED
-    EstablishLink(to_sim(id->id.qp)->link.get());
-    QueueLocked(active, RDMA_CM_EVENT_ESTABLISHED, 0, active, nullptr, &conn, pdata, pdata_len);
+    peer->SendAccept(id, param, /*at_once=*/true);
     QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
     EndConnectionLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
     return 0;
@@ -863,10 +508,9 @@ int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFau
   // As librdmacm on IB: the passive QP is ready once it accepted; the active one only when
   // its user gets the connect response (ProcessConnectResponse), which also sends the RTU on
   // which the passive side's ESTABLISHED comes.
-  EnterRts(to_sim(id->id.qp));
+  peer->EnterRts(to_sim(id->id.qp));
   id->established_pending = true;
-  QueueLocked(active, RDMA_CM_EVENT_ESTABLISHED, 0, active, nullptr, &conn, pdata, pdata_len,
-              /*connect_response=*/true);
+  peer->SendAccept(id, param, /*at_once=*/false);
   return 0;
 }
 
@@ -886,19 +530,17 @@ bool ConnectionManager::BreakConnection(const SimQp* qp, ConnFault fault) {
 }
 
 void ConnectionManager::EndConnectionLocked(SimCmId* id, rdma_cm_event_type type, int status) {
-  SimCmId* peer = id->peer;
-  for (SimCmId* side : {id, peer}) {
-    if (side == nullptr || side->state != State::kConnected) continue;
-    if (side->id.qp != nullptr) SetQpError(to_sim(side->id.qp));
-    side->state = State::kDisconnected;
-    QueueLocked(side, type, status, side, nullptr, nullptr, nullptr, 0);
-  }
-  if (peer != nullptr) peer->peer = nullptr;
-  id->peer = nullptr;
-  if (id->remote != nullptr) {
-    SendRemoteLocked(id, wire::MakeHeader(wire::Type::kDisconnect), nullptr, 0);
-    CloseRemoteLocked(id);
-  }
+  std::shared_ptr<CmPeer> peer = id->peer;
+  BrokenLocked(id, type, status);
+  if (peer != nullptr) peer->Break(type, status);
+  ClosePeerLocked(id);
+}
+
+void ConnectionManager::BrokenLocked(SimCmId* id, rdma_cm_event_type type, int status) {
+  if (id->state != State::kConnected) return;
+  if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
+  id->state = State::kDisconnected;
+  QueueLocked(id, type, status, id, nullptr, nullptr, nullptr, 0);
 }
 
 int ConnectionManager::Reject(SimCmId* id, const void* private_data, uint8_t private_data_len) {
@@ -936,8 +578,7 @@ int ConnectionManager::Disconnect(SimCmId* id) {
                        /*until_drep=*/true);
       QueueTimerLocked(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, timeout_ns + kTimewaitNs,
                        /*until_drep=*/true);
-      if (id->peer != nullptr && id->peer->peer == id) DreqReceivedLocked(id->peer);
-      SendRemoteLocked(id, wire::MakeHeader(wire::Type::kDisconnect), nullptr, 0);
+      if (id->peer != nullptr) id->peer->SendDisconnectRequest();
       return 0;
     }
     case State::kDisconnected:
@@ -958,6 +599,70 @@ void ConnectionManager::DreqReceivedLocked(SimCmId* id) {
   id->established_pending = false;
   id->owes_drep = true;
   QueueLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0, id, nullptr, nullptr, nullptr, 0);
+}
+
+void ConnectionManager::DisconnectRequestReceivedLocked(SimCmId* id) {
+  if (id->state == State::kConnected) {
+    DreqReceivedLocked(id);
+  } else {
+    DrepReceivedLocked(id);  // DREQs crossed: the peer disconnects too
+  }
+}
+
+void ConnectionManager::AcceptReceivedLocked(SimCmId* id, const rdma_conn_param& conn,
+                                             const void* private_data, uint8_t private_data_len,
+                                             bool connect_response) {
+  id->state = State::kConnected;
+  // With a connect response, the QP goes to RTS, and the RTU is sent, when the user gets this
+  // event (see ProcessConnectResponse).
+  QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, &conn, private_data,
+              private_data_len, connect_response);
+}
+
+void ConnectionManager::RejectReceivedLocked(SimCmId* id, int status, const void* private_data,
+                                             uint8_t private_data_len) {
+  if (id->state != State::kConnecting) return;
+  ExchangeEndedLocked(id, State::kRejected, RDMA_CM_EVENT_REJECTED, status, private_data,
+                      private_data_len);
+}
+
+void ConnectionManager::ReadyReceivedLocked(SimCmId* id, bool peer_reaches_us) {
+  if (id->state != State::kConnected || !id->established_pending) return;
+  id->established_pending = false;
+  if (peer_reaches_us && id->id.qp != nullptr) SetPeerReachesUs(to_sim(id->id.qp));
+  QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
+}
+
+void ConnectionManager::AcceptAbortedLocked(SimCmId* id, rdma_cm_event_type type, int status) {
+  if (id->state != State::kConnecting) return;
+  const bool lost = type == RDMA_CM_EVENT_CONNECT_ERROR;
+  if (lost && id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
+  ExchangeEndedLocked(id, lost ? State::kDisconnected : State::kUnreachable, type, status);
+}
+
+void ConnectionManager::RequestWithdrawnLocked(SimCmId* request) {
+  ClosePeerLocked(request);
+  if (RemoveConnectRequestLocked(request)) {
+    DropRequestLocked(request, kRejectConsumer, nullptr, 0, /*free_it=*/true);
+  }
+}
+
+SimCmId* ConnectionManager::FindIdLocked(uint32_t serial) {
+  auto it = ids_.find(serial);
+  return it != ids_.end() ? it->second : nullptr;
+}
+
+void ConnectionManager::ClosePeerLocked(SimCmId* id) {
+  std::shared_ptr<CmPeer> peer = std::move(id->peer);  // leaves id->peer empty
+  if (peer != nullptr) peer->Close();
+}
+
+void ConnectionManager::ExchangeEndedLocked(SimCmId* id, State state, rdma_cm_event_type type,
+                                            int status, const void* private_data,
+                                            uint8_t private_data_len) {
+  ClosePeerLocked(id);
+  id->state = state;
+  QueueLocked(id, type, status, id, nullptr, nullptr, private_data, private_data_len);
 }
 
 void ConnectionManager::DrepReceivedLocked(SimCmId* id) {
@@ -992,16 +697,8 @@ void ConnectionManager::DrepReceivedLocked(SimCmId* id) {
 
 void ConnectionManager::SendDrepLocked(SimCmId* id) {
   id->owes_drep = false;
-  SimCmId* peer = id->peer;
-  if (peer != nullptr && peer->peer == id) {
-    DrepReceivedLocked(peer);
-    peer->peer = nullptr;
-  }
-  id->peer = nullptr;
-  if (id->remote != nullptr) {
-    SendRemoteLocked(id, wire::MakeHeader(wire::Type::kDisconnectReply), nullptr, 0);
-    CloseRemoteLocked(id);
-  }
+  if (id->peer != nullptr) id->peer->SendDisconnectReply();
+  ClosePeerLocked(id);
   QueueTimerLocked(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, kTimewaitNs, /*until_drep=*/false);
 }
 
@@ -1014,20 +711,8 @@ void ConnectionManager::PeerGoneLocked(SimCmId* id) {
 
 void ConnectionManager::DropRequestLocked(SimCmId* request, int status, const void* private_data,
                                           uint8_t private_data_len, bool free_it) {
-  if (request->remote != nullptr) {  // the requester is in another process: a REJ
-    if (std::shared_ptr<host::Conn> conn = request->remote->conn(); conn != nullptr) {
-      SendReject(conn.get(), status, private_data, private_data_len);
-    }
-    CloseRemoteLocked(request);
-  }
-  SimCmId* active = request->peer;
-  if (active != nullptr && active->peer == request && active->state == State::kConnecting) {
-    active->state = State::kRejected;
-    active->peer = nullptr;
-    QueueLocked(active, RDMA_CM_EVENT_REJECTED, status, active, nullptr, nullptr, private_data,
-                private_data_len);
-  }
-  request->peer = nullptr;
+  if (request->peer != nullptr) request->peer->SendReject(status, private_data, private_data_len);
+  ClosePeerLocked(request);
   if (request->listener != nullptr) {
     auto& pending = request->listener->pending_requests;
     for (auto it = pending.begin(); it != pending.end(); ++it) {
@@ -1059,7 +744,7 @@ bool ConnectionManager::RemoveConnectRequestLocked(SimCmId* request) {
 }
 
 void ConnectionManager::FreeIdLocked(SimCmId* id) {
-  CloseRemoteLocked(id);
+  ClosePeerLocked(id);
   UnbindLocked(id);
   ids_.erase(id->serial);
   Delete(id);
@@ -1153,16 +838,15 @@ std::vector<PendingCmEvent> ConnectionManager::TakeEventsLocked(SimCmId* owner) 
   return taken;
 }
 
-std::shared_ptr<host::Conn> ConnectionManager::DrepToSettle(SimEventChannel* channel) {
+std::shared_ptr<CmPeer> ConnectionManager::DrepToSettle(SimEventChannel* channel) {
   softrpma::MutexLock lock(&mu_);
   softrpma::MutexLock channel_lock(&channel->mu);
   if (channel->events.empty()) return nullptr;
   const PendingCmEvent& next = channel->events.front();
-  if (!next.until_drep || next.due_ns <= GlobalClock().now_ns() ||
-      !next.owner->awaiting_drep || next.owner->remote == nullptr) {
+  if (!next.until_drep || next.due_ns <= GlobalClock().now_ns() || !next.owner->awaiting_drep) {
     return nullptr;
   }
-  return next.owner->remote->conn();
+  return next.owner->peer;
 }
 
 int ConnectionManager::GetEvent(SimEventChannel* channel, rdma_cm_event** event) {
@@ -1187,9 +871,7 @@ int ConnectionManager::GetEvent(SimEventChannel* channel, rdma_cm_event** event)
     Leave leave{channel};
     // A DREP that reached this process beats the DREQ's timeout whatever the fabric thread's
     // timing: whether it came is decided by what arrived, not by who read it first.
-    if (std::shared_ptr<host::Conn> conn = DrepToSettle(channel); conn != nullptr) {
-      conn->Settle();
-    }
+    if (std::shared_ptr<CmPeer> peer = DrepToSettle(channel); peer != nullptr) peer->Settle();
     err = TakeEvent(channel, event, &connect_response);
   }
   if (err == 0 && connect_response != nullptr) ProcessConnectResponse(connect_response);
@@ -1206,21 +888,13 @@ void ConnectionManager::ProcessConnectResponse(SimCmId* id) {
   }
   SimQp* qp = to_sim(id->id.qp);
   if (TraceOn()) TraceEvent("cm_connect_response id=%u qp=%u", id->serial, qp->qp.qp_num);
-  if (id->remote != nullptr) {
-    EstablishRemote(qp, id->remote_qp_num, id->remote_pid, id->rtu_cma);
-    if (id->peer_reaches_us) SetPeerReachesUs(qp);
-    wire::Header ready = wire::MakeHeader(wire::Type::kReady);
-    if (id->rtu_cma) ready.flags = wire::kFlagCma;
-    SendRemoteLocked(id, ready, nullptr, 0);
+  std::shared_ptr<CmPeer> peer = id->peer;
+  if (peer == nullptr) {  // the passive side went away
+    EnterRts(qp);
     return;
   }
-  EnterRts(qp);
-  SimCmId* passive = id->peer;
-  if (passive != nullptr && passive->peer == id && passive->state == State::kConnected &&
-      passive->established_pending) {
-    passive->established_pending = false;  // the RTU
-    QueueLocked(passive, RDMA_CM_EVENT_ESTABLISHED, 0, passive, nullptr, nullptr, nullptr, 0);
-  }
+  peer->EnterRts(qp);
+  peer->SendReady();
 }
 
 namespace {

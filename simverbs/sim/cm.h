@@ -93,8 +93,17 @@
 // connection closing (the initiator destroyed its id or exited) leaves nothing to answer the
 // peer: its WRs in flight and later ones time out (RETRY_EXC_ERR). A peer process that closes
 // or dies while connected ends the connection: a connected id gets DISCONNECTED (its
-// outstanding WRs flush), a connecting one UNREACHABLE; a request whose requester died gives
-// UNREACHABLE when accepted. Faults apply in each process to its own side of the exchange.
+// outstanding WRs flush), a connecting one UNREACHABLE, and so does an accepted one whose REP
+// no RTU answered (as when the active id of this process is gone at the accept; its QP goes
+// to ERROR); a request whose requester died (or destroyed its id) vanishes if its
+// CONNECT_REQUEST was not delivered yet, as in one process, and gives UNREACHABLE when
+// accepted if it was. Faults apply in each process to its own side of the exchange.
+//
+// ONE EXCHANGE, TWO CARRIERS (cm_peer.h). An id in a connection holds a CmPeer, the other end:
+// a LocalCmPeer (an id of this process) or a HostCmPeer (another process). The exchange above
+// is written once: each message a peer carries arrives as the same handler of this class
+// (RequestReceivedLocked, AcceptReceivedLocked, ...), called at once by a LocalCmPeer, or by
+// the other process's HostCmPeer when the message arrives there.
 //
 // Thread-safe. One mutex (ConnectionManager::mu_) serializes connection management, which is
 // not on the data path; lock order: ConnectionManager::mu_ -> SimLink::mu -> ... (qp.h) ->
@@ -117,7 +126,6 @@
 #include "simverbs/mutex.h"
 #include "simverbs/sim/device.h"
 #include "simverbs/sim/fabric/host.h"
-#include "simverbs/sim/fabric/wire.h"
 #include "simverbs/sim/signal_fd.h"
 
 namespace softrpma::sim {
@@ -203,7 +211,8 @@ struct SimCmEvent final {
 };
 
 struct SimQp;
-class RemoteEnd;  // cm.cc: the CM's end of a host-fabric connection
+class CmPeer;  // cm_peer.h: what carries the CM exchange to the other end
+class HostCmPeer;
 
 struct SimCmId final {
   enum class State : uint8_t {
@@ -231,18 +240,12 @@ struct SimCmId final {
   SimEventChannel* channel = nullptr;
   State state = State::kIdle;
   bool bound = false;
-  SimCmId* peer = nullptr;                 // the other end of a pending or established connection
+  // The other end of a pending or established connection (cm_peer.h), nullptr once closed.
+  std::shared_ptr<CmPeer> peer;
   SimCmId* listener = nullptr;             // request ids: the listener that got the request
   std::vector<SimCmId*> pending_requests;  // listeners: request ids not accepted/rejected yet
-  // A connection (pending or established) with a process of the host fabric.
-  std::shared_ptr<RemoteEnd> remote;
-  uint32_t remote_qp_num = 0;         // the peer's QP, from its REQ / REP
-  int32_t remote_pid = 0;             // the peer's process
-  bool we_reach_peer = false;         // host::CanReach said yes for the peer's probe word
-  bool established_pending = false;   // passive: accepted, ESTABLISHED waits for the RTU
-  bool rtu_cma = false;               // active, remote: the RTU offers cross-memory attach
-  bool peer_reaches_us = false;       // active, remote: the REP said the peer reaches us
-  bool active = false;                // made the connection with rdma_connect
+  bool established_pending = false;        // passive: accepted, ESTABLISHED waits for the RTU
+  bool active = false;                     // made the connection with rdma_connect
   // Disconnecting (state kDisconnected): we sent a DREQ and wait for its DREP until
   // dreq_deadline_ns; or we got the peer's DREQ and owe it the DREP.
   bool awaiting_drep = false;
@@ -296,34 +299,64 @@ class ConnectionManager final {
   // Takes only the event's channel's mutex.
   static int AckEvent(SimCmEvent* event);
 
-  // A connection-management message, or the end of the connection, from the host fabric
-  // (run by the fabric thread, see RemoteEnd in cm.cc).
-  void OnRemoteCm(const std::shared_ptr<RemoteEnd>& end, const wire::Header& header,
-                  const uint8_t* body) ABSL_LOCKS_EXCLUDED(mu_);
-  void OnRemoteClosed(const std::shared_ptr<RemoteEnd>& end) ABSL_LOCKS_EXCLUDED(mu_);
+  // The end of a connection over the host fabric (run by the fabric thread, see HostCmPeer
+  // in cm_peer.h, which delivers its CM messages to the handlers below).
+  void OnRemoteClosed(const std::shared_ptr<HostCmPeer>& end) ABSL_LOCKS_EXCLUDED(mu_);
   // The peer broke the protocol (a message its state does not allow): the connection ends
   // from this side, and its id learns it as if the peer had closed it.
-  void OnRemoteBroken(const std::shared_ptr<RemoteEnd>& end) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnRemoteBroken(const std::shared_ptr<HostCmPeer>& end) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // The peers deliver the other end's messages to the handlers below (cm_peer.h).
+  friend class LocalCmPeer;
+  friend class HostCmPeer;
+
+  // ---- What arrives from the other end, whichever CmPeer carried it.
+  // The REQ at `listener` (from `peer_addr`, asking for `local_addr`; `conn` and the private
+  // data as the event reports them): a new request id holding `peer`, CONNECT_REQUEST
+  // queued. nullptr (nothing queued) when `listener` does not listen or out of memory.
+  SimCmId* RequestReceivedLocked(SimCmId* listener, const sockaddr* local_addr,
+                                 const sockaddr* peer_addr, const rdma_conn_param& conn,
+                                 const void* private_data, uint8_t private_data_len,
+                                 std::shared_ptr<CmPeer> peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The REP at active `id`: connected, its ESTABLISHED queued (a connect response to process
+  // when `connect_response`).
+  void AcceptReceivedLocked(SimCmId* id, const rdma_conn_param& conn, const void* private_data,
+                            uint8_t private_data_len, bool connect_response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The REJ at `id`: if it is connecting, REJECTED (`status`, the private data).
+  void RejectReceivedLocked(SimCmId* id, int status, const void* private_data,
+                            uint8_t private_data_len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The RTU at passive `id`: its ESTABLISHED, if it waits for it.
+  void ReadyReceivedLocked(SimCmId* id, bool peer_reaches_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The DREQ at `id`: DreqReceivedLocked when connected, else (DREQs crossed) as a DREP.
+  void DisconnectRequestReceivedLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A fault ended the established connection at `id` (CmPeer::Break): QP to ERROR, `type`.
+  void BrokenLocked(SimCmId* id, rdma_cm_event_type type, int status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A fault ended the accept of connecting `id`'s request (CmPeer::AbortAccept):
+  // CONNECT_ERROR (its QP to ERROR) or UNREACHABLE.
+  void AcceptAbortedLocked(SimCmId* id, rdma_cm_event_type type, int status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The requester of `request` withdrew (CmPeer::WithdrawRequest): undelivered, it vanishes;
+  // delivered, it stays with the user and accepting it reports UNREACHABLE.
+  void RequestWithdrawnLocked(SimCmId* request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // The id of `serial`, or nullptr.
+  SimCmId* FindIdLocked(uint32_t serial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes id's peer (cm_peer.h, Close) and drops it.
+  void ClosePeerLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The exchange of `id` is over: its peer closed, `state`, `type` queued.
+  void ExchangeEndedLocked(SimCmId* id, SimCmId::State state, rdma_cm_event_type type, int status,
+                           const void* private_data = nullptr, uint8_t private_data_len = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What the end of `end`'s connection does to its id (none: nothing).
-  void RemoteEndedLocked(const std::shared_ptr<RemoteEnd>& end)
+  void RemoteEndedLocked(const std::shared_ptr<HostCmPeer>& end)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new request id for a connect request to `listener` from `peer_addr` asking for
   // `local_addr`. nullptr when out of memory.
   SimCmId* NewRequestIdLocked(SimCmId* listener, const sockaddr* local_addr,
                               const sockaddr* peer_addr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // RdmaConnect when no listener of this process serves the address: dials the host fabric.
-  int ConnectRemoteLocked(SimCmId* id, const rdma_conn_param* param)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // RdmaAccept of a request that came over the host fabric.
-  int AcceptRemoteLocked(SimCmId* id, const rdma_conn_param* param, ConnFault fault)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sends a message of `type` with `body` to id's remote peer (if it has one).
-  void SendRemoteLocked(SimCmId* id, const wire::Header& header, const void* body,
-                        size_t body_len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends id's host-fabric connection from this side (the peer sees it end) and unlinks it.
-  void CloseRemoteLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Binds id to addr (port 0: the next free port). Errors: EADDRINUSE, EADDRNOTAVAIL.
   int BindLocked(SimCmId* id, const sockaddr* addr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -341,9 +374,9 @@ class ConnectionManager final {
   // Inserts `event` into `channel` in due-time order, raising its fd.
   static void PushEventLocked(SimEventChannel* channel, PendingCmEvent event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(channel->mu);
-  // When the next event of `channel` is a DREQ timer not due yet whose peer is in another
-  // process: that connection, whose arrived messages (a DREP) must be handled first.
-  std::shared_ptr<host::Conn> DrepToSettle(SimEventChannel* channel) ABSL_LOCKS_EXCLUDED(mu_);
+  // When the next event of `channel` is a DREQ timer not due yet: the peer of its id, whose
+  // arrived messages (a DREP) must be handled first (CmPeer::Settle).
+  std::shared_ptr<CmPeer> DrepToSettle(SimEventChannel* channel) ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the oldest event of `channel` (blocking as rdma_get_cm_event does); *connect_response
   // names its id when it is a connect response to process.
   static int TakeEvent(SimEventChannel* channel, rdma_cm_event** event,

@@ -636,6 +636,48 @@ TEST_F(CmTest, Accept_ActiveGone_Unreachable) {
   EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
 }
 
+TEST_F(CmTest, Accept_ActiveQpGone_BothUnreachable) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Listen("127.0.0.1", NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(ConnectionOptions(), conn.port).ok());
+  backend_->RdmaDestroyQp(conn.active.id);  // its id stays, connecting
+
+  ASSERT_TRUE(conn.AcceptPassive(ConnectionOptions()).ok());
+
+  // Nothing can answer the REP: it times out (on the host transport, once the active side
+  // has refused it).
+  for (rdma_event_channel* channel : {conn.passive.channel, conn.active.channel}) {
+    rdma_cm_event* event = nullptr;
+    ASSERT_EQ(backend_->RdmaGetCmEvent(channel, &event), 0);
+    EXPECT_EQ(event->event, RDMA_CM_EVENT_UNREACHABLE) << rdma_event_str(event->event);
+    EXPECT_EQ(event->status, -ETIMEDOUT);
+    backend_->RdmaAckCmEvent(event);
+  }
+}
+
+TEST_F(CmTest, DestroyId_ConnectingBeforeItsRequestIsDelivered_TheRequestVanishes) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Listen("127.0.0.1", NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(ConnectionOptions(), conn.port).ok());
+  backend_->RdmaDestroyQp(conn.active.id);
+
+  ASSERT_EQ(backend_->RdmaDestroyId(conn.active.id), 0);
+  conn.active.id = nullptr;
+
+  // Its listener never sees it (on the host transport: once the connection's end arrived).
+  ASSERT_EQ(fcntl(conn.listen_channel->fd, F_SETFL,
+                  fcntl(conn.listen_channel->fd, F_GETFL) | O_NONBLOCK),
+            0);
+  rdma_cm_event* event = nullptr;
+  EXPECT_EQ(backend_->RdmaGetCmEvent(conn.listen_channel, &event), EAGAIN);
+  EXPECT_FALSE(FdReadable(conn.listen_channel->fd));
+  if (event != nullptr) {  // the failure's request: the test's to end
+    rdma_cm_id* request = event->id;
+    backend_->RdmaAckCmEvent(event);
+    backend_->RdmaDestroyId(request);
+  }
+}
+
 TEST_F(CmTest, MigrateId_MovesPendingEvents) {
   rdma_event_channel* from = nullptr;
   rdma_event_channel* to = nullptr;

@@ -62,13 +62,13 @@
 //      (which takes the NIC's locks of 4), exclusively by a fork. Taken with no lock held.
 //   3. A connection's Conn::read_mu_ (the fabric thread, or a thread in Progress / Settle,
 //      which may hold no lock of the handler's), or a listener's Listener::State::mu (its
-//      on_accept runs under it). The handlers run under these: cm.cc's RemoteEnd, qp.cc's
+//      on_accept runs under it). The handlers run under these: cm_peer.h's HostCmPeer, qp.cc's
 //      ServeEnd and DialEnd.
 //   4. The NIC's locks, which handlers and the application's verbs calls take, in the
 //      simulator's order (cq.h, cm.h, qp.h): SimQp::modify_mu -> qp.cc's VerbsQps::mu or
 //      ConnectionManager::mu_ -> SimCq::batch_mu_ -> LinkSet::mu -> SimLink::mu (two links:
 //      in address order) -> SimPd::mu -> SimSrq::mu -> SimCq::mu_ -> SimCompChannel::mu,
-//      SimEventChannel::mu -> the tracer's mutex (trace.cc); RemoteEnd::mu_ (cm.cc) is a
+//      SimEventChannel::mu -> the tracer's mutex (trace.cc); HostCmPeer::mu_ (cm_peer.h) is a
 //      leaf of these, taken under ConnectionManager::mu_ or alone.
 //   5. The copy pool: cma.cc's g_pool_mu [fork], then the pool's own Pool::mu [fork]
 //      (cma::Start is called under SimLink::mu; the pool's watchdog calls a copy's on_stuck
@@ -125,7 +125,7 @@ std::string FabricName();
 // The abstract socket name of `addr` on the fabric (without the leading NUL), for messages.
 std::string ListenerName(const sockaddr* addr);
 
-// The host carrier of the data path (transport.h) and of the CM exchange (cm.cc).
+// The host carrier of the data path (transport.h) and of the CM exchange (cm_peer.h).
 class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
  public:
   class Handler {
@@ -253,7 +253,7 @@ class Listener final {
 uint64_t ProbeAddress();
 bool CanReach(int32_t pid, uint64_t probe_addr);
 
-// THE HOST TRANSPORT INSIDE ONE PROCESS (sched.h, Transport::kHost): waits until every
+// THE HOST TRANSPORT INSIDE ONE PROCESS (sched.h, TransportKind::kHost): waits until every
 // connection of this process to this same process is idle (no byte unread in its socket, none
 // queued to send, no thread reading or handling a message), at most kQuiesceCapNs. What the
 // in-process link does inside a call (a request executed, its answer back) is then there
