@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "simverbs/sim/device.h"
-#include "simverbs/sim/fault.h"
-#include "simverbs/sim/sched.h"
-#include "simverbs/sim/trace.h"
+#include "simverbs/sim/nic/device.h"
+#include "simverbs/sim/faults/fault.h"
+#include "simverbs/sim/sched/sched.h"
+#include "simverbs/sim/trace/trace.h"
 
 namespace softrpma::sim {
 namespace {

@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "simverbs/sim/device_profile.h"
+#include "simverbs/sim/profiles/device_profile.h"
 
 namespace softrpma::sim {
 

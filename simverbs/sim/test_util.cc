@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "simverbs/sim/fabric/host.h"
-#include "simverbs/sim/sched.h"
+#include "simverbs/sim/sched/sched.h"
 #include "simverbs/sim/sim_backend.h"
 
 namespace softrpma::sim::testing {

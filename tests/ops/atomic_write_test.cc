@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "librpma.h"
 #include "simverbs/sim/sim_control.h"
-#include "simverbs/sim/torn_word_reader.h"
+#include "simverbs/sim/nic/torn_word_reader.h"
 #include "tests/ops/ops_pair.h"
 
 namespace softrpma::ops_testing {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "simverbs/sim/device_profile.h"
+#include "simverbs/sim/profiles/device_profile.h"
 #include "simverbs/sim/sim_control.h"
 
 namespace softrpma::rpma_sim {

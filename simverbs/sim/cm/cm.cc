@@ -1,0 +1,985 @@
+#include "simverbs/sim/cm/cm.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "simverbs/alloc.h"
+#include "simverbs/sim/cm/addr.h"
+#include "simverbs/sim/cm/cm_peer.h"
+#include "simverbs/sim/nic/cq.h"
+#include "simverbs/sim/nic/qp.h"
+#include "simverbs/sim/sched/sched.h"
+#include "simverbs/sim/trace/trace.h"
+
+namespace softrpma::sim {
+namespace {
+
+using State = SimCmId::State;
+
+sockaddr* SrcOf(SimCmId* id) { return &id->id.route.addr.src_addr; }
+sockaddr* DstOf(SimCmId* id) { return &id->id.route.addr.dst_addr; }
+
+bool ValidPrivateData(const void* data, int len, int max) {
+  return len <= max && (len == 0 || data != nullptr);
+}
+
+}  // namespace
+
+SimCmId::SimCmId() { std::memset(&id, 0, sizeof(id)); }
+
+int ConnectionManager::CreateEventChannel(rdma_event_channel** channel) {
+  SimEventChannel* sim_channel = New<SimEventChannel>();
+  if (sim_channel == nullptr) return ENOMEM;
+  const int err = sim_channel->signal.Open();
+  if (err != 0) {
+    Delete(sim_channel);
+    return err;
+  }
+  sim_channel->channel.fd = sim_channel->signal.fd();
+  *channel = &sim_channel->channel;
+  return 0;
+}
+
+void ConnectionManager::DestroyEventChannel(SimEventChannel* channel) {
+  softrpma::MutexLock lock(&mu_);
+  // librdmacm REQUIRES every id on the channel to be destroyed first. If some are not, they
+  // become synchronous (their later events are dropped) rather than point at freed memory.
+  for (auto& [serial, id] : ids_) {
+    if (id->channel == channel) {
+      id->channel = nullptr;
+      id->id.channel = nullptr;
+    }
+  }
+  std::deque<PendingCmEvent> events;
+  bool has_callers = false;
+  {
+    softrpma::MutexLock channel_lock(&channel->mu);
+    events.swap(channel->events);
+    // Not only the threads asleep in the fd's read(2) (signal.waiters()): also those on their
+    // way into it, counted as they entered rdma_get_cm_event and now waiting for this
+    // function's locks (rping's CM thread, back for its next event as the main thread cleans
+    // up). Freed now, the channel's lock would be taken in freed memory.
+    has_callers = channel->callers.load(std::memory_order_seq_cst) > 0;
+    channel->destroyed = has_callers;
+  }
+  for (const PendingCmEvent& event : events) {
+    if (event.type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+      DropRequestLocked(event.id, kRejectConsumer, nullptr, 0, /*free_it=*/true);
+    }
+  }
+  // A thread still inside rdma_get_cm_event on the channel sleeps on, as on rdma-core, whose
+  // close(2) of the fd does not wake a read(2) blocked on it: the channel (its memory and fd)
+  // is kept rather than freed under the sleeper, which would wake with EBADF or on a reused
+  // fd; the last caller out frees it (GetEvent), else it stays until exit.
+  if (has_callers) return;
+  Delete(channel);
+}
+
+int ConnectionManager::CreateId(SimEventChannel* channel, rdma_cm_id** id, void* context,
+                                rdma_port_space ps) {
+  if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB) return EINVAL;  // RC port spaces only
+  SimCmId* sim_id = New<SimCmId>();
+  if (sim_id == nullptr) return ENOMEM;
+  sim_id->id.channel = channel != nullptr ? &channel->channel : nullptr;
+  sim_id->id.context = context;
+  sim_id->id.ps = ps;
+  sim_id->id.qp_type = IBV_QPT_RC;
+  softrpma::MutexLock lock(&mu_);
+  sim_id->channel = channel;
+  sim_id->serial = next_serial_++;
+  ids_[sim_id->serial] = sim_id;
+  *id = &sim_id->id;
+  return 0;
+}
+
+int ConnectionManager::DestroyId(SimCmId* id) {
+  softrpma::MutexLock lock(&mu_);
+  std::vector<PendingCmEvent> undelivered;
+  if (id->channel != nullptr) {
+    softrpma::MutexLock channel_lock(&id->channel->mu);
+    // Deliveries count under this mutex, so the check and the removal are one step.
+    if (id->unacked_events.load(std::memory_order_acquire) != 0) return EBUSY;
+    auto& events = id->channel->events;
+    const bool had_events = !events.empty();
+    for (auto it = events.begin(); it != events.end();) {
+      if (it->owner == id) {
+        undelivered.push_back(*it);
+        it = events.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (had_events && events.empty()) id->channel->signal.Lower();
+  } else if (id->unacked_events.load(std::memory_order_acquire) != 0) {
+    return EBUSY;
+  }
+
+  // A listener: requests it never delivered are rejected and freed; delivered ones stay with
+  // the user, without a listener.
+  for (const PendingCmEvent& event : undelivered) {
+    if (event.type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+      DropRequestLocked(event.id, kRejectConsumer, nullptr, 0, /*free_it=*/true);
+    }
+  }
+  for (SimCmId* request : id->pending_requests) request->listener = nullptr;
+  id->pending_requests.clear();
+
+  switch (id->state) {
+    case State::kConnecting:
+      // Our request is pending at a listener: withdraw it. Not delivered yet: it vanishes;
+      // delivered: its id stays with the user, and accepting it will report UNREACHABLE.
+      if (id->peer != nullptr) id->peer->WithdrawRequest();
+      break;
+    case State::kRequestReceived:
+      DropRequestLocked(id, kRejectConsumer, nullptr, 0, /*free_it=*/false);
+      break;
+    case State::kConnected:
+      // As the kernel's CM: destroying a connected id sends a DREQ (its QP, if still there,
+      // is left as it is, below).
+      if (id->peer != nullptr) id->peer->SendDisconnectRequest();
+      break;
+    case State::kDisconnected:
+      if (id->owes_drep) SendDrepLocked(id);  // a DREQ it got is answered as the id goes
+      break;
+    default:
+      break;
+  }
+  if (id->id.qp != nullptr) {
+    // As rdma-core's rdma_destroy_id: the id goes, its QP stays, in the state it is in, the
+    // caller's to destroy with ibv_destroy_qp (perftest -R destroys the ids it failed to
+    // connect with their QPs on them).
+    SimQp* qp = to_sim(id->id.qp);
+    qp->cm_orphan.store(true, std::memory_order_release);
+    // The connection closes with the id (FreeIdLocked): what the QP has outstanding or posts
+    // later reaches no one (to another process: IBV_WC_RETRY_EXC_ERR, as toward a vanished
+    // peer).
+    if (id->peer != nullptr) id->peer->OrphanQp(qp);
+    id->id.qp = nullptr;
+  }
+  FreeIdLocked(id);
+  return 0;
+}
+
+int ConnectionManager::MigrateId(SimCmId* id, SimEventChannel* channel) {
+  if (channel == nullptr) return EINVAL;
+  softrpma::MutexLock lock(&mu_);
+  if (id->channel == channel) return 0;
+  std::vector<PendingCmEvent> moving;
+  if (id->channel != nullptr) moving = TakeEventsLocked(id);
+  id->channel = channel;
+  id->id.channel = &channel->channel;
+  if (!moving.empty()) {
+    softrpma::MutexLock channel_lock(&channel->mu);
+    for (PendingCmEvent& event : moving) PushEventLocked(channel, event);
+  }
+  return 0;
+}
+
+int ConnectionManager::BindLocked(SimCmId* id, const sockaddr* addr) {
+  if (!IsIpAddress(addr)) return EINVAL;
+  const bool wildcard = IsWildcard(addr);
+  uint16_t port = PortOf(addr);
+  if (port == 0) {
+    // The next port from the counter that nobody holds (deterministic).
+    for (int tries = 0; tries < 65536 - kFirstEphemeralPort; ++tries) {
+      const uint16_t candidate = next_ephemeral_port_;
+      next_ephemeral_port_ =
+          next_ephemeral_port_ == 65535 ? kFirstEphemeralPort : next_ephemeral_port_ + 1;
+      if (!bound_.contains(candidate)) {
+        port = candidate;
+        break;
+      }
+    }
+    if (port == 0) return EADDRNOTAVAIL;
+  } else {
+    auto it = bound_.find(port);
+    if (it != bound_.end()) {
+      for (SimCmId* other : it->second) {
+        if (wildcard || IsWildcard(SrcOf(other)) || SameHost(SrcOf(other), addr)) {
+          return EADDRINUSE;
+        }
+      }
+    }
+  }
+  CopyAddress(addr, SrcOf(id));
+  SetPort(SrcOf(id), port);
+  bound_[port].push_back(id);
+  id->bound = true;
+  id->id.verbs = wildcard ? nullptr : &device_->context;
+  id->id.port_num = wildcard ? 0 : 1;
+  return 0;
+}
+
+void ConnectionManager::UnbindLocked(SimCmId* id) {
+  if (!id->bound) return;
+  const uint16_t port = PortOf(SrcOf(id));
+  auto it = bound_.find(port);
+  if (it != bound_.end()) {
+    std::vector<SimCmId*>& ids = it->second;
+    for (auto pos = ids.begin(); pos != ids.end(); ++pos) {
+      if (*pos == id) {
+        ids.erase(pos);
+        break;
+      }
+    }
+    if (ids.empty()) bound_.erase(it);
+  }
+  id->bound = false;
+}
+
+int ConnectionManager::BindAddr(SimCmId* id, const sockaddr* addr) {
+  softrpma::MutexLock lock(&mu_);
+  if (id->bound || id->state != State::kIdle) return EINVAL;
+  const int err = BindLocked(id, addr);
+  if (err != 0) return err;
+  id->state = State::kBound;
+  return 0;
+}
+
+int ConnectionManager::ResolveAddr(SimCmId* id, const sockaddr* src_addr,
+                                   const sockaddr* dst_addr) {
+  if (!IsIpAddress(dst_addr)) return EINVAL;
+  if (src_addr != nullptr && !IsIpAddress(src_addr)) return EINVAL;
+  softrpma::MutexLock lock(&mu_);
+  if (id->state != State::kIdle && id->state != State::kBound) return EINVAL;
+  if (!id->bound) {
+    // Every address is local: without a source, the source is the destination host itself.
+    sockaddr_storage source;
+    CopyAddress(src_addr != nullptr ? src_addr : dst_addr, reinterpret_cast<sockaddr*>(&source));
+    if (src_addr == nullptr) SetPort(reinterpret_cast<sockaddr*>(&source), 0);
+    const int err = BindLocked(id, reinterpret_cast<sockaddr*>(&source));
+    if (err != 0) return err;
+  }
+  CopyAddress(dst_addr, DstOf(id));
+  id->id.verbs = &device_->context;
+  id->id.port_num = 1;
+  id->state = State::kAddrResolved;
+  QueueLocked(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0, id, nullptr, nullptr, nullptr, 0);
+  return 0;
+}
+
+int ConnectionManager::ResolveRoute(SimCmId* id) {
+  softrpma::MutexLock lock(&mu_);
+  if (id->state != State::kAddrResolved) return EINVAL;
+  id->state = State::kRouteResolved;
+  QueueLocked(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, id, nullptr, nullptr, nullptr, 0);
+  return 0;
+}
+
+int ConnectionManager::Listen(SimCmId* id) {
+  softrpma::MutexLock lock(&mu_);
+  if (id->state != State::kBound || id->channel == nullptr) return EINVAL;
+  // Processes of the same fabric connect to it through the host fabric.
+  const uint32_t serial = id->serial;
+  const int err = host::Listen(
+      SrcOf(id),
+      [this, serial](const std::shared_ptr<host::Conn>& conn) {
+        auto end = std::make_shared<HostCmPeer>(this, serial);
+        end->set_conn(conn);
+        return std::static_pointer_cast<host::Conn::Handler>(end);
+      },
+      &id->host_listener);
+  if (err != 0) return err;  // EADDRINUSE: another process listens there
+  id->state = State::kListening;
+  return 0;
+}
+
+int ConnectionManager::CreateQp(SimCmId* id, ibv_qp_init_attr_ex* attr) {
+  if (attr == nullptr || (attr->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr->pd == nullptr) {
+    return EINVAL;
+  }
+  SimPd* pd = to_sim(attr->pd);
+  softrpma::MutexLock lock(&mu_);
+  if (id->id.verbs == nullptr || pd->pd.context != id->id.verbs) return EINVAL;
+  if (id->id.qp != nullptr) return EINVAL;
+  // The passive QP of a connection request joins the active QP's link.
+  std::shared_ptr<SimLink> join;
+  if (id->state == State::kRequestReceived && id->peer != nullptr) join = id->peer->LinkToJoin();
+  SimQp* qp = nullptr;
+  const int err = sim::CreateQp(attr, join, &qp);
+  if (err != 0) return err;
+  if (TraceOn()) {
+    TraceEvent("create_qp qp=%u id=%u send_cq=%u recv_cq=%u srq=%u", qp->qp.qp_num, id->serial,
+               attr->send_cq->handle, attr->recv_cq->handle,
+               attr->srq != nullptr ? attr->srq->handle : 0);
+  }
+  if (id->peer != nullptr) id->peer->AttachQp(qp);
+  id->id.qp = &qp->qp;
+  id->id.pd = &pd->pd;
+  id->id.send_cq = attr->send_cq;
+  id->id.recv_cq = attr->recv_cq;
+  id->id.send_cq_channel = attr->send_cq->channel;
+  id->id.recv_cq_channel = attr->recv_cq->channel;
+  id->id.srq = attr->srq;
+  id->id.qp_type = IBV_QPT_RC;
+  return 0;
+}
+
+void ConnectionManager::DestroyQp(SimCmId* id) {
+  softrpma::MutexLock lock(&mu_);
+  if (id->id.qp == nullptr) return;
+  if (TraceOn()) TraceEvent("destroy_qp qp=%u", id->id.qp->qp_num);
+  sim::DestroyQp(to_sim(id->id.qp));
+  id->id.qp = nullptr;
+}
+
+int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFault fault) {
+  if (param != nullptr &&
+      !ValidPrivateData(param->private_data, param->private_data_len,
+                        ActiveProfile().max_connect_private_data)) {
+    return EINVAL;
+  }
+  softrpma::MutexLock lock(&mu_);
+  if (id->state != State::kRouteResolved || id->channel == nullptr || id->id.qp == nullptr) {
+    return EINVAL;
+  }
+  switch (fault) {
+    case ConnFault::kReject:
+      ExchangeEndedLocked(id, State::kRejected, RDMA_CM_EVENT_REJECTED, kRejectConsumer);
+      return 0;
+    case ConnFault::kUnreachable:
+      ExchangeEndedLocked(id, State::kUnreachable, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+      return 0;
+    case ConnFault::kLost:
+      ExchangeEndedLocked(id, State::kUnreachable, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
+      return 0;
+    default:
+      break;
+  }
+  id->active = true;
+  // A listener of this process is reached directly; any other through the host fabric.
+  SimCmId* listener =
+      CurrentTransport() == TransportKind::kLocal ? FindListenerLocked(DstOf(id)) : nullptr;
+  std::shared_ptr<CmPeer> peer;
+  if (listener != nullptr) {
+    peer = std::make_shared<LocalCmPeer>(this, listener);
+  } else {
+    std::shared_ptr<HostCmPeer> host_peer;
+    const int err = HostCmPeer::Dial(this, DstOf(id), &host_peer);
+    if (err == ECONNREFUSED) {  // nobody listens there, in any process of the fabric
+      ExchangeEndedLocked(id, State::kRejected, RDMA_CM_EVENT_REJECTED, kRejectNoListener);
+      return 0;
+    }
+    if (err != 0) return err;
+    peer = std::move(host_peer);
+  }
+  const int err = peer->SendRequest(id, param);
+  if (err != 0) return err;
+  id->peer = std::move(peer);
+  id->state = State::kConnecting;
+  return 0;
+}
+
+SimCmId* ConnectionManager::RequestReceivedLocked(SimCmId* listener, const sockaddr* local_addr,
+                                                  const sockaddr* peer_addr,
+                                                  const rdma_conn_param& conn,
+                                                  const void* private_data,
+                                                  uint8_t private_data_len,
+                                                  std::shared_ptr<CmPeer> peer) {
+  if (listener == nullptr || listener->state != State::kListening) return nullptr;
+  SimCmId* request = NewRequestIdLocked(listener, local_addr, peer_addr);
+  if (request == nullptr) return nullptr;
+  request->peer = std::move(peer);
+  QueueLocked(listener, RDMA_CM_EVENT_CONNECT_REQUEST, 0, request, listener, &conn, private_data,
+              private_data_len);
+  return request;
+}
+
+SimCmId* ConnectionManager::NewRequestIdLocked(SimCmId* listener, const sockaddr* local_addr,
+                                               const sockaddr* peer_addr) {
+  SimCmId* request = New<SimCmId>();
+  if (request == nullptr) return nullptr;
+  request->id.verbs = &device_->context;
+  request->id.channel = listener->id.channel;
+  request->id.context = listener->id.context;
+  request->id.ps = listener->id.ps;
+  request->id.qp_type = IBV_QPT_RC;
+  request->id.port_num = 1;
+  // The request's local address is the one the requester asked for; its peer the requester.
+  CopyAddress(local_addr, SrcOf(request));
+  CopyAddress(peer_addr, DstOf(request));
+  request->channel = listener->channel;
+  request->state = State::kRequestReceived;
+  request->listener = listener;
+  request->serial = next_serial_++;
+  ids_[request->serial] = request;
+  listener->pending_requests.push_back(request);
+  return request;
+}
+
+void ConnectionManager::OnRemoteClosed(const std::shared_ptr<HostCmPeer>& end) {
+  softrpma::MutexLock lock(&mu_);
+  RemoteEndedLocked(end);
+}
+
+void ConnectionManager::OnRemoteBroken(const std::shared_ptr<HostCmPeer>& end) {
+  if (std::shared_ptr<host::Conn> conn = end->conn(); conn != nullptr) conn->Close();
+  softrpma::MutexLock lock(&mu_);
+  RemoteEndedLocked(end);
+}
+
+void ConnectionManager::RemoteEndedLocked(const std::shared_ptr<HostCmPeer>& end) {
+  SimCmId* id = end->id;
+  if (id == nullptr) return;
+  ClosePeerLocked(id);
+  switch (id->state) {
+    case State::kConnecting:  // the passive process went away before answering
+      ExchangeEndedLocked(id, State::kUnreachable, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+      break;
+    case State::kConnected:
+      if (id->established_pending) {
+        // Our REP was never answered by an RTU (the active side refused it, or went away): it
+        // times out, as an accept does whose active id of this process is gone.
+        id->established_pending = false;
+        if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
+        ExchangeEndedLocked(id, State::kUnreachable, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+        break;
+      }
+      PeerGoneLocked(id);  // the peer process closed or died
+      break;
+    case State::kDisconnected:
+      // After a DREQ: the peer's kernel answers ours when its id goes; what we still send
+      // toward it times out.
+      DrepReceivedLocked(id);
+      if (id->id.qp != nullptr) RemotePeerGone(to_sim(id->id.qp));
+      break;
+    case State::kRequestReceived:
+      // The requester went away: as when an active id of this process goes, a request not
+      // delivered yet vanishes; a delivered one reports UNREACHABLE when accepted.
+      RequestWithdrawnLocked(id);
+      break;
+    default:
+      break;
+  }
+}
+
+int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFault fault) {
+  if (param != nullptr &&
+      !ValidPrivateData(param->private_data, param->private_data_len,
+                        ActiveProfile().max_accept_private_data)) {
+    return EINVAL;
+  }
+  softrpma::MutexLock lock(&mu_);
+  if (id->state != State::kRequestReceived || id->id.qp == nullptr) return EINVAL;
+  if (id->listener != nullptr) {
+    auto& pending = id->listener->pending_requests;
+    for (auto it = pending.begin(); it != pending.end(); ++it) {
+      if (*it == id) {
+        pending.erase(it);
+        break;
+      }
+    }
+    id->listener = nullptr;
+  }
+  std::shared_ptr<CmPeer> peer = id->peer;
+  switch (fault) {
+    case ConnFault::kReject:  // the active side answers the REP with a REJ
+      if (peer != nullptr) peer->SendReject(kRejectConsumer, nullptr, 0);
+      ExchangeEndedLocked(id, State::kRejected, RDMA_CM_EVENT_REJECTED, kRejectConsumer);
+      return 0;
+    case ConnFault::kLost:  // the exchange breaks
+      SetQpError(to_sim(id->id.qp));
+      if (peer != nullptr) peer->AbortAccept(RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
+      ExchangeEndedLocked(id, State::kDisconnected, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
+      return 0;
+    default:
+      break;
+  }
+  if (fault == ConnFault::kUnreachable || peer == nullptr || !peer->CanAccept(id)) {
+    // The active side went away: the passive side's REP would time out.
+    id->state = State::kUnreachable;
+    QueueLocked(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, id, nullptr, nullptr, nullptr, 0);
+    if (peer != nullptr) peer->AbortAccept(RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+    ClosePeerLocked(id);
+    return 0;
+  }
+  id->state = State::kConnected;
+  if (fault == ConnFault::kDisconnect) {  // both see ESTABLISHED, then DISCONNECTED
+    peer->SendAccept(id, param, /*at_once=*/true);
+    QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
+    EndConnectionLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+    return 0;
+  }
+  // As librdmacm on IB: the passive QP is ready once it accepted; the active one only when
+  // its user gets the connect response (ProcessConnectResponse), which also sends the RTU on
+  // which the passive side's ESTABLISHED comes.
+  peer->EnterRts(to_sim(id->id.qp));
+  id->established_pending = true;
+  peer->SendAccept(id, param, /*at_once=*/false);
+  return 0;
+}
+
+bool ConnectionManager::BreakConnection(const SimQp* qp, ConnFault fault) {
+  softrpma::MutexLock lock(&mu_);
+  for (const auto& [serial, id] : ids_) {
+    if (id->id.qp != &qp->qp) continue;
+    if (id->state != State::kConnected) return false;
+    if (fault == ConnFault::kLost) {
+      EndConnectionLocked(id, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
+    } else {
+      EndConnectionLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+    }
+    return true;
+  }
+  return false;
+}
+
+void ConnectionManager::EndConnectionLocked(SimCmId* id, rdma_cm_event_type type, int status) {
+  std::shared_ptr<CmPeer> peer = id->peer;
+  BrokenLocked(id, type, status);
+  if (peer != nullptr) peer->Break(type, status);
+  ClosePeerLocked(id);
+}
+
+void ConnectionManager::BrokenLocked(SimCmId* id, rdma_cm_event_type type, int status) {
+  if (id->state != State::kConnected) return;
+  if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
+  id->state = State::kDisconnected;
+  QueueLocked(id, type, status, id, nullptr, nullptr, nullptr, 0);
+}
+
+int ConnectionManager::Reject(SimCmId* id, const void* private_data, uint8_t private_data_len) {
+  if (!ValidPrivateData(private_data, private_data_len,
+                        ActiveProfile().max_reject_private_data)) {
+    return EINVAL;
+  }
+  softrpma::MutexLock lock(&mu_);
+  if (id->state != State::kRequestReceived) return EINVAL;
+  DropRequestLocked(id, kRejectConsumer, private_data, private_data_len, /*free_it=*/false);
+  return 0;
+}
+
+int ConnectionManager::Disconnect(SimCmId* id) {
+  softrpma::MutexLock lock(&mu_);
+  switch (id->state) {
+    case State::kIdle:
+    case State::kBound:
+    case State::kAddrResolved:
+    case State::kRouteResolved:
+    case State::kListening:
+      return EINVAL;  // never took part in a connection
+    case State::kConnected: {
+      // librdmacm moves our QP to ERROR, then the kernel sends the DREQ. Our DISCONNECTED
+      // comes with the DREP, or when the DREQ times out (status -ETIMEDOUT, IB_CM_DREQ_ERROR).
+      // What the QP posted before was on the wire by now on a NIC: it executes first.
+      if (id->id.qp != nullptr) DrainBeforeDisconnect(to_sim(id->id.qp));
+      if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
+      id->state = State::kDisconnected;
+      id->established_pending = false;
+      const uint64_t timeout_ns = id->active ? kDreqTimeoutActiveNs : kDreqTimeoutPassiveNs;
+      id->awaiting_drep = true;
+      id->dreq_deadline_ns = GlobalClock().now_ns() + timeout_ns;
+      QueueTimerLocked(id, RDMA_CM_EVENT_DISCONNECTED, -ETIMEDOUT, timeout_ns,
+                       /*until_drep=*/true);
+      QueueTimerLocked(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, timeout_ns + kTimewaitNs,
+                       /*until_drep=*/true);
+      if (id->peer != nullptr) id->peer->SendDisconnectRequest();
+      return 0;
+    }
+    case State::kDisconnected:
+      if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
+      if (id->owes_drep) SendDrepLocked(id);  // we got the DREQ: the kernel answers it
+      return 0;
+    default:
+      // Connecting, rejected, unreachable, or a request not answered yet: as in the kernel,
+      // only the QP goes to ERROR; no event, no state change.
+      if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
+      return 0;
+  }
+}
+
+void ConnectionManager::DreqReceivedLocked(SimCmId* id) {
+  if (id->state != State::kConnected) return;
+  id->state = State::kDisconnected;
+  id->established_pending = false;
+  id->owes_drep = true;
+  QueueLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0, id, nullptr, nullptr, nullptr, 0);
+}
+
+void ConnectionManager::DisconnectRequestReceivedLocked(SimCmId* id) {
+  if (id->state == State::kConnected) {
+    DreqReceivedLocked(id);
+  } else {
+    DrepReceivedLocked(id);  // DREQs crossed: the peer disconnects too
+  }
+}
+
+void ConnectionManager::AcceptReceivedLocked(SimCmId* id, const rdma_conn_param& conn,
+                                             const void* private_data, uint8_t private_data_len,
+                                             bool connect_response) {
+  id->state = State::kConnected;
+  // With a connect response, the QP goes to RTS, and the RTU is sent, when the user gets this
+  // event (see ProcessConnectResponse).
+  QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, &conn, private_data,
+              private_data_len, connect_response);
+}
+
+void ConnectionManager::RejectReceivedLocked(SimCmId* id, int status, const void* private_data,
+                                             uint8_t private_data_len) {
+  if (id->state != State::kConnecting) return;
+  ExchangeEndedLocked(id, State::kRejected, RDMA_CM_EVENT_REJECTED, status, private_data,
+                      private_data_len);
+}
+
+void ConnectionManager::ReadyReceivedLocked(SimCmId* id, bool peer_reaches_us) {
+  if (id->state != State::kConnected || !id->established_pending) return;
+  id->established_pending = false;
+  if (peer_reaches_us && id->id.qp != nullptr) SetPeerReachesUs(to_sim(id->id.qp));
+  QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
+}
+
+void ConnectionManager::AcceptAbortedLocked(SimCmId* id, rdma_cm_event_type type, int status) {
+  if (id->state != State::kConnecting) return;
+  const bool lost = type == RDMA_CM_EVENT_CONNECT_ERROR;
+  if (lost && id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
+  ExchangeEndedLocked(id, lost ? State::kDisconnected : State::kUnreachable, type, status);
+}
+
+void ConnectionManager::RequestWithdrawnLocked(SimCmId* request) {
+  ClosePeerLocked(request);
+  if (RemoveConnectRequestLocked(request)) {
+    DropRequestLocked(request, kRejectConsumer, nullptr, 0, /*free_it=*/true);
+  }
+}
+
+SimCmId* ConnectionManager::FindIdLocked(uint32_t serial) {
+  auto it = ids_.find(serial);
+  return it != ids_.end() ? it->second : nullptr;
+}
+
+void ConnectionManager::ClosePeerLocked(SimCmId* id) {
+  std::shared_ptr<CmPeer> peer = std::move(id->peer);  // leaves id->peer empty
+  if (peer != nullptr) peer->Close();
+}
+
+void ConnectionManager::ExchangeEndedLocked(SimCmId* id, State state, rdma_cm_event_type type,
+                                            int status, const void* private_data,
+                                            uint8_t private_data_len) {
+  ClosePeerLocked(id);
+  id->state = state;
+  QueueLocked(id, type, status, id, nullptr, nullptr, private_data, private_data_len);
+}
+
+void ConnectionManager::DrepReceivedLocked(SimCmId* id) {
+  if (!id->awaiting_drep) return;
+  id->awaiting_drep = false;
+  SimEventChannel* channel = id->channel;
+  const uint64_t now_ns = GlobalClock().now_ns();
+  if (channel == nullptr || now_ns >= id->dreq_deadline_ns) return;  // timed out already
+  softrpma::MutexLock channel_lock(&channel->mu);
+  std::vector<PendingCmEvent> moved;
+  auto& events = channel->events;
+  for (auto it = events.begin(); it != events.end();) {
+    if (it->owner == id && it->until_drep) {
+      moved.push_back(*it);
+      it = events.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (PendingCmEvent& event : moved) {
+    event.until_drep = false;
+    if (event.type == RDMA_CM_EVENT_DISCONNECTED) {
+      event.status = 0;
+      event.due_ns = now_ns;
+    } else {
+      event.due_ns = now_ns + kTimewaitNs;
+    }
+    PushEventLocked(channel, event);
+  }
+  if (TraceOn()) TraceEvent("cm_drep id=%u", id->serial);
+}
+
+void ConnectionManager::SendDrepLocked(SimCmId* id) {
+  id->owes_drep = false;
+  if (id->peer != nullptr) id->peer->SendDisconnectReply();
+  ClosePeerLocked(id);
+  QueueTimerLocked(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, kTimewaitNs, /*until_drep=*/false);
+}
+
+void ConnectionManager::PeerGoneLocked(SimCmId* id) {
+  if (id->state != State::kConnected) return;
+  if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
+  id->state = State::kDisconnected;
+  QueueLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0, id, nullptr, nullptr, nullptr, 0);
+}
+
+void ConnectionManager::DropRequestLocked(SimCmId* request, int status, const void* private_data,
+                                          uint8_t private_data_len, bool free_it) {
+  if (request->peer != nullptr) request->peer->SendReject(status, private_data, private_data_len);
+  ClosePeerLocked(request);
+  if (request->listener != nullptr) {
+    auto& pending = request->listener->pending_requests;
+    for (auto it = pending.begin(); it != pending.end(); ++it) {
+      if (*it == request) {
+        pending.erase(it);
+        break;
+      }
+    }
+    request->listener = nullptr;
+  }
+  request->state = State::kRejected;
+  if (free_it) FreeIdLocked(request);
+}
+
+bool ConnectionManager::RemoveConnectRequestLocked(SimCmId* request) {
+  SimCmId* listener = request->listener;
+  if (listener == nullptr || listener->channel == nullptr) return false;
+  SimEventChannel* channel = listener->channel;
+  softrpma::MutexLock channel_lock(&channel->mu);
+  auto& events = channel->events;
+  for (auto it = events.begin(); it != events.end(); ++it) {
+    if (it->type == RDMA_CM_EVENT_CONNECT_REQUEST && it->id == request) {
+      events.erase(it);
+      if (events.empty()) channel->signal.Lower();
+      return true;
+    }
+  }
+  return false;
+}
+
+void ConnectionManager::FreeIdLocked(SimCmId* id) {
+  ClosePeerLocked(id);
+  UnbindLocked(id);
+  ids_.erase(id->serial);
+  Delete(id);
+}
+
+SimCmId* ConnectionManager::FindListenerLocked(const sockaddr* dst) {
+  auto it = bound_.find(PortOf(dst));
+  if (it == bound_.end()) return nullptr;
+  SimCmId* wildcard = nullptr;
+  for (SimCmId* id : it->second) {
+    if (id->state != State::kListening) continue;
+    if (SameHost(SrcOf(id), dst)) return id;
+    if (wildcard == nullptr && IsWildcard(SrcOf(id))) wildcard = id;
+  }
+  return wildcard;
+}
+
+void ConnectionManager::QueueLocked(SimCmId* owner, rdma_cm_event_type type, int status,
+                                    SimCmId* event_id, SimCmId* listen_id,
+                                    const rdma_conn_param* conn, const void* private_data,
+                                    uint8_t private_data_len, bool connect_response) {
+  SimEventChannel* channel = owner->channel;
+  if (channel == nullptr) return;  // a synchronous id: nobody to tell
+  PendingCmEvent event;
+  std::memset(&event, 0, sizeof(event));
+  event.owner = owner;
+  event.id = event_id;
+  event.listen_id = listen_id;
+  event.type = type;
+  event.status = status;
+  if (conn != nullptr) event.conn = *conn;
+  event.conn.private_data = nullptr;
+  event.conn.private_data_len = 0;
+  event.private_data_len = private_data_len;
+  if (private_data_len > 0) std::memcpy(event.private_data, private_data, private_data_len);
+  event.connect_response = connect_response;
+  event.due_ns = GlobalClock().now_ns();
+  softrpma::MutexLock channel_lock(&channel->mu);
+  PushEventLocked(channel, event);
+  if (TraceOn()) {
+    TraceEvent("cm_event id=%u type=%s status=%d", event_id->serial,
+               NameOr(CmEventName(type), type).c_str(), status);
+  }
+}
+
+void ConnectionManager::QueueTimerLocked(SimCmId* id, rdma_cm_event_type type, int status,
+                                         uint64_t delay_ns, bool until_drep) {
+  SimEventChannel* channel = id->channel;
+  if (channel == nullptr) return;
+  PendingCmEvent event;
+  std::memset(&event, 0, sizeof(event));
+  event.owner = id;
+  event.id = id;
+  event.type = type;
+  event.status = status;
+  event.due_ns = GlobalClock().now_ns() + delay_ns;
+  event.until_drep = until_drep;
+  softrpma::MutexLock channel_lock(&channel->mu);
+  PushEventLocked(channel, event);
+  if (TraceOn()) {
+    TraceEvent("cm_event id=%u type=%s status=%d at=%llu", id->serial,
+               NameOr(CmEventName(type), type).c_str(), status,
+               static_cast<unsigned long long>(event.due_ns));
+  }
+}
+
+void ConnectionManager::PushEventLocked(SimEventChannel* channel, PendingCmEvent event) {
+  auto& events = channel->events;
+  if (events.empty()) channel->signal.Raise();
+  auto pos = events.end();
+  while (pos != events.begin() && std::prev(pos)->due_ns > event.due_ns) --pos;
+  events.insert(pos, event);
+}
+
+std::vector<PendingCmEvent> ConnectionManager::TakeEventsLocked(SimCmId* owner) {
+  std::vector<PendingCmEvent> taken;
+  SimEventChannel* channel = owner->channel;
+  if (channel == nullptr) return taken;
+  softrpma::MutexLock channel_lock(&channel->mu);
+  auto& events = channel->events;
+  const bool had_events = !events.empty();
+  for (auto it = events.begin(); it != events.end();) {
+    if (it->owner == owner) {
+      taken.push_back(*it);
+      it = events.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (had_events && events.empty()) channel->signal.Lower();
+  return taken;
+}
+
+std::shared_ptr<CmPeer> ConnectionManager::DrepToSettle(SimEventChannel* channel) {
+  softrpma::MutexLock lock(&mu_);
+  softrpma::MutexLock channel_lock(&channel->mu);
+  if (channel->events.empty()) return nullptr;
+  const PendingCmEvent& next = channel->events.front();
+  if (!next.until_drep || next.due_ns <= GlobalClock().now_ns() || !next.owner->awaiting_drep) {
+    return nullptr;
+  }
+  return next.owner->peer;
+}
+
+int ConnectionManager::GetEvent(SimEventChannel* channel, rdma_cm_event** event) {
+  // Counted before any lock is taken: DestroyEventChannel keeps the channel for us. Left
+  // also when a pthread_cancel of a sleeper unwinds this frame (see SignalFd::Wait).
+  channel->callers.fetch_add(1, std::memory_order_seq_cst);
+  struct Leave {
+    SimEventChannel* channel;
+    ~Leave() {
+      bool last_of_destroyed;
+      {
+        softrpma::MutexLock lock(&channel->mu);
+        last_of_destroyed =
+            channel->callers.fetch_sub(1, std::memory_order_seq_cst) == 1 && channel->destroyed;
+      }
+      if (last_of_destroyed) Delete(channel);
+    }
+  };
+  SimCmId* connect_response = nullptr;
+  int err;
+  {
+    Leave leave{channel};
+    // A DREP that reached this process beats the DREQ's timeout whatever the fabric thread's
+    // timing: whether it came is decided by what arrived, not by who read it first.
+    if (std::shared_ptr<CmPeer> peer = DrepToSettle(channel); peer != nullptr) peer->Settle();
+    err = TakeEvent(channel, event, &connect_response);
+  }
+  if (err == 0 && connect_response != nullptr) ProcessConnectResponse(connect_response);
+  return err;
+}
+
+void ConnectionManager::ProcessConnectResponse(SimCmId* id) {
+  // The event is delivered and unacknowledged: `id` cannot be destroyed under us (EBUSY).
+  softrpma::MutexLock lock(&mu_);
+  // A DREQ that came meanwhile leaves the QP alone: it still goes to RTS.
+  const bool dreq_received = id->state == State::kDisconnected && id->owes_drep;
+  if ((id->state != State::kConnected && !dreq_received) || id->id.qp == nullptr) {
+    return;  // ended meanwhile
+  }
+  SimQp* qp = to_sim(id->id.qp);
+  if (TraceOn()) TraceEvent("cm_connect_response id=%u qp=%u", id->serial, qp->qp.qp_num);
+  std::shared_ptr<CmPeer> peer = id->peer;
+  if (peer == nullptr) {  // the passive side went away
+    EnterRts(qp);
+    return;
+  }
+  peer->EnterRts(qp);
+  peer->SendReady();
+}
+
+namespace {
+
+// The private data length an event reports, as the kernel's CM does: on IB / RoCE the whole
+// private data field of the CM message (the REQ's 56 bytes after the rdma_cm header, the REP's
+// 196, the REJ's 148), zero-padded past what was sent, also when nothing was; on iWARP exactly
+// what was sent.
+uint8_t ReportedPrivateDataLength(const PendingCmEvent& pending) {
+  const DeviceProfile& device = ActiveProfile();
+  if (device.transport == IBV_TRANSPORT_IWARP) return pending.private_data_len;
+  switch (pending.type) {
+    case RDMA_CM_EVENT_CONNECT_REQUEST:
+      return static_cast<uint8_t>(device.max_connect_private_data);
+    case RDMA_CM_EVENT_ESTABLISHED:
+      return pending.connect_response ? static_cast<uint8_t>(device.max_accept_private_data)
+                                      : pending.private_data_len;
+    case RDMA_CM_EVENT_REJECTED:
+      return static_cast<uint8_t>(device.max_reject_private_data);
+    default:
+      return pending.private_data_len;
+  }
+}
+
+}  // namespace
+
+int ConnectionManager::TakeEvent(SimEventChannel* channel, rdma_cm_event** event,
+                                 SimCmId** connect_response) {
+  softrpma::MutexLock lock(&channel->mu);
+  while (true) {
+    {
+      if (!channel->events.empty()) {
+        SimCmEvent* sim_event = New<SimCmEvent>();
+        if (sim_event == nullptr) return ENOMEM;  // the event stays queued
+        const PendingCmEvent& pending = channel->events.front();
+        std::memset(&sim_event->event, 0, sizeof(sim_event->event));
+        sim_event->owner = pending.owner;
+        sim_event->event.id = &pending.id->id;
+        sim_event->event.listen_id =
+            pending.listen_id != nullptr ? &pending.listen_id->id : nullptr;
+        sim_event->event.event = pending.type;
+        sim_event->event.status = pending.status;
+        sim_event->event.param.conn = pending.conn;
+        const uint8_t reported = ReportedPrivateDataLength(pending);
+        if (reported > 0) {
+          std::memcpy(sim_event->private_data, pending.private_data, reported);  // zero-padded
+          sim_event->event.param.conn.private_data = sim_event->private_data;
+          sim_event->event.param.conn.private_data_len = reported;
+        }
+        sim_event->id_serial = pending.id->serial;
+        if (pending.connect_response) *connect_response = pending.id;
+        GlobalClock().AdvanceTo(pending.due_ns);  // the program waited for it
+        if (TraceOn()) {
+          TraceEvent("cm_event_got id=%u type=%s", pending.id->serial,
+                     NameOr(CmEventName(pending.type), pending.type).c_str());
+        }
+        pending.owner->unacked_events.fetch_add(1, std::memory_order_acq_rel);
+        __atomic_store_n(&pending.owner->id.event, &sim_event->event, __ATOMIC_RELEASE);
+        channel->events.pop_front();
+        if (channel->events.empty()) {
+          channel->signal.Lower();
+        } else {
+          channel->signal.Raise();  // (after a Wait took the counter) for the next reader
+        }
+        *event = &sim_event->event;
+        return 0;
+      }
+    }
+    const int err = channel->signal.Wait(&channel->mu);
+    if (err != 0) return err;
+  }
+}
+
+int ConnectionManager::AckEvent(SimCmEvent* event) {
+  SimCmId* owner = event->owner;
+  rdma_cm_event* expected = &event->event;
+  __atomic_compare_exchange_n(&owner->id.event, &expected, nullptr, false, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
+  owner->unacked_events.fetch_sub(1, std::memory_order_acq_rel);
+  if (TraceOn()) {
+    TraceEvent("cm_event_ack id=%u type=%s", event->id_serial,
+               NameOr(CmEventName(event->event.event), event->event.event).c_str());
+  }
+  Delete(event);
+  return 0;
+}
+
+}  // namespace softrpma::sim

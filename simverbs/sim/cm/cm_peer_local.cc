@@ -1,0 +1,94 @@
+// LocalCmPeer (cm_peer.h): the other end is an id of this process; each message is the call of
+// its handler on that id.
+
+#include <cerrno>
+#include <cstring>
+
+#include "simverbs/sim/cm/cm_peer.h"
+#include "simverbs/sim/nic/qp.h"
+
+namespace softrpma::sim {
+
+std::shared_ptr<SimLink> LocalCmPeer::LinkToJoin() {
+  if (other_ == nullptr || other_->id.qp == nullptr) return nullptr;
+  return to_sim(other_->id.qp)->link;
+}
+
+void LocalCmPeer::EnterRts(SimQp* qp) { sim::EnterRts(qp); }
+
+int LocalCmPeer::SendRequest(SimCmId* id, const rdma_conn_param* param) {
+  rdma_conn_param conn;
+  std::memset(&conn, 0, sizeof(conn));
+  if (param != nullptr) conn = *param;
+  conn.qp_num = id->id.qp->qp_num;
+  conn.srq = id->id.srq != nullptr ? 1 : 0;
+  auto back = std::make_shared<LocalCmPeer>(cm_, nullptr);
+  back->other_ = id;
+  back->twin_ = this;
+  // The request's local address is the one the requester asked for; its peer the requester.
+  SimCmId* request = cm_->RequestReceivedLocked(
+      listener_, &id->id.route.addr.dst_addr, &id->id.route.addr.src_addr, conn,
+      param != nullptr ? param->private_data : nullptr,
+      param != nullptr ? param->private_data_len : 0, back);
+  if (request == nullptr) return ENOMEM;
+  other_ = request;
+  twin_ = back.get();
+  return 0;
+}
+
+void LocalCmPeer::WithdrawRequest() {
+  if (SimCmId* request = other_; request != nullptr) cm_->RequestWithdrawnLocked(request);
+}
+
+void LocalCmPeer::SendAccept(SimCmId* id, const rdma_conn_param* param, bool at_once) {
+  if (other_ == nullptr) return;
+  rdma_conn_param conn;
+  std::memset(&conn, 0, sizeof(conn));
+  if (param != nullptr) conn = *param;
+  conn.qp_num = id->id.qp->qp_num;
+  // The fault's shortcut: both QPs at once, and an ESTABLISHED that is no connect response.
+  if (at_once) EstablishLink(to_sim(id->id.qp)->link.get());
+  cm_->AcceptReceivedLocked(other_, conn, param != nullptr ? param->private_data : nullptr,
+                            param != nullptr ? param->private_data_len : 0,
+                            /*connect_response=*/!at_once);
+}
+
+void LocalCmPeer::SendReject(int status, const void* private_data, uint8_t private_data_len) {
+  if (other_ != nullptr) cm_->RejectReceivedLocked(other_, status, private_data, private_data_len);
+}
+
+void LocalCmPeer::AbortAccept(rdma_cm_event_type type, int status) {
+  if (other_ != nullptr) cm_->AcceptAbortedLocked(other_, type, status);
+}
+
+void LocalCmPeer::SendReady() {
+  if (other_ != nullptr) cm_->ReadyReceivedLocked(other_, /*peer_reaches_us=*/false);
+}
+
+void LocalCmPeer::SendDisconnectRequest() {
+  if (other_ != nullptr) cm_->DisconnectRequestReceivedLocked(other_);
+}
+
+void LocalCmPeer::SendDisconnectReply() {
+  if (other_ != nullptr) cm_->DrepReceivedLocked(other_);
+}
+
+void LocalCmPeer::Break(rdma_cm_event_type type, int status) {
+  if (other_ != nullptr) cm_->BrokenLocked(other_, type, status);
+}
+
+void LocalCmPeer::Close() {
+  if (twin_ != nullptr) {
+    twin_->other_ = nullptr;
+    twin_->twin_ = nullptr;
+  }
+  other_ = nullptr;
+  twin_ = nullptr;
+}
+
+bool LocalCmPeer::CanAccept(const SimCmId* id) {
+  return other_ != nullptr && other_->state == SimCmId::State::kConnecting &&
+         other_->id.qp != nullptr && to_sim(other_->id.qp)->link == to_sim(id->id.qp)->link;
+}
+
+}  // namespace softrpma::sim

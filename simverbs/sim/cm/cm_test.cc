@@ -1,0 +1,817 @@
+// The simulated connection manager, through the Backend interface: getaddrinfo, binding and
+// listening, connect / accept / reject with private data, REJECTED without a listener,
+// disconnect as on IB (DREQ / DREP, their timers in simulated time, TIMEWAIT_EXIT), destroy
+// rules, migration of pending events, the pollable event channel.
+
+#include "simverbs/sim/cm/cm.h"
+
+#include <netdb.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "simverbs/backend.h"
+#include "simverbs/sim/nic/qp.h"
+#include "simverbs/sim/sim_control.h"
+#include "simverbs/sim/test_util.h"
+
+namespace softrpma::sim::testing {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::Field;
+using ::testing::UnorderedElementsAre;
+
+sockaddr_in Ipv4(const char* text, uint16_t port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  inet_pton(AF_INET, text, &addr.sin_addr);
+  return addr;
+}
+
+sockaddr* AsSockaddr(sockaddr_in* addr) { return reinterpret_cast<sockaddr*>(addr); }
+
+class CmTest : public ::testing::Test {
+ protected:
+  Backend* backend_ = SimBackend();
+};
+
+TEST_F(CmTest, Getaddrinfo_PassiveFillsSrc_ActiveFillsDst) {
+  rdma_addrinfo hints{};
+  hints.ai_flags = RAI_PASSIVE;
+  hints.ai_port_space = RDMA_PS_TCP;
+  rdma_addrinfo* passive = nullptr;
+  ASSERT_EQ(backend_->RdmaGetaddrinfo("127.0.0.1", "7204", &hints, &passive), 0);
+  ASSERT_NE(passive->ai_src_addr, nullptr);
+  EXPECT_EQ(passive->ai_dst_addr, nullptr);
+  EXPECT_EQ(ntohs(reinterpret_cast<sockaddr_in*>(passive->ai_src_addr)->sin_port), 7204);
+  EXPECT_EQ(passive->ai_qp_type, IBV_QPT_RC);
+  EXPECT_EQ(passive->ai_port_space, RDMA_PS_TCP);
+  backend_->RdmaFreeaddrinfo(passive);
+
+  hints.ai_flags = 0;
+  rdma_addrinfo* active = nullptr;
+  ASSERT_EQ(backend_->RdmaGetaddrinfo("::1", "7204", &hints, &active), 0);
+  EXPECT_EQ(active->ai_src_addr, nullptr);
+  ASSERT_NE(active->ai_dst_addr, nullptr);
+  EXPECT_EQ(active->ai_family, AF_INET6);
+  EXPECT_EQ(active->ai_dst_addr->sa_family, AF_INET6);
+  backend_->RdmaFreeaddrinfo(active);
+}
+
+TEST_F(CmTest, Getaddrinfo_Unparsable_Einval) {
+  rdma_addrinfo hints{};
+  hints.ai_flags = RAI_NUMERICHOST;
+  rdma_addrinfo* res = nullptr;
+
+  // As librdmacm: getaddrinfo's own code.
+  EXPECT_EQ(backend_->RdmaGetaddrinfo("not-an-address", "1", &hints, &res), GaiError(EAI_NONAME));
+  EXPECT_EQ(backend_->RdmaGetaddrinfo(nullptr, nullptr, &hints, &res), EINVAL);
+  EXPECT_EQ(res, nullptr);
+}
+
+TEST_F(CmTest, SyncId_ResolveAddrAndRoute_SetVerbs) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
+  EXPECT_EQ(id->verbs, nullptr);
+  EXPECT_EQ(backend_->RdmaResolveRoute(id, 100), EINVAL);  // address not resolved yet
+  sockaddr_in dst = Ipv4("192.0.2.7", 7204);
+
+  ASSERT_EQ(backend_->RdmaResolveAddr(id, nullptr, AsSockaddr(&dst), 100), 0);
+  ASSERT_EQ(backend_->RdmaResolveRoute(id, 100), 0);
+
+  ASSERT_NE(id->verbs, nullptr);
+  EXPECT_STREQ(id->verbs->device->name, "softrpma_sim0");
+  EXPECT_EQ(id->ps, RDMA_PS_TCP);
+  EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+}
+
+TEST_F(CmTest, AsyncId_ResolveQueuesEvents) {
+  rdma_event_channel* channel = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateEventChannel(&channel), 0);
+  rdma_cm_id* id = nullptr;
+  int marker = 0;
+  ASSERT_EQ(backend_->RdmaCreateId(channel, &id, &marker, RDMA_PS_TCP), 0);
+  EXPECT_EQ(id->channel, channel);
+  EXPECT_EQ(id->context, &marker);
+  sockaddr_in dst = Ipv4("127.0.0.1", 7204);
+
+  ASSERT_EQ(backend_->RdmaResolveAddr(id, nullptr, AsSockaddr(&dst), 100), 0);
+  EXPECT_TRUE(ExpectCmEvent(backend_, channel, RDMA_CM_EVENT_ADDR_RESOLVED).ok());
+  ASSERT_EQ(backend_->RdmaResolveRoute(id, 100), 0);
+  EXPECT_TRUE(ExpectCmEvent(backend_, channel, RDMA_CM_EVENT_ROUTE_RESOLVED).ok());
+
+  EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+  backend_->RdmaDestroyEventChannel(channel);
+}
+
+// rdma-core's rdma_destroy_event_channel closes the fd, which does not wake a thread blocked in
+// rdma_get_cm_event's read(2) on it: that thread sleeps on (rping destroys its channel so while
+// its CM thread waits). The simulator keeps the channel for the sleeper instead of freeing it
+// under it (which woke it with EBADF, or on a reused fd).
+TEST_F(CmTest, DestroyEventChannel_WithAWaiter_TheWaiterSleepsOn) {
+  rdma_event_channel* channel = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateEventChannel(&channel), 0);
+  std::atomic<bool> returned{false};
+  std::thread waiter([this, channel, &returned] {
+    rdma_cm_event* event = nullptr;
+    backend_->RdmaGetCmEvent(channel, &event);
+    returned.store(true);
+  });
+  SimEventChannel* sim_channel = to_sim(channel);
+  for (;;) {  // until the waiter sleeps in the channel's read(2)
+    {
+      softrpma::MutexLock lock(&sim_channel->mu);
+      if (sim_channel->signal.waiters() > 0) break;
+    }
+    std::this_thread::yield();
+  }
+
+  const int fd = channel->fd;
+  backend_->RdmaDestroyEventChannel(channel);
+
+  EXPECT_NE(fcntl(fd, F_GETFD), -1) << "the sleeper's fd was closed under it";
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(returned.load());
+  waiter.detach();  // asleep until the test process exits, as with rdma-core
+}
+
+// A thread on its way into rdma_get_cm_event (inside it, not yet asleep: here held at the
+// channel's lock) when the channel is destroyed: the channel was freed under it, and it then
+// took the channel's lock in freed memory (ThreadSanitizer: heap-use-after-free in
+// DrepToSettle, with rping's CM thread). Counted from its first instruction, it keeps the
+// channel, and the last caller out frees it.
+TEST_F(CmTest, DestroyEventChannel_WithACallerOnItsWayIn_KeptUntilItLeaves) {
+  rdma_event_channel* channel = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateEventChannel(&channel), 0);
+  // Non-blocking: the caller finds no event and returns EAGAIN instead of sleeping on.
+  ASSERT_EQ(fcntl(channel->fd, F_SETFL, fcntl(channel->fd, F_GETFL) | O_NONBLOCK), 0);
+  SimEventChannel* sim_channel = to_sim(channel);
+  std::atomic<int> result{-1};
+  sim_channel->mu.Lock();
+  std::thread caller([this, channel, &result] {
+    rdma_cm_event* event = nullptr;
+    result.store(backend_->RdmaGetCmEvent(channel, &event));
+  });
+  while (sim_channel->callers.load() == 0) std::this_thread::yield();
+  sim_channel->mu.Unlock();  // the caller goes on as the channel is destroyed
+
+  backend_->RdmaDestroyEventChannel(channel);
+
+  caller.join();
+  EXPECT_EQ(result.load(), EAGAIN);
+}
+
+TEST_F(CmTest, BindAddr_SpecificSetsVerbs_WildcardDoesNot) {
+  rdma_cm_id* specific = nullptr;
+  rdma_cm_id* wildcard = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &specific, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &wildcard, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in a = Ipv4("127.0.0.1", 0);
+  sockaddr_in any = Ipv4("0.0.0.0", 0);
+
+  ASSERT_EQ(backend_->RdmaBindAddr(specific, AsSockaddr(&a)), 0);
+  ASSERT_EQ(backend_->RdmaBindAddr(wildcard, AsSockaddr(&any)), 0);
+
+  EXPECT_NE(specific->verbs, nullptr);
+  EXPECT_EQ(wildcard->verbs, nullptr);
+  // Port 0 picks ports from a counter: consecutive binds get consecutive ports.
+  const uint16_t p1 =
+      ntohs(reinterpret_cast<sockaddr_in*>(&specific->route.addr.src_addr)->sin_port);
+  const uint16_t p2 =
+      ntohs(reinterpret_cast<sockaddr_in*>(&wildcard->route.addr.src_addr)->sin_port);
+  EXPECT_GE(p1, 49152);
+  EXPECT_EQ(p2, p1 + 1);
+  EXPECT_EQ(backend_->RdmaDestroyId(specific), 0);
+  EXPECT_EQ(backend_->RdmaDestroyId(wildcard), 0);
+}
+
+TEST_F(CmTest, BindAddr_SameAddrPortTwice_Eaddrinuse_WildcardOverlaps) {
+  const uint16_t port = NextTestPort();
+  rdma_cm_id* first = nullptr;
+  rdma_cm_id* second = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &first, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &second, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in addr = Ipv4("127.0.0.1", port);
+  sockaddr_in any = Ipv4("0.0.0.0", port);
+  sockaddr_in other = Ipv4("127.0.0.2", port);
+  ASSERT_EQ(backend_->RdmaBindAddr(first, AsSockaddr(&addr)), 0);
+
+  EXPECT_EQ(backend_->RdmaBindAddr(second, AsSockaddr(&addr)), EADDRINUSE);
+  EXPECT_EQ(backend_->RdmaBindAddr(second, AsSockaddr(&any)), EADDRINUSE);
+  EXPECT_EQ(backend_->RdmaBindAddr(second, AsSockaddr(&other)), 0);  // another address
+
+  EXPECT_EQ(backend_->RdmaDestroyId(first), 0);
+  EXPECT_EQ(backend_->RdmaDestroyId(second), 0);
+}
+
+TEST_F(CmTest, Listen_SyncId_Einval) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in addr = Ipv4("127.0.0.1", NextTestPort());
+  ASSERT_EQ(backend_->RdmaBindAddr(id, AsSockaddr(&addr)), 0);
+
+  EXPECT_EQ(backend_->RdmaListen(id, 0), EINVAL);
+  EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+}
+
+TEST_F(CmTest, Connect_Accept_EstablishedWithPrivateDataBothWays) {
+  TestConnection conn(backend_);
+  ConnectionOptions options;
+  options.connect_private_data = std::vector<uint8_t>(kMaxConnectPrivateData, 0x11);
+  options.accept_private_data = std::vector<uint8_t>(kMaxAcceptPrivateData, 0x22);
+  ASSERT_TRUE(conn.Listen(options.address, NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(options, conn.port).ok());
+  EXPECT_FALSE(FdReadable(conn.active.channel->fd));  // nothing for the active side yet
+
+  absl::StatusOr<rdma_cm_event*> request = GetCmEventNow(backend_, conn.listen_channel);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ((*request)->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  EXPECT_EQ((*request)->listen_id, conn.listener);
+  EXPECT_NE((*request)->id, conn.listener);
+  EXPECT_NE((*request)->id->verbs, nullptr);
+  ASSERT_EQ((*request)->param.conn.private_data_len, kMaxConnectPrivateData);
+  EXPECT_EQ(std::memcmp((*request)->param.conn.private_data, options.connect_private_data.data(),
+                        kMaxConnectPrivateData),
+            0);
+  conn.passive.id = (*request)->id;
+  EXPECT_EQ(backend_->RdmaAckCmEvent(*request), 0);
+  // Finish by hand what TestConnection::Connect would do.
+  ibv_context* ctx = conn.passive.id->verbs;
+  ASSERT_EQ(backend_->IbvAllocPd(ctx, &conn.passive.pd), 0);
+  ASSERT_EQ(backend_->IbvCreateCq(ctx, 8, nullptr, nullptr, 0, &conn.passive.send_cq), 0);
+  conn.passive.recv_cq = conn.passive.send_cq;
+  ibv_qp_init_attr_ex attr{};
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+  attr.pd = conn.passive.pd;
+  attr.send_cq = attr.recv_cq = conn.passive.send_cq;
+  attr.cap.max_send_wr = attr.cap.max_recv_wr = 4;
+  attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+  attr.qp_type = IBV_QPT_RC;
+  ASSERT_EQ(backend_->RdmaCreateQpEx(conn.passive.id, &attr), 0);
+  EXPECT_EQ(conn.passive.id->qp->state, IBV_QPS_INIT);
+  rdma_conn_param param{};
+  param.private_data = options.accept_private_data.data();
+  param.private_data_len = kMaxAcceptPrivateData;
+
+  ASSERT_EQ(backend_->RdmaAccept(conn.passive.id, &param), 0);
+
+  // As librdmacm on IB: the passive QP is ready once it accepted; the active one, and the
+  // passive side's ESTABLISHED (the RTU), only once the active side got the connect response.
+  EXPECT_EQ(conn.passive.id->qp->state, IBV_QPS_RTS);
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_INIT);
+  EXPECT_FALSE(FdReadable(conn.listen_channel->fd)) << "passive ESTABLISHED before the RTU";
+  absl::StatusOr<rdma_cm_event*> established = GetCmEventNow(backend_, conn.active.channel);
+  ASSERT_TRUE(established.ok()) << established.status();
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_RTS);
+  EXPECT_EQ((*established)->event, RDMA_CM_EVENT_ESTABLISHED);
+  EXPECT_EQ((*established)->id, conn.active.id);
+  ASSERT_EQ((*established)->param.conn.private_data_len, kMaxAcceptPrivateData);
+  EXPECT_EQ(std::memcmp((*established)->param.conn.private_data, options.accept_private_data.data(),
+                        kMaxAcceptPrivateData),
+            0);
+  EXPECT_EQ(backend_->RdmaAckCmEvent(*established), 0);
+  // The passive side's ESTABLISHED went to the listener's channel (no migration here).
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.listen_channel, RDMA_CM_EVENT_ESTABLISHED).ok());
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.listen_channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+}
+
+TEST_F(CmTest, PrivateDataTooLong_Einval) {
+  TestConnection conn(backend_);
+  ConnectionOptions options;
+  options.connect_private_data = std::vector<uint8_t>(kMaxConnectPrivateData + 1, 0);
+  ASSERT_TRUE(conn.Listen(options.address, NextTestPort()).ok());
+
+  absl::Status status = conn.StartActive(options, conn.port);
+
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("rdma_connect failed: 22"));
+  EXPECT_FALSE(FdReadable(conn.listen_channel->fd));
+}
+
+TEST_F(CmTest, AcceptPrivateDataTooLong_Einval) {
+  TestConnection conn(backend_);
+  ConnectionOptions options;
+  options.accept_private_data = std::vector<uint8_t>(kMaxAcceptPrivateData + 1, 0);
+
+  absl::Status status = conn.Connect(options);
+
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("rdma_accept failed: 22"));
+}
+
+TEST_F(CmTest, Connect_NoListener_Rejected) {
+  TestConnection conn(backend_);
+
+  ASSERT_TRUE(conn.StartActive(ConnectionOptions(), NextTestPort()).ok());
+
+  int status = 0;
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_REJECTED, &status).ok());
+  EXPECT_EQ(status, kRejectNoListener);
+  // As in the kernel, disconnecting a rejected id succeeds and only moves its QP to ERROR.
+  EXPECT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_ERR);
+  EXPECT_FALSE(FdReadable(conn.active.channel->fd));
+}
+
+TEST_F(CmTest, QpNumbersAndPortsComeFromCounters) {
+  TestConnection conn(backend_);
+
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+
+  // Created one after the other: consecutive numbers (no randomness).
+  EXPECT_EQ(conn.passive.qp()->qp_num, conn.active.qp()->qp_num + 1);
+}
+
+TEST_F(CmTest, Reject_WithPrivateData_ActiveGetsRejectedWithIt) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Listen("127.0.0.1", NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(ConnectionOptions(), conn.port).ok());
+  absl::StatusOr<rdma_cm_event*> request = GetCmEventNow(backend_, conn.listen_channel);
+  ASSERT_TRUE(request.ok());
+  rdma_cm_id* request_id = (*request)->id;
+  const char reason[] = "go away";
+  EXPECT_EQ(backend_->RdmaReject(request_id, reason, kMaxRejectPrivateData + 1), EINVAL);
+
+  ASSERT_EQ(backend_->RdmaReject(request_id, reason, sizeof(reason)), 0);
+  ASSERT_EQ(backend_->RdmaAckCmEvent(*request), 0);
+
+  absl::StatusOr<rdma_cm_event*> rejected = GetCmEventNow(backend_, conn.active.channel);
+  ASSERT_TRUE(rejected.ok());
+  EXPECT_EQ((*rejected)->event, RDMA_CM_EVENT_REJECTED);
+  EXPECT_EQ((*rejected)->status, kRejectConsumer);
+  // IB reports the REJ's whole private data field, zero-padded.
+  ASSERT_EQ((*rejected)->param.conn.private_data_len, kMaxRejectPrivateData);
+  EXPECT_STREQ(static_cast<const char*>((*rejected)->param.conn.private_data), reason);
+  EXPECT_EQ(backend_->RdmaAckCmEvent(*rejected), 0);
+  EXPECT_EQ(backend_->RdmaDestroyId(request_id), 0);
+}
+
+TEST_F(CmTest, DestroyListener_WithPendingRequest_RequesterRejected) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Listen("127.0.0.1", NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(ConnectionOptions(), conn.port).ok());
+
+  ASSERT_EQ(backend_->RdmaDestroyId(conn.listener), 0);
+  conn.listener = nullptr;
+
+  EXPECT_FALSE(FdReadable(conn.listen_channel->fd));  // the request went with the listener
+  int status = 0;
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_REJECTED, &status).ok());
+  EXPECT_EQ(status, kRejectConsumer);
+}
+
+TEST_F(CmTest, WildcardListener_AcceptsAnyAddressOfItsPort) {
+  TestConnection conn(backend_);
+  ConnectionOptions options;
+  options.address = "127.0.0.5";
+  ASSERT_TRUE(conn.Listen("0.0.0.0", NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(options, conn.port).ok());
+
+  absl::StatusOr<rdma_cm_event*> request = GetCmEventNow(backend_, conn.listen_channel);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ((*request)->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  rdma_cm_id* request_id = (*request)->id;
+  ASSERT_EQ(backend_->RdmaAckCmEvent(*request), 0);
+  ASSERT_EQ(backend_->RdmaDestroyId(request_id), 0);  // not accepted: rejects it
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_REJECTED).ok());
+}
+
+TEST_F(CmTest, Disconnect_BothSidesGetDisconnected_SecondIsHarmless) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+
+  ASSERT_TRUE(conn.Disconnect().ok());
+
+  EXPECT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+  EXPECT_EQ(backend_->RdmaDisconnect(conn.passive.id), 0);
+  // Only the timewait ends are left: no second DISCONNECTED.
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_TIMEWAIT_EXIT).ok());
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_TIMEWAIT_EXIT).ok());
+  EXPECT_FALSE(FdReadable(conn.active.channel->fd));
+  EXPECT_FALSE(FdReadable(conn.passive.channel->fd));
+}
+
+TEST_F(CmTest, Disconnect_PeerQpStaysRts_ItsReceivesStayPosted) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  TestBuffer buf(backend_, conn.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge sge = buf.Sge(0, 16);
+  ASSERT_EQ(PostRecvBuf(backend_, conn.passive.qp(), 7, &sge, 1), 0);
+
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_ERR);
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_RTS);
+  EXPECT_TRUE(PollAll(backend_, conn.passive.recv_cq).empty());  // the receive is still posted
+  // Its own rdma_disconnect moves it to ERROR: now the receive flushes.
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.passive.id), 0);
+  EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_ERR);
+  EXPECT_THAT(PollAll(backend_, conn.passive.recv_cq),
+              ElementsAre(AllOf(Field(&ibv_wc::wr_id, 7u),
+                                Field(&ibv_wc::status, IBV_WC_WR_FLUSH_ERR))));
+}
+
+TEST_F(CmTest, Disconnect_PeerSend_RetryExceededAfterTheRetryTimeout) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  TestBuffer buf(backend_, conn.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge sge = buf.Sge(0, 8);
+  ASSERT_EQ(PostRecvBuf(backend_, conn.passive.qp(), 1, &sge, 1), 0);
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  const uint64_t posted_ns = SimClockNs();
+
+  ASSERT_EQ(PostSendMsg(backend_, conn.passive.qp(), 2, &sge, 1), 0);
+  ASSERT_EQ(PostSendMsg(backend_, conn.passive.qp(), 3, &sge, 1), 0);
+
+  // One CQ: the timed-out send first; it moves the QP to ERROR, which flushes the receive and
+  // the send behind it (in an order verbs leaves open: both queues flush).
+  std::vector<ibv_wc> wcs = PollAll(backend_, conn.passive.send_cq);
+  ASSERT_EQ(wcs.size(), 3u);
+  EXPECT_THAT(wcs[0],
+              AllOf(Field(&ibv_wc::wr_id, 2u), Field(&ibv_wc::status, IBV_WC_RETRY_EXC_ERR)));
+  EXPECT_THAT(std::vector<ibv_wc>(wcs.begin() + 1, wcs.end()),
+              UnorderedElementsAre(
+                  AllOf(Field(&ibv_wc::wr_id, 1u), Field(&ibv_wc::status, IBV_WC_WR_FLUSH_ERR)),
+                  AllOf(Field(&ibv_wc::wr_id, 3u), Field(&ibv_wc::status, IBV_WC_WR_FLUSH_ERR))));
+  EXPECT_GE(SimClockNs() - posted_ns, kRetryTimeoutNs);  // polling waited for the timeout
+  EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_ERR);
+}
+
+TEST_F(CmTest, Disconnect_InitiatorDisconnectedComesWithTheDrep_ThenTimewaitExit) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+  EXPECT_TRUE(FdReadable(conn.active.channel->fd));  // its timer is pending
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  const uint64_t drep_ns = SimClockNs();
+
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.passive.id), 0);  // the DREP
+
+  int status = -1;
+  ASSERT_TRUE(
+      ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_DISCONNECTED, &status).ok());
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(SimClockNs(), drep_ns);  // no wait for the DREQ's timeout
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_TIMEWAIT_EXIT).ok());
+  EXPECT_EQ(SimClockNs(), drep_ns + kTimewaitNs);
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_TIMEWAIT_EXIT).ok());
+  EXPECT_FALSE(FdReadable(conn.active.channel->fd));
+  EXPECT_FALSE(FdReadable(conn.passive.channel->fd));
+}
+
+TEST_F(CmTest, Disconnect_NoDrep_InitiatorDisconnectedAfterTheDreqTimeout) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  const uint64_t dreq_ns = SimClockNs();
+
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+
+  // The peer never answers: the blocking get waits (in simulated time) for the timeout.
+  int status = 0;
+  ASSERT_TRUE(
+      ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_DISCONNECTED, &status).ok());
+  EXPECT_EQ(status, -ETIMEDOUT);
+  EXPECT_GE(SimClockNs() - dreq_ns, kDreqTimeoutActiveNs);
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_TIMEWAIT_EXIT).ok());
+  EXPECT_GE(SimClockNs() - dreq_ns, kDreqTimeoutActiveNs + kTimewaitNs);
+  // A DREP after the timeout changes nothing on the active side.
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.passive.id), 0);
+  EXPECT_FALSE(FdReadable(conn.active.channel->fd));
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_TIMEWAIT_EXIT).ok());
+}
+
+TEST_F(CmTest, Disconnect_PassiveFirst_UsesThePassiveDreqTimeout) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  const uint64_t dreq_ns = SimClockNs();
+
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.passive.id), 0);
+
+  int status = 0;
+  ASSERT_TRUE(
+      ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED, &status).ok());
+  EXPECT_EQ(status, -ETIMEDOUT);
+  EXPECT_EQ(SimClockNs() - dreq_ns, kDreqTimeoutPassiveNs);
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_RTS);
+}
+
+TEST_F(CmTest, DestroyId_DropsItsUndeliveredEvents) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  ASSERT_TRUE(conn.Disconnect().ok());  // leaves TIMEWAIT_EXIT queued on both
+  ASSERT_TRUE(FdReadable(conn.active.channel->fd));
+  backend_->RdmaDestroyQp(conn.active.id);
+
+  ASSERT_EQ(backend_->RdmaDestroyId(conn.active.id), 0);
+  conn.active.id = nullptr;
+
+  EXPECT_FALSE(FdReadable(conn.active.channel->fd));
+}
+
+TEST_F(CmTest, Disconnect_NotConnected_Einval) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
+
+  EXPECT_EQ(backend_->RdmaDisconnect(id), EINVAL);
+  EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+}
+
+TEST_F(CmTest, DestroyId_WithUnackedEvent_Ebusy) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+  backend_->RdmaDestroyQp(conn.active.id);
+  absl::StatusOr<rdma_cm_event*> event = GetCmEventNow(backend_, conn.active.channel);
+  ASSERT_TRUE(event.ok());
+
+  EXPECT_EQ(backend_->RdmaDestroyId(conn.active.id), EBUSY);  // event not acked
+  EXPECT_EQ(backend_->RdmaAckCmEvent(*event), 0);
+  EXPECT_EQ(backend_->RdmaDestroyId(conn.active.id), 0);
+  conn.active.id = nullptr;
+}
+
+// As rdma-core's rdma_destroy_id (perftest -R destroys ids with their QPs on them): the id goes, its
+// QP stays, the caller's to destroy with ibv_destroy_qp; while the id lives that QP is
+// RdmaDestroyQp's.
+TEST_F(CmTest, DestroyId_WithQp_LeavesTheQpForIbvDestroyQp) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  ibv_qp* qp = conn.active.id->qp;
+  ASSERT_NE(qp, nullptr);
+  EXPECT_EQ(backend_->IbvDestroyQp(qp), EINVAL);  // the id's still
+
+  ASSERT_EQ(backend_->RdmaDestroyId(conn.active.id), 0);
+  conn.active.id = nullptr;
+
+  ibv_qp_attr attr;
+  ibv_qp_init_attr init;
+  ASSERT_EQ(backend_->IbvQueryQp(qp, &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_RTS);  // left as it was
+  // It still talks to its peer, whose QP is RTS too (in one process the link stays).
+  TestBuffer src(backend_, conn.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer dst(backend_, conn.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  std::memcpy(src.data(), "orphan", 7);
+  ibv_sge sge = src.Sge(0, 7);
+  ASSERT_EQ(PostWrite(backend_, qp, 5, &sge, 1, dst.addr(0), dst.mr()->rkey), 0);
+  ExecutePosted(backend_, conn.active.send_cq);
+  std::vector<ibv_wc> done = PollAll(backend_, conn.active.send_cq);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, IBV_WC_SUCCESS);
+  EXPECT_STREQ(reinterpret_cast<char*>(dst.data()), "orphan");
+  EXPECT_EQ(backend_->IbvDestroyQp(qp), 0);
+  // The peer was told, as by a DREQ.
+  absl::StatusOr<rdma_cm_event*> event = GetCmEventNow(backend_, conn.passive.channel);
+  ASSERT_TRUE(event.ok());
+  EXPECT_EQ((*event)->event, RDMA_CM_EVENT_DISCONNECTED);
+  EXPECT_EQ(backend_->RdmaAckCmEvent(*event), 0);
+}
+
+TEST_F(CmTest, DestroyConnectedId_PeerGetsDisconnected) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  backend_->RdmaDestroyQp(conn.active.id);
+
+  ASSERT_EQ(backend_->RdmaDestroyId(conn.active.id), 0);
+  conn.active.id = nullptr;
+
+  // As a DREQ: the peer's QP stays RTS; what it sends toward the destroyed QP times out.
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_RTS);
+  TestBuffer buf(backend_, conn.passive.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge sge = buf.Sge(0, 8);
+  ASSERT_EQ(PostSendMsg(backend_, conn.passive.qp(), 1, &sge, 1), 0);
+  EXPECT_THAT(PollAll(backend_, conn.passive.send_cq),
+              ElementsAre(Field(&ibv_wc::status, IBV_WC_RETRY_EXC_ERR)));
+  EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_ERR);
+}
+
+TEST_F(CmTest, Accept_ActiveGone_Unreachable) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Listen("127.0.0.1", NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(ConnectionOptions(), conn.port).ok());
+  absl::StatusOr<rdma_cm_event*> request = GetCmEventNow(backend_, conn.listen_channel);
+  ASSERT_TRUE(request.ok());
+  rdma_cm_id* request_id = (*request)->id;
+  ASSERT_EQ(backend_->RdmaAckCmEvent(*request), 0);
+  backend_->RdmaDestroyQp(conn.active.id);
+  ASSERT_EQ(backend_->RdmaDestroyId(conn.active.id), 0);
+  conn.active.id = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ASSERT_EQ(backend_->IbvAllocPd(request_id->verbs, &pd), 0);
+  ASSERT_EQ(backend_->IbvCreateCq(request_id->verbs, 4, nullptr, nullptr, 0, &cq), 0);
+  ibv_qp_init_attr_ex attr{};
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+  attr.pd = pd;
+  attr.send_cq = attr.recv_cq = cq;
+  attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
+  attr.qp_type = IBV_QPT_RC;
+  ASSERT_EQ(backend_->RdmaCreateQpEx(request_id, &attr), 0);
+
+  ASSERT_EQ(backend_->RdmaAccept(request_id, nullptr), 0);
+
+  int status = 0;
+  ASSERT_TRUE(
+      ExpectCmEvent(backend_, conn.listen_channel, RDMA_CM_EVENT_UNREACHABLE, &status).ok());
+  EXPECT_EQ(status, -ETIMEDOUT);
+  backend_->RdmaDestroyQp(request_id);
+  EXPECT_EQ(backend_->RdmaDestroyId(request_id), 0);
+  EXPECT_EQ(backend_->IbvDestroyCq(cq), 0);
+  EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
+}
+
+TEST_F(CmTest, Accept_ActiveQpGone_BothUnreachable) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Listen("127.0.0.1", NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(ConnectionOptions(), conn.port).ok());
+  backend_->RdmaDestroyQp(conn.active.id);  // its id stays, connecting
+
+  ASSERT_TRUE(conn.AcceptPassive(ConnectionOptions()).ok());
+
+  // Nothing can answer the REP: it times out (on the host transport, once the active side
+  // has refused it).
+  for (rdma_event_channel* channel : {conn.passive.channel, conn.active.channel}) {
+    rdma_cm_event* event = nullptr;
+    ASSERT_EQ(backend_->RdmaGetCmEvent(channel, &event), 0);
+    EXPECT_EQ(event->event, RDMA_CM_EVENT_UNREACHABLE) << rdma_event_str(event->event);
+    EXPECT_EQ(event->status, -ETIMEDOUT);
+    backend_->RdmaAckCmEvent(event);
+  }
+}
+
+TEST_F(CmTest, DestroyId_ConnectingBeforeItsRequestIsDelivered_TheRequestVanishes) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Listen("127.0.0.1", NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(ConnectionOptions(), conn.port).ok());
+  backend_->RdmaDestroyQp(conn.active.id);
+
+  ASSERT_EQ(backend_->RdmaDestroyId(conn.active.id), 0);
+  conn.active.id = nullptr;
+
+  // Its listener never sees it (on the host transport: once the connection's end arrived).
+  ASSERT_EQ(fcntl(conn.listen_channel->fd, F_SETFL,
+                  fcntl(conn.listen_channel->fd, F_GETFL) | O_NONBLOCK),
+            0);
+  rdma_cm_event* event = nullptr;
+  EXPECT_EQ(backend_->RdmaGetCmEvent(conn.listen_channel, &event), EAGAIN);
+  EXPECT_FALSE(FdReadable(conn.listen_channel->fd));
+  if (event != nullptr) {  // the failure's request: the test's to end
+    rdma_cm_id* request = event->id;
+    backend_->RdmaAckCmEvent(event);
+    backend_->RdmaDestroyId(request);
+  }
+}
+
+TEST_F(CmTest, MigrateId_MovesPendingEvents) {
+  rdma_event_channel* from = nullptr;
+  rdma_event_channel* to = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateEventChannel(&from), 0);
+  ASSERT_EQ(backend_->RdmaCreateEventChannel(&to), 0);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(from, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in dst = Ipv4("127.0.0.1", 7204);
+  ASSERT_EQ(backend_->RdmaResolveAddr(id, nullptr, AsSockaddr(&dst), 100), 0);
+  EXPECT_TRUE(FdReadable(from->fd));
+
+  ASSERT_EQ(backend_->RdmaMigrateId(id, to), 0);
+
+  EXPECT_EQ(id->channel, to);
+  EXPECT_FALSE(FdReadable(from->fd));
+  EXPECT_TRUE(ExpectCmEvent(backend_, to, RDMA_CM_EVENT_ADDR_RESOLVED).ok());
+  EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+  backend_->RdmaDestroyEventChannel(from);
+  backend_->RdmaDestroyEventChannel(to);
+}
+
+TEST_F(CmTest, EventChannel_NonBlockingAndEmpty_Eagain) {
+  rdma_event_channel* channel = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateEventChannel(&channel), 0);
+  ASSERT_EQ(fcntl(channel->fd, F_SETFL, fcntl(channel->fd, F_GETFL) | O_NONBLOCK), 0);
+  rdma_cm_event* event = nullptr;
+
+  EXPECT_EQ(backend_->RdmaGetCmEvent(channel, &event), EAGAIN);
+
+  EXPECT_EQ(event, nullptr);
+  backend_->RdmaDestroyEventChannel(channel);
+}
+
+TEST_F(CmTest, CreateQp_NonRc_Einval_CapsAboveLimits_Einval) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in dst = Ipv4("127.0.0.1", 7204);
+  ASSERT_EQ(backend_->RdmaResolveAddr(id, nullptr, AsSockaddr(&dst), 100), 0);
+  ibv_qp_init_attr_ex attr{};
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+  attr.pd = conn.active.pd;
+  attr.send_cq = attr.recv_cq = conn.active.send_cq;
+  attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
+  attr.qp_type = IBV_QPT_UD;
+
+  EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EINVAL);
+  attr.qp_type = IBV_QPT_RC;
+  attr.cap.max_send_sge = 1000;
+  EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EINVAL);
+  attr.cap.max_send_sge = 1;
+  attr.comp_mask = 0;  // no PD
+  EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EINVAL);
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EINVAL);
+  // The extended post API: the modelled ops only (qp.h), atomic write only on a device that
+  // reports it.
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  attr.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE;
+  EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EOPNOTSUPP);
+  attr.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_LOCAL_INV;
+  EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EOPNOTSUPP);
+  EXPECT_EQ(id->qp, nullptr);
+  EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+}
+
+// librdmacm's order on IB: the active QP becomes RTS, and the passive side's ESTABLISHED (the
+// RTU) is sent, only when the active side gets its connect response. A server waiting for its
+// ESTABLISHED before the client looked at its own waits, as on IB / RoCE; the passive side's
+// WRs toward the not-yet-ready active QP wait (the requester retries) and then execute.
+TEST_F(CmTest, PassiveEstablished_ComesOnlyAfterTheActiveSideGotItsOwn) {
+  TestConnection conn(backend_);
+  ConnectionOptions options;
+  options.connect_private_data = {'h', 'i'};
+  ASSERT_TRUE(conn.Listen(options.address, NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(options, conn.port).ok());
+  ASSERT_TRUE(conn.AcceptPassive(options).ok());
+  EXPECT_EQ(conn.passive.id->qp->state, IBV_QPS_RTS);
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_INIT);
+  EXPECT_FALSE(FdReadable(conn.passive.channel->fd)) << "no RTU yet";
+  // The active QP is not RTS: it cannot post (EINVAL, as a real provider says).
+  char byte = 0;
+  ibv_sge no_sge{reinterpret_cast<uintptr_t>(&byte), 0, 0};
+  EXPECT_EQ(PostSendMsg(backend_, conn.active.qp(), 1, &no_sge, 0), EINVAL);
+  // The passive side writes at once: the write waits for the active QP.
+  TestBuffer source(backend_, conn.passive.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer target(backend_, conn.active.pd, 8,
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  std::memcpy(source.data(), "written", 8);
+  ibv_sge sge = source.Sge(0, 8);
+  ASSERT_EQ(PostWrite(backend_, conn.passive.qp(), 7, &sge, 1, target.addr(), target.mr()->rkey),
+            0);
+  EXPECT_TRUE(PollAll(backend_, conn.passive.send_cq).empty());
+  EXPECT_EQ(target.data()[0], 0);
+
+  absl::StatusOr<rdma_cm_event*> established = GetCmEventNow(backend_, conn.active.channel);
+  ASSERT_TRUE(established.ok()) << established.status();
+  EXPECT_EQ((*established)->event, RDMA_CM_EVENT_ESTABLISHED);
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_RTS);
+  EXPECT_EQ(backend_->RdmaAckCmEvent(*established), 0);
+
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_ESTABLISHED).ok());
+  EXPECT_EQ(std::memcmp(target.data(), "written", 8), 0);
+  EXPECT_EQ(PollAll(backend_, conn.passive.send_cq).size(), 1u);
+  EXPECT_TRUE(conn.Disconnect().ok());
+}
+
+// IB reports the whole private data field of the CM message, zero-padded: the REQ's 56 bytes
+// to the passive side, the REP's 196 to the active side, also when less (or nothing) was sent.
+TEST_F(CmTest, PrivateData_ReportedAsTheWholeIbField_ZeroPadded) {
+  TestConnection conn(backend_);
+  ConnectionOptions options;
+  options.connect_private_data = {'h', 'i'};
+  options.accept_private_data = {};  // nothing
+  ASSERT_TRUE(conn.Listen(options.address, NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(options, conn.port).ok());
+  absl::StatusOr<rdma_cm_event*> request = GetCmEventNow(backend_, conn.listen_channel);
+  ASSERT_TRUE(request.ok()) << request.status();
+  ASSERT_EQ((*request)->param.conn.private_data_len, kMaxConnectPrivateData);
+  const auto* got = static_cast<const uint8_t*>((*request)->param.conn.private_data);
+  EXPECT_EQ(got[0], 'h');
+  EXPECT_EQ(got[1], 'i');
+  for (int i = 2; i < kMaxConnectPrivateData; ++i) EXPECT_EQ(got[i], 0) << "byte " << i;
+  ASSERT_EQ(backend_->RdmaReject((*request)->id, nullptr, 0), 0);
+  rdma_cm_id* request_id = (*request)->id;
+  ASSERT_EQ(backend_->RdmaAckCmEvent(*request), 0);
+  EXPECT_EQ(backend_->RdmaDestroyId(request_id), 0);
+
+  TestConnection accepted(backend_);
+  std::vector<uint8_t> established;
+  ASSERT_TRUE(accepted.Connect(options, &established).ok());
+  EXPECT_EQ(established, std::vector<uint8_t>(kMaxAcceptPrivateData, 0));
+}
+
+}  // namespace
+}  // namespace softrpma::sim::testing

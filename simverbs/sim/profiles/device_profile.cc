@@ -1,0 +1,146 @@
+#include "simverbs/sim/profiles/device_profile.h"
+
+#include <atomic>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace softrpma::sim {
+namespace {
+
+// Each value's source is in docs/DEVICES.md (same order).
+constexpr DeviceProfile kProfiles[] = {
+    {
+        .name = "mlx5",
+        .description = "NVIDIA/Mellanox ConnectX (InfiniBand or RoCE), the default",
+        .transport = IBV_TRANSPORT_IB,
+        .immediate_data = true,
+        .max_qp_wr = 1 << 14,
+        .max_sge = 32,
+        .max_sge_rd = 32,
+        .max_cqe = 1 << 16,
+        .max_inline_data = 256,
+        .max_srq_wr = 1 << 14,
+        .max_srq_sge = 32,
+        .max_qp_rd_atom = 16,
+        .max_qp_init_rd_atom = 16,
+        .atomic_cap = IBV_ATOMIC_NONE,
+        .native_atomic_write = false,
+        .odp = true,
+        .cq_rounding = QueueRounding::kPowerOfTwoMinusOne,
+        .send_queue_rounding = QueueRounding::kPowerOfTwo,
+        .recv_queue_rounding = QueueRounding::kPowerOfTwo,
+        .inline_shares_sge_space = false,
+        .max_connect_private_data = 56,
+        .max_accept_private_data = 196,
+        .max_reject_private_data = 148,
+    },
+    {
+        .name = "rxe",
+        .description = "Soft-RoCE, the kernel's rdma_rxe over Ethernet",
+        .transport = IBV_TRANSPORT_IB,
+        .immediate_data = true,
+        .max_qp_wr = 0x4000,
+        .max_sge = 32,
+        .max_sge_rd = 32,
+        .max_cqe = (1 << 15) - 1,
+        .max_inline_data = 400,
+        .max_srq_wr = 0x4000,
+        .max_srq_sge = 27,
+        .max_qp_rd_atom = 128,
+        .max_qp_init_rd_atom = 128,
+        .atomic_cap = IBV_ATOMIC_HCA,
+        .native_atomic_write = true,
+        .odp = true,
+        .cq_rounding = QueueRounding::kPowerOfTwoMinusOne,
+        .send_queue_rounding = QueueRounding::kPowerOfTwoMinusOne,
+        .recv_queue_rounding = QueueRounding::kPowerOfTwoMinusOne,
+        .inline_shares_sge_space = true,
+        .max_connect_private_data = 56,
+        .max_accept_private_data = 196,
+        .max_reject_private_data = 148,
+    },
+    {
+        .name = "siw",
+        .description = "Soft-iWARP, the kernel's siw over TCP",
+        .transport = IBV_TRANSPORT_IWARP,
+        .immediate_data = false,
+        .max_qp_wr = 1024 * 32,
+        .max_sge = 6,
+        .max_sge_rd = 1,
+        .max_cqe = 1024 * 32 * 100,
+        .max_inline_data = 80,
+        .max_srq_wr = 1024 * 32 * 10,
+        .max_srq_sge = 6,
+        .max_qp_rd_atom = 128,
+        .max_qp_init_rd_atom = 128,
+        .atomic_cap = IBV_ATOMIC_NONE,
+        .native_atomic_write = false,
+        .odp = false,
+        .cq_rounding = QueueRounding::kPowerOfTwo,
+        .send_queue_rounding = QueueRounding::kAsAsked,
+        .recv_queue_rounding = QueueRounding::kAsAsked,
+        .inline_shares_sge_space = false,
+        .max_connect_private_data = kMaxPrivateDataAnyDevice,
+        .max_accept_private_data = kMaxPrivateDataAnyDevice,
+        .max_reject_private_data = kMaxPrivateDataAnyDevice,
+    },
+};
+
+constexpr bool WithinArrays(const DeviceProfile& p) {
+  return p.max_sge <= kMaxSgeAnyDevice && p.max_srq_sge <= kMaxSgeAnyDevice &&
+         p.max_connect_private_data <= kMaxPrivateDataAnyDevice &&
+         p.max_accept_private_data <= kMaxPrivateDataAnyDevice &&
+         p.max_reject_private_data <= kMaxPrivateDataAnyDevice;
+}
+static_assert(WithinArrays(kProfiles[0]) && WithinArrays(kProfiles[1]) &&
+                  WithinArrays(kProfiles[2]),
+              "a profile exceeds the simulator's fixed arrays");
+
+std::atomic<const DeviceProfile*> g_active{&kProfiles[0]};
+
+uint32_t NextPowerOfTwo(uint32_t n) {
+  uint32_t p = 1;
+  while (p < n && p != 0x80000000u) p <<= 1;
+  return p < n ? n : p;
+}
+
+}  // namespace
+
+uint32_t RoundQueueSize(QueueRounding rounding, uint32_t n) {
+  if (n == 0) return 0;
+  switch (rounding) {
+    case QueueRounding::kAsAsked:
+      return n;
+    case QueueRounding::kPowerOfTwo:
+      return NextPowerOfTwo(n);
+    case QueueRounding::kPowerOfTwoMinusOne:
+      return n == UINT32_MAX ? n : NextPowerOfTwo(n + 1) - 1;
+  }
+  return n;
+}
+
+absl::Span<const DeviceProfile> DeviceProfiles() { return kProfiles; }
+
+absl::StatusOr<const DeviceProfile*> FindDeviceProfile(absl::string_view name) {
+  std::string names;
+  for (const DeviceProfile& profile : kProfiles) {
+    if (name == profile.name) return &profile;
+    absl::StrAppend(&names, names.empty() ? "" : ", ", profile.name);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown device \"", name, "\": expected one of ", names));
+}
+
+const DeviceProfile& ActiveProfile() { return *g_active.load(std::memory_order_acquire); }
+
+void SetActiveProfile(const DeviceProfile& profile) {
+  g_active.store(&profile, std::memory_order_release);
+}
+
+const char* TransportName(ibv_transport_type transport) {
+  return transport == IBV_TRANSPORT_IWARP ? "iWARP" : "IB";
+}
+
+}  // namespace softrpma::sim

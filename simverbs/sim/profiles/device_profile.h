@@ -1,0 +1,96 @@
+// device_profile.h: the device profiles (DeviceProfile): what differs between the real RDMA
+// devices softrpma's simulated NIC can stand for (mlx5, rxe, siw) and that a librpma program
+// can observe: the transport, immediate data, the capabilities and limits ibv_query_device_ex
+// reports, how CQ and QP sizes are rounded, and the private data rdma_cm carries. Each value's
+// source (driver file, kernel, man page) is in docs/DEVICES.md.
+//
+// RPMA_SIM_DEVICE names the active profile when the simulated NIC starts (default mlx5);
+// tests may switch it with SetActiveProfile(). Thread-safety: every function is thread-safe;
+// the profiles are constants.
+
+#ifndef SOFTRPMA_SIMVERBS_SIM_PROFILES_DEVICE_PROFILE_H_
+#define SOFTRPMA_SIMVERBS_SIM_PROFILES_DEVICE_PROFILE_H_
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace softrpma::sim {
+
+// The variable that names the profile when the simulated NIC starts.
+inline constexpr char kDeviceEnvVar[] = "RPMA_SIM_DEVICE";
+
+// The most scatter/gather entries any profile allows (the size of the simulator's fixed
+// per-WR arrays) and the most private data any rdma_conn_param can carry (a uint8_t length).
+inline constexpr int kMaxSgeAnyDevice = 32;
+inline constexpr int kMaxPrivateDataAnyDevice = 255;
+
+// How a driver rounds a queue size it was asked for (n >= 1) before it reports it back.
+enum class QueueRounding : uint8_t {
+  kAsAsked,               // reported as asked (n)
+  kPowerOfTwo,            // the next power of two >= n
+  kPowerOfTwoMinusOne,    // the next power of two >= n + 1, minus one (one slot kept empty)
+};
+
+// Returns `n` rounded as `rounding` says. REQUIRES: n >= 0 (0 stays 0).
+uint32_t RoundQueueSize(QueueRounding rounding, uint32_t n);
+
+struct DeviceProfile {
+  const char* name;         // the RPMA_SIM_DEVICE value: "mlx5", "rxe", "siw"
+  const char* description;  // one line, for `rpma-sim devices`
+  ibv_transport_type transport;  // ibv_device.transport_type of the context's device
+  bool immediate_data;  // whether SEND_WITH_IMM / RDMA_WRITE_WITH_IMM can be posted
+
+  // What ibv_query_device_ex reports, and what creation enforces.
+  int max_qp_wr;
+  int max_sge;
+  int max_sge_rd;
+  int max_cqe;
+  int max_inline_data;  // not in ibv_device_attr: checked at QP creation
+  int max_srq_wr;
+  int max_srq_sge;
+  int max_qp_rd_atom;
+  int max_qp_init_rd_atom;
+  ibv_atomic_cap atomic_cap;
+  bool native_atomic_write;  // the default; RPMA_SIM_NATIVE_ATOMIC_WRITE overrides it
+  bool odp;                  // the default; SetOdpSupported overrides it
+
+  // What ibv_create_cq reports in cq->cqe and rdma_create_qp_ex in attr->cap.
+  QueueRounding cq_rounding;
+  QueueRounding send_queue_rounding;
+  QueueRounding recv_queue_rounding;
+  // rxe: one WQE holds either the SGEs or the inline data, so both are reported as the larger
+  // of the two (max_inline_data = max(16 * max_send_sge, max_inline_data), max_send_sge =
+  // that / 16).
+  bool inline_shares_sge_space;
+
+  // Private data per rdma_cm message (rdma_connect, rdma_accept, rdma_reject).
+  int max_connect_private_data;
+  int max_accept_private_data;
+  int max_reject_private_data;
+};
+
+// The three profiles, the default (mlx5) first.
+absl::Span<const DeviceProfile> DeviceProfiles();
+
+// The profile named `name`. Errors: InvalidArgument naming the known profiles.
+absl::StatusOr<const DeviceProfile*> FindDeviceProfile(absl::string_view name);
+
+// The active profile (mlx5 until SetActiveProfile says otherwise).
+const DeviceProfile& ActiveProfile();
+
+// Makes `profile` (one of DeviceProfiles()) the active one. Objects already created keep what
+// they were created with (the context's ibv_device among them).
+void SetActiveProfile(const DeviceProfile& profile);
+
+// "IB" or "iWARP".
+const char* TransportName(ibv_transport_type transport);
+
+}  // namespace softrpma::sim
+
+#endif  // SOFTRPMA_SIMVERBS_SIM_PROFILES_DEVICE_PROFILE_H_
