@@ -192,7 +192,6 @@ void PopSendLocked(SimQp* qp) {
   qp->sq.pop_front();
 }
 
-// Moves `qp` to ERROR and flushes its send and receive queues. REQUIRES: qp->link->mu held.
 // THE QP STATE SETTER: the state of the model and the one the QP's struct shows, and its
 // trace event. REQUIRES: qp->link->mu held.
 void SetStateLocked(SimQp* qp, ibv_qp_state state) {
@@ -208,6 +207,7 @@ void SetStateLocked(SimQp* qp, ibv_qp_state state) {
   }
 }
 
+// Moves `qp` to ERROR and flushes its send and receive queues. REQUIRES: qp->link->mu held.
 void EnterErrorLocked(SimQp* qp) {
   if (qp->state == IBV_QPS_ERR) return;
   SetStateLocked(qp, IBV_QPS_ERR);
@@ -2037,7 +2037,6 @@ std::string GidEndpoint(const uint8_t gid[16]) {
   return name;
 }
 
-// Answers a request on `conn` with `status` when no QP of this process takes it.
 // A connection a peer dialed to this process's endpoint: a kQpBind, then the requests of one
 // peer QP toward one QP of this process.
 class ServeEnd final : public host::Conn::Handler {
