@@ -81,9 +81,9 @@ class CmPeer {
   virtual void SendAccept(SimCmId* id, const rdma_conn_param* param, bool at_once) = 0;
   // The REJ, with reason `status` and private data.
   virtual void SendReject(int status, const void* private_data, uint8_t private_data_len) = 0;
-  // The accept failed by a fault before its REP (event `type`, status `status` here): local,
-  // the active end gets the same at once; host: nothing is sent (the active end learns from
-  // Close() that the peer is gone: UNREACHABLE).
+  // The accept failed by a fault before its REP (event `type`, status `status` here): the
+  // active end gets the same. Host: for CONNECT_ERROR a REJ marked wire::kFlagBroken; for
+  // UNREACHABLE nothing (the active end learns from Close() that the peer is gone).
   virtual void AbortAccept(rdma_cm_event_type type, int status) = 0;
   // The RTU (active end, after its connect response).
   virtual void SendReady() = 0;
@@ -159,7 +159,7 @@ class HostCmPeer final : public CmPeer,
   void WithdrawRequest() override {}
   void SendAccept(SimCmId* id, const rdma_conn_param* param, bool at_once) override;
   void SendReject(int status, const void* private_data, uint8_t private_data_len) override;
-  void AbortAccept(rdma_cm_event_type type, int status) override {}
+  void AbortAccept(rdma_cm_event_type type, int status) override;
   void SendReady() override;
   void SendDisconnectRequest() override;
   void SendDisconnectReply() override;
@@ -197,6 +197,9 @@ class HostCmPeer final : public CmPeer,
   void set_link(const std::shared_ptr<SimLink>& link) ABSL_LOCKS_EXCLUDED(mu_);
   // Sends `header` with `body` (none when body_len is 0).
   void Send(const wire::Header& header, const void* body, size_t body_len);
+  // A REJ with `flags` (0, or wire::kFlagBroken).
+  void SendRejectMessage(int status, uint16_t flags, const void* private_data,
+                         uint8_t private_data_len);
 
   ConnectionManager* const cm_;
   const uint32_t listener_serial_;  // passive ends: the listener that accepted the socket

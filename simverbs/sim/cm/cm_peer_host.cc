@@ -98,6 +98,15 @@ void HostCmPeer::SendAccept(SimCmId* id, const rdma_conn_param* param, bool at_o
 }
 
 void HostCmPeer::SendReject(int status, const void* private_data, uint8_t private_data_len) {
+  SendRejectMessage(status, 0, private_data, private_data_len);
+}
+
+void HostCmPeer::AbortAccept(rdma_cm_event_type type, int status) {
+  if (type == RDMA_CM_EVENT_CONNECT_ERROR) SendRejectMessage(0, wire::kFlagBroken, nullptr, 0);
+}
+
+void HostCmPeer::SendRejectMessage(int status, uint16_t flags, const void* private_data,
+                                   uint8_t private_data_len) {
   wire::RejectBody body;
   std::memset(&body, 0, sizeof(body));
   body.private_data_len =
@@ -107,6 +116,7 @@ void HostCmPeer::SendReject(int status, const void* private_data, uint8_t privat
   }
   wire::Header header = wire::MakeHeader(wire::Type::kReject);
   header.status = status;
+  header.flags = flags;
   Send(header, &body, sizeof(body));
 }
 
@@ -257,6 +267,10 @@ void HostCmPeer::OnCmMessage(const wire::Header& header, const uint8_t* body) {
       wire::RejectBody reject;
       std::memcpy(&reject, body, sizeof(reject));
       if (id == nullptr) return;
+      if ((header.flags & wire::kFlagBroken) != 0) {
+        cm->AcceptAbortedLocked(id, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
+        return;
+      }
       if (!wire::ValidateRejectBody(reject)) reject.private_data_len = 0;
       cm->RejectReceivedLocked(id, header.status > 0 ? header.status : kRejectConsumer,
                            reject.private_data, reject.private_data_len);

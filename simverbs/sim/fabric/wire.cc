@@ -35,6 +35,8 @@ uint16_t AllowedFlags(Type type) {
     case Type::kReadResponse:
     case Type::kReady:
       return kFlagCma;
+    case Type::kReject:
+      return kFlagBroken;
     default:
       return 0;
   }

@@ -53,6 +53,10 @@ inline constexpr uint16_t kFlagSolicited = 2;
 // is in place already (no body). On kReady: the active side can reach the passive's memory.
 inline constexpr uint16_t kFlagCma = 4;
 inline constexpr int kMaxCmaSegments = 32;
+// On kReject: the passive side's accept broke before its REP (the `lost` fault of rdma_accept,
+// docs/FAULTS.md): the active side ends with RDMA_CM_EVENT_CONNECT_ERROR (-ECONNRESET) and its
+// QP in ERROR, as the passive side does, instead of a REJ's REJECTED. The reason is ignored.
+inline constexpr uint16_t kFlagBroken = 8;
 
 // One piece of the requester's memory, as an address in ITS address space.
 struct CmaSegment {

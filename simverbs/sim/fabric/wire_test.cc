@@ -140,6 +140,20 @@ TEST(ValidateHeader, RejectsFlagsAndLengthsThatDoNotBelongToTheType) {
   header.body_len = sizeof(ConnectBody);
   header.flags = kFlagCma;
   EXPECT_FALSE(ValidateHeader(header));
+
+  // A broken accept is a REJ's flag, and only a REJ's.
+  header = MakeHeader(Type::kReject);
+  header.body_len = sizeof(RejectBody);
+  header.flags = kFlagBroken;
+  EXPECT_TRUE(ValidateHeader(header));
+  header.flags = kFlagBroken | kFlagCma;
+  EXPECT_FALSE(ValidateHeader(header));
+  for (Type type : {Type::kAccept, Type::kDisconnect, Type::kReady, Type::kAck}) {
+    header = MakeHeader(type);
+    header.body_len = type == Type::kAccept ? sizeof(AcceptBody) : 0;
+    header.flags = kFlagBroken;
+    EXPECT_FALSE(ValidateHeader(header)) << static_cast<int>(type);
+  }
 }
 
 TEST(TargetBytes, IsWhatTheOperationTouchesAtTheTarget) {
