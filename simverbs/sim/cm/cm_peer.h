@@ -90,8 +90,8 @@ class CmPeer {
   // The DREQ, and the DREP.
   virtual void SendDisconnectRequest() = 0;
   virtual void SendDisconnectReply() = 0;
-  // A fault ends the established connection at once (`type`, `status` here): local, the
-  // other end gets the same; host: the DREQ (then Close()), all another process can be told.
+  // A fault ends the established connection at once (`type`, `status` here): the other end
+  // gets the same (host: a DREQ marked wire::kFlagBroken, then Close()).
   virtual void Break(rdma_cm_event_type type, int status) = 0;
   // Ends the exchange from this end (see the file comment).
   virtual void Close() = 0;
@@ -163,7 +163,7 @@ class HostCmPeer final : public CmPeer,
   void SendReady() override;
   void SendDisconnectRequest() override;
   void SendDisconnectReply() override;
-  void Break(rdma_cm_event_type type, int status) override { SendDisconnectRequest(); }
+  void Break(rdma_cm_event_type type, int status) override;
   void Close() override;
   bool CanAccept(const SimCmId* id) override { return true; }
   void Settle() override;

@@ -130,6 +130,13 @@ void HostCmPeer::SendDisconnectRequest() {
   Send(wire::MakeHeader(wire::Type::kDisconnect), nullptr, 0);
 }
 
+void HostCmPeer::Break(rdma_cm_event_type type, int status) {
+  wire::Header broken = wire::MakeHeader(wire::Type::kDisconnect);
+  broken.flags = wire::kFlagBroken;
+  broken.status = type == RDMA_CM_EVENT_CONNECT_ERROR ? 1 : 0;
+  Send(broken, nullptr, 0);
+}
+
 void HostCmPeer::SendDisconnectReply() {
   Send(wire::MakeHeader(wire::Type::kDisconnectReply), nullptr, 0);
 }
@@ -280,7 +287,14 @@ void HostCmPeer::OnCmMessage(const wire::Header& header, const uint8_t* body) {
       if (id != nullptr) cm->ReadyReceivedLocked(id, (header.flags & wire::kFlagCma) != 0);
       return;
     case wire::Type::kDisconnect:  // the DREQ
-      if (id != nullptr) cm->DisconnectRequestReceivedLocked(id);
+      if (id == nullptr) return;
+      if ((header.flags & wire::kFlagBroken) != 0) {  // a fault broke the connection there
+        const bool lost = header.status != 0;
+        cm->BrokenLocked(id, lost ? RDMA_CM_EVENT_CONNECT_ERROR : RDMA_CM_EVENT_DISCONNECTED,
+                         lost ? -ECONNRESET : 0);
+        return;
+      }
+      cm->DisconnectRequestReceivedLocked(id);
       return;
     case wire::Type::kDisconnectReply:  // the DREP (its sender closes the connection next)
       if (id != nullptr) cm->DrepReceivedLocked(id);

@@ -36,6 +36,7 @@ uint16_t AllowedFlags(Type type) {
     case Type::kReady:
       return kFlagCma;
     case Type::kReject:
+    case Type::kDisconnect:
       return kFlagBroken;
     default:
       return 0;

@@ -53,9 +53,13 @@ inline constexpr uint16_t kFlagSolicited = 2;
 // is in place already (no body). On kReady: the active side can reach the passive's memory.
 inline constexpr uint16_t kFlagCma = 4;
 inline constexpr int kMaxCmaSegments = 32;
-// On kReject: the passive side's accept broke before its REP (the `lost` fault of rdma_accept,
-// docs/FAULTS.md): the active side ends with RDMA_CM_EVENT_CONNECT_ERROR (-ECONNRESET) and its
-// QP in ERROR, as the passive side does, instead of a REJ's REJECTED. The reason is ignored.
+// A fault broke the exchange (docs/FAULTS.md); the other end ends as this one did. On kReject:
+// the passive side's accept broke before its REP (rdma_accept's `lost`): the active side gets
+// RDMA_CM_EVENT_CONNECT_ERROR (-ECONNRESET), its QP in ERROR, instead of a REJ's REJECTED (the
+// reason is ignored). On kDisconnect: the established connection broke (a post's `lost` or
+// `disconnect`, rdma_accept's `disconnect`): the other end's QP goes to ERROR and it gets
+// CONNECT_ERROR (-ECONNRESET) when header.status is not 0, else DISCONNECTED (status 0), and
+// owes no DREP.
 inline constexpr uint16_t kFlagBroken = 8;
 
 // One piece of the requester's memory, as an address in ITS address space.

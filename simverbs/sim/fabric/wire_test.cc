@@ -141,14 +141,17 @@ TEST(ValidateHeader, RejectsFlagsAndLengthsThatDoNotBelongToTheType) {
   header.flags = kFlagCma;
   EXPECT_FALSE(ValidateHeader(header));
 
-  // A broken accept is a REJ's flag, and only a REJ's.
+  // A fault's broken exchange is a flag of a REJ or a DREQ, and only of those.
   header = MakeHeader(Type::kReject);
   header.body_len = sizeof(RejectBody);
   header.flags = kFlagBroken;
   EXPECT_TRUE(ValidateHeader(header));
   header.flags = kFlagBroken | kFlagCma;
   EXPECT_FALSE(ValidateHeader(header));
-  for (Type type : {Type::kAccept, Type::kDisconnect, Type::kReady, Type::kAck}) {
+  header = MakeHeader(Type::kDisconnect);
+  header.flags = kFlagBroken;
+  EXPECT_TRUE(ValidateHeader(header));
+  for (Type type : {Type::kAccept, Type::kDisconnectReply, Type::kReady, Type::kAck}) {
     header = MakeHeader(type);
     header.body_len = type == Type::kAccept ? sizeof(AcceptBody) : 0;
     header.flags = kFlagBroken;
