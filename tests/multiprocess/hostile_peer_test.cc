@@ -928,6 +928,38 @@ TEST_F(HostilePeerTest, SecondReqOnOneConnection_EndsItAndReachesNoApplication) 
   ExpectVictimUnharmed("after a second REQ on one connection");
 }
 
+// A fault's broken exchange (wire::kFlagBroken) on a REJ or a DREQ only ends what it names: a
+// peer may end its own connection with it (any status, even an absurd one), never more. A
+// broken REJ toward the passive side, which never sent a REQ of its own, is ignored; the broken
+// DREQ ends the connection as the victim's application sees a connection end.
+TEST_F(HostilePeerTest, BrokenRejAndDreq_EndOnlyThePeersOwnConnection) {
+  ASSERT_NO_FATAL_FAILURE(StartCmVictim(kRegionBytes));
+  RawConn conn;
+  ASSERT_NO_FATAL_FAILURE(Connect(fabric_, getpid(), 0, &conn));
+  ASSERT_TRUE(conn.accepted);
+  Report report;
+  const int64_t accepted_by = NowMs() + kEndMs;
+  do {
+    ASSERT_TRUE(Ask(*victim_, 'Q', &report));
+  } while (report.conns_open != 1 && NowMs() < accepted_by);
+  ASSERT_EQ(report.conns_open, 1u) << "the victim's application holds no connection to end";
+  wire::RejectBody reject{};
+  wire::Header rej = wire::MakeHeader(wire::Type::kReject);
+  rej.flags = wire::kFlagBroken;
+  rej.status = -12345;
+  ASSERT_EQ(SendMessage(conn.fd, rej, &reject, sizeof(reject), kReplyMs), SendResult::kSent);
+  wire::Header dreq = wire::MakeHeader(wire::Type::kDisconnect);
+  dreq.flags = wire::kFlagBroken;
+  dreq.status = 0x7fffffff;
+  ASSERT_EQ(SendMessage(conn.fd, dreq, nullptr, 0, kReplyMs), SendResult::kSent);
+  const int64_t deadline = NowMs() + kEndMs;
+  do {
+    ASSERT_TRUE(Ask(*victim_, 'Q', &report));
+  } while (report.conns_open != 0 && NowMs() < deadline);
+  EXPECT_EQ(report.conns_open, 0u) << "a broken DREQ left the victim's connection open";
+  ExpectVictimUnharmed("after a broken REJ and DREQ");
+}
+
 // ---- Attack 1: a forged pid, and CMA without a proof of reach -----------------------------
 
 // The victim reads a CMA request's bytes from (or writes a CMA read's into) the process the REQ
