@@ -1,4 +1,4 @@
-// endpoint_test: a process's fabric endpoint (host::ListenEndpoint, which qp.cc opens at the
+// endpoint_test: a process's fabric endpoint (host::ListenEndpoint, which nic/verbs_qp.cc opens at the
 // first ibv_create_qp, docs/FABRIC.md "QPs without the CM") against a peer that skips the
 // kQpBind its connection must start with: nothing it announces is read.
 
@@ -21,7 +21,7 @@ namespace {
 
 constexpr int kLimitMs = 30 * 1000;  // a bound against hangs, never a timing assertion
 
-// This process's endpoint's abstract name (qp.cc: "ep/gid-" and the GID's 32 hex digits).
+// This process's endpoint's abstract name (nic/verbs_qp.cc: "ep/gid-" and the GID's 32 hex digits).
 std::string OwnEndpointName() {
   uint8_t gid[16];
   ProcessGid(gid);

@@ -93,7 +93,7 @@ bool CopyAndAwaitDone(pid_t pid, int limit_ms) {
 }
 
 // On the fabric thread: on its first message, says so, waits for `go`, then starts a copy (as
-// a responder serving a kFlagCma request does, qp.cc), all under the fabric's work lock.
+// a responder serving a kFlagCma request does, nic/responder.cc), all under the fabric's work lock.
 class CopyOnMessage final : public host::Conn::Handler {
  public:
   CopyOnMessage(std::atomic<bool>* entered, std::atomic<bool>* go, std::atomic<bool>* started)

@@ -1,6 +1,6 @@
 // host.h: the host transport, on which simulated NICs in different processes of one machine
 // meet. It carries the messages of wire.h between a connection's two ends; what they mean is
-// the connection manager's (cm.cc) and the data path's (qp.cc) business.
+// the connection manager's (cm.cc) and the data path's (nic/) business.
 //
 // THE MODEL
 //   * A fabric is a name (RPMA_SIM_FABRIC; by default one per user, and one per test under
@@ -62,10 +62,10 @@
 //      (which takes the NIC's locks of 4), exclusively by a fork. Taken with no lock held.
 //   3. A connection's Conn::read_mu_ (the fabric thread, or a thread in Progress / Settle,
 //      which may hold no lock of the handler's), or a listener's Listener::State::mu (its
-//      on_accept runs under it). The handlers run under these: cm_peer.h's HostCmPeer, qp.cc's
-//      ServeEnd and DialEnd.
+//      on_accept runs under it). The handlers run under these: cm_peer.h's HostCmPeer,
+//      nic/verbs_qp.cc's ServeEnd and DialEnd.
 //   4. The NIC's locks, which handlers and the application's verbs calls take, in the
-//      simulator's order (cq.h, cm.h, qp.h): SimQp::modify_mu -> qp.cc's VerbsQps::mu or
+//      simulator's order (cq.h, cm.h, qp.h): SimQp::modify_mu -> verbs_qp.cc's VerbsQps::mu or
 //      ConnectionManager::mu_ -> SimCq::batch_mu_ -> LinkSet::mu -> SimLink::mu (two links:
 //      in address order) -> SimPd::mu -> SimSrq::mu -> SimCq::mu_ -> SimCompChannel::mu,
 //      SimEventChannel::mu -> the tracer's mutex (trace.cc); HostCmPeer::mu_ (cm_peer.h) is a
@@ -186,7 +186,7 @@ class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
   // WHO IS AT THE OTHER END, as the kernel says (SO_PEERCRED of the socket: for a connection
   // this process accepted, the process that connected; for one it dialed, the process that
   // listened). Never what a message says: a peer's messages that name a process are checked
-  // against this (cm.cc, qp.cc). 0 / (uid_t)-1 when the kernel would not say (the connection
+  // against this (cm.cc, nic/). 0 / (uid_t)-1 when the kernel would not say (the connection
   // is then refused before it is made).
   pid_t peer_pid() const { return peer_pid_; }
   uid_t peer_uid() const { return peer_uid_; }
@@ -265,7 +265,7 @@ void Quiesce();
 // often it is asked before then; the request made after `fn` started is a new one). `fn` runs
 // with no lock of this file held but the fabric thread's work lock, as a connection's handler
 // does. For work a program may never give a thread to (a deferred request of a process that
-// spins on memory, qp.cc). One `fn` per process: each call names the same one.
+// spins on memory, nic/progress.cc). One `fn` per process: each call names the same one.
 constexpr uint64_t kCallSoonNs = 1000 * 1000;
 // FOR TESTS ONLY: the backstop's delay in milliseconds instead (a positive integer; anything
 // else: kCallSoonNs), read when the process's fabric thread starts. A test of the race detector
@@ -292,7 +292,7 @@ int Dial(const sockaddr* dst, std::shared_ptr<Conn::Handler> handler,
 
 // As Listen / Dial, at an endpoint named `endpoint` (1 to 64 characters of [A-Za-z0-9._:-])
 // instead of an address: the abstract name "softrpma/<fabric>/ep/<endpoint>", which no
-// address's listener has. Dial tries that name only. (The verbs-connected QPs of qp.cc: a
+// address's listener has. Dial tries that name only. (The verbs-connected QPs of nic/verbs_qp.cc: a
 // process's endpoint is named after its GID.)
 int ListenEndpoint(const std::string& endpoint, AcceptFn on_accept,
                    std::unique_ptr<Listener>* listener);

@@ -6,7 +6,7 @@
 // Every message comes from another process and is UNTRUSTED: ValidateHeader checks the magic,
 // the type and the body length that type allows before a byte of body is read, and every
 // address, key and length in a request is checked against the responder's registered regions
-// (qp.cc) before memory is touched. A message that fails a check ends that connection only.
+// (nic/responder.cc) before memory is touched. A message that fails a check ends that connection only.
 //
 // The layout is native (both ends run on one machine, one ABI); a transport between machines
 // will have its own wire (DESIGN.md: iWARP's framing).
@@ -72,7 +72,7 @@ struct CmaSegment {
 // side can find out whether it may reach this process's memory (ptrace rules may forbid it).
 inline constexpr uint64_t kProbeMagic = 0x736f667472706d61ULL;
 
-// The largest body a request or read response may carry (the largest RC message, qp.cc).
+// The largest body a request or read response may carry (the largest RC message, nic/post.cc).
 inline constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 31;
 
 struct Header {

@@ -193,7 +193,7 @@ struct SimCq final {
   // executed. When the CQ is armed for it, its channel's fd becomes readable, so that a
   // program waiting in poll(2) / epoll calls ibv_get_cq_event, whose poll point executes it (a
   // NIC does not wait for the program). Only when executing would complete something here (a
-  // dry run, qp.cc WouldCompleteLocked): a SEND whose receive is not posted kicks nothing
+  // dry run, progress.cc WouldCompleteLocked): a SEND whose receive is not posted kicks nothing
   // until one is, as a real channel stays unreadable while its sender retries. An error
   // completion of a WR that was not expected to complete here (unsignaled, or unsolicited
   // under a solicited-only arm) kicks nothing: it comes at the next poll point.

@@ -8,7 +8,7 @@
 //     (A QP of ibv_create_qp is RESET after creation and is moved by ibv_modify_qp instead:
 //     "QPs of ibv_create_qp" below.)
 //   * Execution is in order per QP and happens inside the "progress step" of a QP
-//     (ProgressQpLocked in qp.cc): its send queue is executed from its head until it is empty,
+//     (ProgressQpLocked in requester.cc): its send queue is executed from its head until it is empty,
 //     its head must wait for a receive, or (asynchronous execution, the default; sched.h) its
 //     head's time has not come. The step runs at the post points of a connection (any post of
 //     a send or receive WR on either QP: a WR executes at the 1st, 2nd or 3rd post point after
@@ -175,7 +175,7 @@ struct SendWqe {
   // its completion is ready delay_ns later.
   ibv_wc_status forced_status = IBV_WC_SUCCESS;
   uint64_t delay_ns = 0;
-  uint64_t seq = 0;  // a remote link's request number, once sent (qp.cc)
+  uint64_t seq = 0;  // a remote link's request number, once sent (requester.cc)
   // Sent with wire::kFlagCma: the responder copies into our memory itself. Only then may its
   // read response say the data is in place (a peer must not complete a read it never wrote).
   bool sent_cma = false;
@@ -253,7 +253,7 @@ struct SimLink final {
   // The peer's connection closed after its DREQ (RemotePeerGone): nothing answers any more.
   bool peer_gone ABSL_GUARDED_BY(mu) = false;
   std::deque<IncomingRequest> incoming ABSL_GUARDED_BY(mu);
-  uint64_t incoming_bytes ABSL_GUARDED_BY(mu) = 0;  // their bodies' bytes (qp.cc, THE BUDGET)
+  uint64_t incoming_bytes ABSL_GUARDED_BY(mu) = 0;  // their bodies' bytes (responder.cc, THE BUDGET)
   // The longest RDMA READ this side has sent the peer: no read response may be longer
   // (ResponseFits).
   uint64_t max_read_sent ABSL_GUARDED_BY(mu) = 0;
@@ -266,7 +266,7 @@ struct SimLink final {
   // not sent yet): a poll point looks at the link (and takes its lock) only when there are
   // some. Written under mu.
   std::atomic<uint32_t> unexecuted{0};
-  // In the set of links the backstop looks at (qp.cc, DeferredRemoteLinks): once there, for
+  // In the set of links the backstop looks at (progress.cc, DeferredRemoteLinks): once there, for
   // good (the set holds it weakly).
   std::atomic<bool> backstop_listed{false};
 };
@@ -501,7 +501,7 @@ void AnswerForNoQp(Transport* conn, const wire::Header& message);
 void RunProcessProgressPoint();
 // Whether a link of the set has send WRs that have not executed and, executed now, would
 // complete on `cq` (`solicited`: one would be a solicited receive completion). The kicks'
-// dry run (qp.cc, WouldCompleteLocked): a WR waiting for a receive completes nothing.
+// dry run (progress.cc, WouldCompleteLocked): a WR waiting for a receive completes nothing.
 bool WouldCompleteOn(LinkSet* set, const SimCq* cq, bool* solicited) ABSL_LOCKS_EXCLUDED(set->mu);
 
 // ---- The data path (contracts in backend.h) ---------------------------------------------

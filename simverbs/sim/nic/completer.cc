@@ -1,0 +1,175 @@
+// completer.cc: THE COMPLETER. Send and receive completions pushed to their CQs at the ready
+// time the QP's CompletionTimer draws (sched.h), the retirement of a send queue's head, and a
+// response from another process's responder (untrusted: its status and length are checked
+// against the WR it answers).
+
+#include "simverbs/sim/nic/qp.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "simverbs/sim/nic/nic_internal.h"
+
+namespace softrpma::sim {
+
+using namespace nic_internal;  // NOLINT(build/namespaces): the NIC's files share its internals
+
+namespace {
+
+ibv_wc MakeWc(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint64_t byte_len,
+              uint32_t qp_num) {
+  ibv_wc wc;
+  std::memset(&wc, 0, sizeof(wc));
+  wc.wr_id = wr_id;
+  wc.status = status;
+  wc.opcode = opcode;
+  wc.byte_len = static_cast<uint32_t>(byte_len);
+  wc.qp_num = qp_num;
+  wc.vendor_err = 0;
+  return wc;
+}
+
+}  // namespace
+
+namespace nic_internal {
+
+// Completes a send WR of `qp`. A successful unsignaled WR only waits to be retired by the next
+// completion. The completion is ready when qp's CompletionTimer says (sched.h), `delay_ns`
+// later still. REQUIRES: qp->link->mu held; the WR is no longer in qp->sq.
+void CompleteSend(SimQp* qp, uint64_t wr_id, ibv_wr_opcode opcode, bool signaled,
+                  ibv_wc_status status, uint64_t byte_len, uint64_t delay_ns) {
+  if (status == IBV_WC_SUCCESS && !signaled) {
+    ++qp->unretired;
+    return;
+  }
+  const Opcode& op = RowOf(opcode);
+  ibv_wc wc = MakeWc(wr_id, status, op.wc, status == IBV_WC_SUCCESS ? byte_len : 0,
+                     qp->qp.qp_num);
+  // As mlx5: the sender of a write or send with immediate data is told so.
+  if (op.with_imm) wc.wc_flags |= IBV_WC_WITH_IMM;
+  const uint32_t retire = qp->unretired + 1;
+  qp->unretired = 0;
+  if (!qp->send_cq->Push(wc, /*solicited=*/false, &qp->sq_in_use, retire,
+                         qp->timer.Next(wc.byte_len, delay_ns))) {
+    EnterErrorLocked(qp);
+  }
+}
+
+// Completes a receive WR of `qp` (consumed from its RQ or its SRQ); `delivery` is nullptr for
+// a flushed or failed receive. REQUIRES: qp->link->mu held; the WR is no longer queued.
+void CompleteRecv(SimQp* qp, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode,
+                  uint64_t byte_len, const Delivery* delivery, uint64_t delay_ns) {
+  ibv_wc wc = MakeWc(wr_id, status, opcode, status == IBV_WC_SUCCESS ? byte_len : 0, qp->qp.qp_num);
+  bool solicited = false;
+  if (delivery != nullptr) {
+    wc.src_qp = delivery->src_qp;
+    solicited = delivery->solicited;
+    if (status == IBV_WC_SUCCESS && delivery->with_imm) {
+      wc.wc_flags |= IBV_WC_WITH_IMM;
+      wc.imm_data = delivery->imm_data;
+    }
+  }
+  std::atomic<uint32_t>* slots = qp->srq != nullptr ? &qp->srq->in_use : &qp->rq_in_use;
+  if (!qp->recv_cq->Push(wc, solicited, slots, 1, qp->timer.Next(wc.byte_len, delay_ns))) {
+    EnterErrorLocked(qp);
+  }
+}
+
+// `wqe` no longer counts as unexecuted (it executed, was sent, or leaves the queue).
+// REQUIRES: link->mu held.
+// The process's unexecuted WRs, all links together: the process's progress point
+// (RunProcessProgressPoint) looks no further while there are none.
+std::atomic<uint64_t> g_unexecuted{0};
+
+void MarkExecutedLocked(SimLink* link, SendWqe& wqe) {
+  if (!wqe.unexecuted) return;
+  wqe.unexecuted = false;
+  link->unexecuted.fetch_sub(1, std::memory_order_acq_rel);
+  g_unexecuted.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+// Removes the WR at the head of qp's send queue. REQUIRES: qp->link->mu held; sq not empty.
+void PopSendLocked(SimQp* qp) {
+  MarkExecutedLocked(qp->link.get(), qp->sq.front());
+  qp->sq.pop_front();
+}
+
+// Retires the WR at the head of qp's send queue with `status` (an error moves qp to ERROR), its
+// completion ready `extra_delay_ns` later than it would be. REQUIRES: qp->link->mu held;
+// qp->sq not empty.
+void RetireHeadLocked(SimQp* qp, ibv_wc_status status, uint64_t byte_len,
+                      uint64_t extra_delay_ns) {
+  const SendWqe& wqe = qp->sq.front();
+  const uint64_t wr_id = wqe.wr_id;
+  const ibv_wr_opcode opcode = wqe.opcode;
+  const bool signaled = wqe.signaled;
+  const uint64_t delay_ns = wqe.delay_ns + extra_delay_ns;
+  PopSendLocked(qp);
+  CompleteSend(qp, wr_id, opcode, signaled, status, byte_len, delay_ns);
+  if (status != IBV_WC_SUCCESS) EnterErrorLocked(qp);
+}
+
+}  // namespace nic_internal
+
+namespace {
+
+// A status from the peer, as one this side may report (untrusted input).
+ibv_wc_status PeerStatus(int32_t status) {
+  return status >= IBV_WC_SUCCESS && status <= IBV_WC_GENERAL_ERR
+             ? static_cast<ibv_wc_status>(status)
+             : IBV_WC_GENERAL_ERR;
+}
+
+}  // namespace
+
+namespace nic_internal {
+
+// A response of the peer: completes the WR at the head of qp's send queue, if it is the one
+// answered (a response to a WR that was flushed meanwhile is dropped).
+void HandleResponseLocked(SimLink* link, SimQp* qp, const wire::Header& response,
+                          const uint8_t* body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  if (qp == nullptr || qp->sq_sent == 0 || qp->sq.empty()) return;
+  SendWqe& wqe = qp->sq.front();
+  if (wqe.seq != response.seq) return;
+  ibv_wc_status status = PeerStatus(response.status);
+  const bool is_read = wqe.opcode == IBV_WR_RDMA_READ;
+  const bool read_response = static_cast<wire::Type>(response.type) == wire::Type::kReadResponse;
+  if (status == IBV_WC_SUCCESS && is_read != read_response) status = IBV_WC_BAD_RESP_ERR;
+  // A read response says the data is in place (kFlagCma) exactly when the read asked the
+  // responder to put it there; either way round it is a bad response.
+  if (status == IBV_WC_SUCCESS && is_read &&
+      ((response.flags & wire::kFlagCma) != 0) != wqe.sent_cma) {
+    status = IBV_WC_BAD_RESP_ERR;
+  }
+  if (wqe.sent_cma && !wqe.posted_bytes.empty()) {
+    // The peer copied the source at some moment between the request and this response: a
+    // change before now may be what it got.
+    PdReadLocks pd_lock(qp->pd, nullptr);
+    Segments local;
+    if (GatherLocal(qp, wqe, 0, &local)) CheckRace(qp, wqe, local);
+  }
+  if (status == IBV_WC_SUCCESS && is_read && (response.flags & wire::kFlagCma) != 0) {
+    // The responder wrote the data into place itself.
+  } else if (status == IBV_WC_SUCCESS && is_read) {
+    PdReadLocks pd_lock(qp->pd, nullptr);
+    Segments local;
+    if (response.body_len != wqe.length) {
+      status = IBV_WC_BAD_RESP_ERR;
+    } else if (!GatherLocal(qp, wqe, IBV_ACCESS_LOCAL_WRITE, &local)) {
+      status = IBV_WC_LOC_PROT_ERR;  // the region went away while the read was out
+    } else if (local.total > 0) {
+      Segments data;
+      data.Add(const_cast<uint8_t*>(body), response.body_len);
+      Copy(data, local);
+    }
+  }
+  --qp->sq_sent;
+  // A responder gone or in ERROR answers nothing on a real fabric: the retries run out.
+  RetireHeadLocked(qp, status, wqe.length, status == IBV_WC_RETRY_EXC_ERR ? kRetryTimeoutNs : 0);
+  if (qp->state == IBV_QPS_RTS) ProgressRemoteLocked(link, qp);  // a failing WR may be next
+}
+
+}  // namespace nic_internal
+
+}  // namespace softrpma::sim

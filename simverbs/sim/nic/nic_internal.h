@@ -1,0 +1,222 @@
+// nic_internal.h: what the files of the simulated NIC (simverbs/sim/nic/) share and nothing
+// outside them may use. qp.h is the NIC's face; this header is how its jobs reach each other,
+// one file per job, as the kernel's soft-RoCE splits rxe_req.c, rxe_resp.c and rxe_comp.c:
+//
+//   segments.cc   the memory of one side of a WR, and the copy between two sides
+//   requester.cc  THE PROGRESS STEP: a send queue's WRs executed in this process (the local
+//                 carrier: the requester hands the WR to the responder under the link's lock)
+//                 or sent as requests over the link's Transport (another process)
+//   responder.cc  THE RESPONDER: what the target's NIC does with a request, whichever carrier
+//                 brought it; the peer's waiting requests and THE BUDGET of them
+//   completer.cc  send and receive completions, the retirement of a send queue's head, and a
+//                 response of another process's responder
+//   races.cc      the race detector's hooks (sched.h): source bytes kept at post, checked at
+//                 execution; read destinations and receives poisoned
+//   progress.cc   where WRs get their chance to execute: post and poll points, the process's
+//                 progress point, the backstop for links to other processes, and kicks
+//   post.cc       ibv_post_send / ibv_post_recv: validation and queueing
+//   extended_post.cc  the extended post API (ibv_wr_*): a batch built, then posted by post.cc
+//   srq.cc        shared receive queues
+//   qp.cc         QP creation, destruction and state (the CM's transitions, ERROR and its
+//                 flushes), and the entry points of the link's carrier
+//   verbs_qp.cc   QPs of ibv_create_qp / ibv_modify_qp (no CM) and how they find their peer
+//
+// Each function's contract is at its definition. Locks as in qp.h (link, then SRQ, then PD).
+
+#ifndef SOFTRPMA_SIMVERBS_SIM_NIC_NIC_INTERNAL_H_
+#define SOFTRPMA_SIMVERBS_SIM_NIC_NIC_INTERNAL_H_
+
+#include <sys/uio.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "simverbs/sim/fabric/transport.h"
+#include "simverbs/sim/fabric/wire.h"
+#include "simverbs/sim/nic/opcodes.h"
+#include "simverbs/sim/nic/qp.h"
+
+namespace softrpma::sim::nic_internal {
+
+// ---- segments.cc -----------------------------------------------------------------------------
+
+// A contiguous piece of memory on one side of a copy.
+struct Segment {
+  uint8_t* ptr;
+  uint64_t length;
+};
+
+// The memory of one side of a WR: at most kMaxSge pieces.
+struct Segments {
+  std::array<Segment, kMaxSge> pieces;
+  int count = 0;
+  uint64_t total = 0;
+
+  void Add(uint8_t* ptr, uint64_t length) {
+    pieces[count++] = Segment{ptr, length};
+    total += length;
+  }
+};
+
+inline uint8_t* AsPtr(uint64_t addr) {
+  return reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(addr));
+}
+
+void Copy(const Segments& src, const Segments& dst);
+
+// Where the bytes of a message are. Always in this process: a cross-memory-attach request's
+// data is fetched into a buffer of this process before it is served (ServeRequestLocked).
+struct MessageSource {
+  const Segments* local = nullptr;
+  uint64_t total = 0;
+
+  // Copies the message into the front of `dst` (REQUIRES: dst.total >= total). True.
+  bool CopyTo(const Segments& dst) const {
+    Copy(*local, dst);
+    return true;
+  }
+};
+
+MessageSource LocalSource(const Segments& segments);
+bool GatherSges(SimQp* qp, const SendWqe& wqe, int need_access, Segments* out);
+bool GatherLocal(SimQp* qp, SendWqe& wqe, int need_access, Segments* out);
+int ToIovecs(const Segments& segments, iovec* iov);
+
+// The row of a posted WR's opcode (ValidateSend lets only modelled ones in).
+inline const Opcode& RowOf(ibv_wr_opcode opcode) { return *FindOpcode(opcode); }
+
+// ---- requester.cc ----------------------------------------------------------------------------
+
+// The result of executing the head of a send queue.
+struct Outcome {
+  bool wait;  // receiver not ready: the WR stays at the head
+  ibv_wc_status status;
+  uint64_t byte_len;
+  uint64_t delay_ns;  // the completion is ready that much later (the retry timeout)
+};
+
+constexpr Outcome kWait{true, IBV_WC_SUCCESS, 0, 0};
+inline Outcome Done(ibv_wc_status status, uint64_t byte_len = 0) {
+  return Outcome{false, status, byte_len, 0};
+}
+// The responder is gone or in ERROR: the requester's retries run out (qp.h).
+constexpr Outcome kRetryExceeded{false, IBV_WC_RETRY_EXC_ERR, 0, kRetryTimeoutNs};
+
+void ProgressQpLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+void ProgressLinkLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+void ProgressRemoteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+
+// The local QP of a remote link (its one side), or nullptr once it was destroyed.
+inline SimQp* LocalSideLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  return link->side[0] != nullptr ? link->side[0] : link->side[1];
+}
+
+// ---- responder.cc ----------------------------------------------------------------------------
+
+enum class Readiness {
+  kReady,
+  kNotYet,  // the responder drops what arrives and the requester retries: the request waits
+  kGone,    // no responder, or one in ERROR / RESET: the requester's retries run out
+};
+
+// What a receive learns of the message that consumed it, and who waits when none is posted.
+struct Delivery {
+  const std::shared_ptr<SimLink>* waiter;  // resumed by the SRQ's next post
+  uint32_t src_qp;
+  bool solicited;
+  bool with_imm;
+  uint32_t imm_data;  // network order
+};
+
+Readiness ReadinessOf(const SimQp* responder);
+ibv_wc_status CheckTargetLocked(SimQp* responder, const Opcode& op, uint32_t rkey, uint64_t addr,
+                                uint64_t length, Segments* remote);
+Outcome ApplyLocked(SimQp* responder, const Opcode& op, const Delivery& delivery,
+                    const MessageSource& src, const Segments& remote);
+Outcome DeliverToReceive(SimQp* peer, const Delivery& delivery, const MessageSource& src,
+                         const Segments* remote);
+bool IsRequest(uint16_t type);
+void Respond(Transport* out, const wire::Header& request, ibv_wc_status status,
+             const Segments* data);
+std::shared_ptr<Transport> ServingConnLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+void RespondLocked(SimLink* link, const wire::Header& request, ibv_wc_status status,
+                   const Segments* data) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+void ClearIncomingLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+void PeerGoneLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+void DrainIncomingLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+void ServeOrQueueLocked(SimLink* link, SimQp* qp, const wire::Header& header,
+                        const uint8_t* body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+
+// ---- completer.cc ----------------------------------------------------------------------------
+
+void CompleteSend(SimQp* qp, uint64_t wr_id, ibv_wr_opcode opcode, bool signaled,
+                  ibv_wc_status status, uint64_t byte_len, uint64_t delay_ns = 0);
+void CompleteRecv(SimQp* qp, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode,
+                  uint64_t byte_len, const Delivery* delivery, uint64_t delay_ns = 0);
+// The process's unexecuted WRs, all links together: the process's progress point
+// (RunProcessProgressPoint) looks no further while there are none.
+extern std::atomic<uint64_t> g_unexecuted;
+void MarkExecutedLocked(SimLink* link, SendWqe& wqe);
+void PopSendLocked(SimQp* qp);
+void RetireHeadLocked(SimQp* qp, ibv_wc_status status, uint64_t byte_len,
+                      uint64_t extra_delay_ns = 0);
+void HandleResponseLocked(SimLink* link, SimQp* qp, const wire::Header& response,
+                          const uint8_t* body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+
+// ---- races.cc --------------------------------------------------------------------------------
+
+void WatchAtPost(SimQp* qp, SendWqe& wqe);
+void CheckRace(const SimQp* qp, const SendWqe& wqe, const Segments& local);
+void PoisonReceive(SimPd* pd, const ibv_recv_wr* wr, uint32_t max_sge);
+
+// ---- progress.cc -----------------------------------------------------------------------------
+
+// Where the unexecuted WRs of `qp` would complete if its link executed them now: on its send
+// CQ (a signaled WR, or an error), on its peer's receive CQ (a WR consuming a receive that is
+// there; `recv_solicited` when such a WR is IBV_SEND_SOLICITED).
+struct WouldComplete {
+  bool send = false;
+  bool recv = false;
+  bool recv_solicited = false;
+};
+
+WouldComplete WouldCompleteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+bool SelfOnHostTransportLocked(const SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+void KickForLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+void KickLinkLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
+void ScheduleDeferredSends(const std::shared_ptr<SimLink>& link, bool backstop);
+
+// ---- post.cc ---------------------------------------------------------------------------------
+
+int PostSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault,
+                bool extended);
+int ValidateRecv(const ibv_recv_wr* wr, uint32_t max_sge);
+void InitReceiveQueue(Ring<RecvWqe>* rq, uint32_t max_wr, uint32_t max_sge);
+void FillRecv(const ibv_recv_wr* wr, RecvWqe* wqe);
+uint64_t RecvCapacity(const ibv_recv_wr* wr);
+
+// ---- qp.cc -----------------------------------------------------------------------------------
+
+void SetStateLocked(SimQp* qp, ibv_qp_state state);
+void EnterErrorLocked(SimQp* qp);
+void CheckOverflowLocked(SimQp* qp);
+uint64_t ModelledSendOps();
+
+// The fields ibv_qp_init_attr and ibv_qp_init_attr_ex share, from one to the other.
+template <typename To, typename From>
+void CopyCommonInitAttr(const From& from, To* to) {
+  to->qp_context = from.qp_context;
+  to->send_cq = from.send_cq;
+  to->recv_cq = from.recv_cq;
+  to->srq = from.srq;
+  to->cap = from.cap;
+  to->qp_type = from.qp_type;
+  to->sq_sig_all = from.sq_sig_all;
+}
+
+}  // namespace softrpma::sim::nic_internal
+
+#endif  // SOFTRPMA_SIMVERBS_SIM_NIC_NIC_INTERNAL_H_

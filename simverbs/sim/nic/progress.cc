@@ -1,0 +1,214 @@
+// progress.cc: where a posted WR gets its chance to execute, as a NIC's would. Post points
+// (every post), poll points (a CQ polled or waited on), the process's progress point (every
+// call), the backstop for links to other processes (host::CallSoon), and KICKS: a completion
+// channel made readable for a completion that would come if the link executed now.
+
+#include "simverbs/sim/nic/qp.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+
+#include "simverbs/sim/fabric/host.h"
+#include "simverbs/sim/nic/nic_internal.h"
+
+namespace softrpma::sim {
+
+using namespace nic_internal;  // NOLINT(build/namespaces): the NIC's files share its internals
+
+// ---- Kicks (cq.h, SimCq::Kick) ---------------------------------------------------------
+
+namespace nic_internal {
+
+// The dry run behind every kick. A WR that would wait (its receive is not posted, or the
+// responder is not ready) holds back every WR behind it, as ExecuteLocked does: then nothing
+// completes, and no channel may become readable, or a program waiting in poll(2) would wake
+// to an ibv_get_cq_event that sleeps (a real channel is readable only with an event there).
+// An SRQ's receives count as there (another QP may take them first: such a kick is spurious).
+// REQUIRES: link->mu held; an in-process link.
+WouldComplete WouldCompleteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  WouldComplete result;
+  if (qp->state != IBV_QPS_RTS || qp->sq.empty()) return result;
+  SimQp* peer = link->side[1 - qp->side];
+  switch (ReadinessOf(peer)) {
+    case Readiness::kNotYet:
+      return result;  // the WRs wait
+    case Readiness::kGone:
+      result.send = true;  // the head's retries run out: an error completion
+      return result;
+    case Readiness::kReady:
+      break;
+  }
+  size_t receives = peer->srq != nullptr ? SIZE_MAX : peer->rq.size();
+  for (size_t i = 0; i < qp->sq.size(); ++i) {
+    const SendWqe& wqe = qp->sq.at(i);
+    if (wqe.forced_status != IBV_WC_SUCCESS) {
+      result.send = true;  // an error completion, and the rest flushes
+      break;
+    }
+    if (RowOf(wqe.opcode).consumes_receive) {
+      if (receives == 0) break;  // receiver not ready: this WR and those behind it wait
+      if (receives != SIZE_MAX) --receives;
+      result.recv = true;
+      result.recv_solicited = result.recv_solicited || wqe.solicited;
+    }
+    result.send = result.send || wqe.signaled;
+    if (result.send && result.recv_solicited) break;  // the rest can add nothing
+  }
+  return result;
+}
+
+// A connection of this process to itself made by the host transport (sched.h, Transport): it
+// stands in for the in-process link, so it has no backstop (the in-process link has none) and
+// kicks as that link does. (A raw peer or a QP bound to itself are other processes' stand-ins.)
+bool SelfOnHostTransportLocked(const SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  return CurrentTransport() == TransportKind::kHost && link->remote_pid == getpid();
+}
+
+// Kicks the channels that qp's unexecuted WRs would complete on. REQUIRES: link->mu held.
+void KickForLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  if (qp == nullptr || link->unexecuted.load(std::memory_order_acquire) == 0) return;
+  if (link->remote != nullptr) {
+    // A connection of this process to itself (the host transport, cm.h): its send CQ, as the
+    // in-process link's (the peer's receives are the other end's to know). Toward another
+    // process no kick: the completion needs the peer's answer, whose arrival wakes the waiter.
+    if (!SelfOnHostTransportLocked(link) || qp->send_cq->channel == nullptr) return;
+    for (size_t i = qp->sq_sent; i < qp->sq.size(); ++i) {
+      const SendWqe& wqe = qp->sq.at(i);
+      if (wqe.signaled || wqe.forced_status != IBV_WC_SUCCESS) {
+        qp->send_cq->Kick(/*solicited=*/false);
+        return;
+      }
+    }
+    return;
+  }
+  SimQp* peer = link->side[1 - qp->side];
+  // A post is a hot path: no dry run when neither CQ has a channel to wake (busy polling).
+  if (qp->send_cq->channel == nullptr && (peer == nullptr || peer->recv_cq->channel == nullptr)) {
+    return;
+  }
+  const WouldComplete would = WouldCompleteLocked(link, qp);
+  if (would.send) qp->send_cq->Kick(/*solicited=*/false);
+  if (would.recv && peer != nullptr) peer->recv_cq->Kick(would.recv_solicited);
+}
+
+// Kicks for both QPs of `link` (a receive was posted, a side became ready). REQUIRES:
+// link->mu held.
+void KickLinkLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  if (CurrentExecutionMode() != ExecutionMode::kAsync) return;
+  for (SimQp* qp : link->side) KickForLocked(link, qp);
+}
+
+}  // namespace nic_internal
+
+namespace {
+
+// The links to another process that may hold deferred WRs: THE BACKSTOP (host::CallSoon)
+// sends what they hold when the program gives the simulator no call to do it at, as a NIC
+// puts a WR on the wire whatever its process does next (spins on memory, sleeps in poll(2)).
+// Never destroyed (the fabric thread may use it at exit). A child of fork() starts a set of
+// its own at its first look: the parent's links are not its to send on, and another thread of
+// the parent may have held the set's lock, or a link's, at the fork.
+// Whether a link to another process (or to this one, host transport) was ever listed: until
+// then the process's progress points have nothing to look at.
+std::atomic<bool> g_remote_links_listed{false};
+
+struct OwnedLinkSet {
+  pid_t owner;
+  LinkSet set;
+};
+
+LinkSet& DeferredRemoteLinks() {
+  static std::atomic<OwnedLinkSet*> current{nullptr};
+  const pid_t self = getpid();
+  OwnedLinkSet* seen = current.load(std::memory_order_acquire);
+  while (seen == nullptr || seen->owner != self) {
+    auto* fresh = new OwnedLinkSet{self, {}};
+    if (current.compare_exchange_strong(seen, fresh, std::memory_order_acq_rel)) return fresh->set;
+    delete fresh;  // another thread made one first: `seen` is now it (or the parent's)
+  }
+  return seen->set;
+}
+
+void RunDeferredSends() { RunPollPoint(&DeferredRemoteLinks()); }
+
+}  // namespace
+
+namespace nic_internal {
+
+// Lists `link` (to another process, or to this one on the host transport) where the process's
+// progress points find it; `backstop`: and has the fabric thread send what it holds soon.
+void ScheduleDeferredSends(const std::shared_ptr<SimLink>& link, bool backstop) {
+  if (!link->backstop_listed.load(std::memory_order_acquire) &&
+      !link->backstop_listed.exchange(true, std::memory_order_acq_rel)) {
+    AddLink(&DeferredRemoteLinks(), link);
+    g_remote_links_listed.store(true, std::memory_order_release);
+  }
+  if (backstop) host::CallSoon(&RunDeferredSends);
+}
+
+}  // namespace nic_internal
+
+void RunProcessProgressPoint() {
+  // (A process whose links are all inside it pays two loads.)
+  if (!g_remote_links_listed.load(std::memory_order_acquire) ||
+      g_unexecuted.load(std::memory_order_acquire) == 0) {
+    return;
+  }
+  RunPollPoint(&DeferredRemoteLinks());
+}
+
+void AddLink(LinkSet* set, const std::shared_ptr<SimLink>& link) {
+  softrpma::MutexLock lock(&set->mu);
+  auto& links = set->links;
+  links.erase(std::remove_if(links.begin(), links.end(),
+                             [](const std::weak_ptr<SimLink>& l) { return l.expired(); }),
+              links.end());
+  for (const std::weak_ptr<SimLink>& known : links) {
+    if (known.lock() == link) return;
+  }
+  links.push_back(link);
+}
+
+void RunPollPoint(LinkSet* set) {
+  softrpma::MutexLock lock(&set->mu);
+  for (const std::weak_ptr<SimLink>& weak : set->links) {
+    std::shared_ptr<SimLink> link = weak.lock();
+    if (link == nullptr || link->unexecuted.load(std::memory_order_acquire) == 0) continue;
+    softrpma::MutexLock link_lock(&link->mu);
+    for (SimQp* qp : link->side) {
+      if (qp != nullptr) qp->released_seq = qp->posted_seq;
+    }
+    ProgressLinkLocked(link.get());
+  }
+}
+
+bool WouldCompleteOn(LinkSet* set, const SimCq* cq, bool* solicited) {
+  bool any = false;
+  *solicited = false;
+  softrpma::MutexLock lock(&set->mu);
+  for (const std::weak_ptr<SimLink>& weak : set->links) {
+    std::shared_ptr<SimLink> link = weak.lock();
+    if (link == nullptr || link->remote != nullptr ||
+        link->unexecuted.load(std::memory_order_acquire) == 0) {
+      continue;
+    }
+    softrpma::MutexLock link_lock(&link->mu);
+    for (SimQp* qp : link->side) {
+      if (qp == nullptr) continue;
+      const WouldComplete would = WouldCompleteLocked(link.get(), qp);
+      SimQp* peer = link->side[1 - qp->side];
+      any = any || (would.send && qp->send_cq == cq);
+      if (would.recv && peer != nullptr && peer->recv_cq == cq) {
+        any = true;
+        *solicited = *solicited || would.recv_solicited;
+      }
+    }
+  }
+  return any;
+}
+
+}  // namespace softrpma::sim
