@@ -645,7 +645,7 @@ int Conn::Send(const wire::Header& header, const iovec* body, int iovcnt) {
   if (closing_ || broken_) return 0;
   // In a fork child, the parent's connection (its fd was closed here; the number may now be a
   // socket of the child's) is never written: the child's backstop may still find the parent's
-  // deferred WRs (nic/progress.cc, DeferredRemoteLinks).
+  // deferred WRs (nic/progress.cc, DeferredLinks).
   if (generation_ != g_generation.load(std::memory_order_acquire)) return 0;
   size_t total = sizeof(header);
   for (int i = 0; i < iovcnt; ++i) total += body[i].iov_len;

@@ -107,7 +107,7 @@ int ValidateBatchLocked(const SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) 
 
 // What PostSendWrsLocked leaves for after the link's lock.
 struct Unsent {
-  bool any = false;       // a WR to another process (or this one, host transport) is deferred
+  bool any = false;       // a WR is deferred (or, on a link to another process, not sent)
   bool backstop = false;  // and the peer is another process
 };
 
@@ -136,7 +136,7 @@ int PostSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault&
 
 namespace {
 
-// PostSendWrs under the link's lock; *unsent: what it left deferred on a remote link.
+// PostSendWrs under the link's lock; *unsent: what it left deferred.
 int PostSendWrsLocked(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault,
                       bool extended, Unsent* unsent) {
   SimLink* link = qp->link.get();
@@ -213,8 +213,12 @@ int PostSendWrsLocked(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const Wr
   }
   ProgressLinkLocked(link);  // the WRs before a bad one were posted
   if (deferred) KickForLocked(link, qp);
-  unsent->any = link->remote != nullptr && qp->sq_sent < qp->sq.size();
-  unsent->backstop = unsent->any && !SelfOnHostTransportLocked(link);
+  if (link->remote != nullptr) {
+    unsent->any = qp->sq_sent < qp->sq.size();
+    unsent->backstop = unsent->any && !SelfOnHostTransportLocked(link);
+  } else {
+    unsent->any = link->unexecuted.load(std::memory_order_acquire) > 0;
+  }
   if (err != 0) {
     *bad_wr = wr;
     return err;

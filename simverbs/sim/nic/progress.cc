@@ -106,22 +106,24 @@ void KickLinkLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
 
 namespace {
 
-// The links to another process that may hold deferred WRs: THE BACKSTOP (host::CallSoon)
-// sends what they hold when the program gives the simulator no call to do it at, as a NIC
-// puts a WR on the wire whatever its process does next (spins on memory, sleeps in poll(2)).
-// Never destroyed (the fabric thread may use it at exit). A child of fork() starts a set of
-// its own at its first look: the parent's links are not its to send on, and another thread of
-// the parent may have held the set's lock, or a link's, at the fork.
-// Whether a link to another process (or to this one, host transport) was ever listed: until
-// then the process's progress points have nothing to look at.
-std::atomic<bool> g_remote_links_listed{false};
+// THE PROCESS'S LINKS that may hold deferred WRs, inside the process or to another one: the
+// process's progress point (every call) runs what they hold, and THE BACKSTOP
+// (host::CallSoon) sends what a link to another process holds when the program gives the
+// simulator no call to do it at, as a NIC puts a WR on the wire whatever its process does next
+// (spins on memory, sleeps in poll(2)). Never destroyed (the fabric thread may use it at exit).
+// A child of fork() starts a set of its own at its first look: the parent's links are not its
+// to send on, and another thread of the parent may have held the set's lock, or a link's, at
+// the fork.
+// Whether a link was ever listed: until then the process's progress points have nothing to
+// look at.
+std::atomic<bool> g_links_listed{false};
 
 struct OwnedLinkSet {
   pid_t owner;
   LinkSet set;
 };
 
-LinkSet& DeferredRemoteLinks() {
+LinkSet& DeferredLinks() {
   static std::atomic<OwnedLinkSet*> current{nullptr};
   const pid_t self = getpid();
   OwnedLinkSet* seen = current.load(std::memory_order_acquire);
@@ -133,19 +135,19 @@ LinkSet& DeferredRemoteLinks() {
   return seen->set;
 }
 
-void RunDeferredSends() { RunPollPoint(&DeferredRemoteLinks()); }
+void RunDeferredSends() { RunPollPoint(&DeferredLinks()); }
 
 }  // namespace
 
 namespace nic_internal {
 
-// Lists `link` (to another process, or to this one on the host transport) where the process's
-// progress points find it; `backstop`: and has the fabric thread send what it holds soon.
+// Lists `link`, which holds deferred WRs, where the process's progress points find it;
+// `backstop` (a link to another process): and has the fabric thread send what it holds soon.
 void ScheduleDeferredSends(const std::shared_ptr<SimLink>& link, bool backstop) {
-  if (!link->backstop_listed.load(std::memory_order_acquire) &&
-      !link->backstop_listed.exchange(true, std::memory_order_acq_rel)) {
-    AddLink(&DeferredRemoteLinks(), link);
-    g_remote_links_listed.store(true, std::memory_order_release);
+  if (!link->progress_listed.load(std::memory_order_acquire) &&
+      !link->progress_listed.exchange(true, std::memory_order_acq_rel)) {
+    AddLink(&DeferredLinks(), link);
+    g_links_listed.store(true, std::memory_order_release);
   }
   if (backstop) host::CallSoon(&RunDeferredSends);
 }
@@ -153,12 +155,12 @@ void ScheduleDeferredSends(const std::shared_ptr<SimLink>& link, bool backstop) 
 }  // namespace nic_internal
 
 void RunProcessProgressPoint() {
-  // (A process whose links are all inside it pays two loads.)
-  if (!g_remote_links_listed.load(std::memory_order_acquire) ||
+  // (A process with nothing deferred pays two loads.)
+  if (!g_links_listed.load(std::memory_order_acquire) ||
       g_unexecuted.load(std::memory_order_acquire) == 0) {
     return;
   }
-  RunPollPoint(&DeferredRemoteLinks());
+  RunPollPoint(&DeferredLinks());
 }
 
 void AddLink(LinkSet* set, const std::shared_ptr<SimLink>& link) {

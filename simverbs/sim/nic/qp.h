@@ -266,9 +266,9 @@ struct SimLink final {
   // not sent yet): a poll point looks at the link (and takes its lock) only when there are
   // some. Written under mu.
   std::atomic<uint32_t> unexecuted{0};
-  // In the set of links the backstop looks at (progress.cc, DeferredRemoteLinks): once there, for
-  // good (the set holds it weakly).
-  std::atomic<bool> backstop_listed{false};
+  // In the set of links the process's progress point and the backstop look at (progress.cc,
+  // DeferredLinks): once there, for good (the set holds it weakly).
+  std::atomic<bool> progress_listed{false};
 };
 
 struct SimSrq final {
@@ -495,9 +495,9 @@ void RunPollPoint(LinkSet* set) ABSL_LOCKS_EXCLUDED(set->mu);
 // NIC); anything else is dropped.
 void AnswerForNoQp(Transport* conn, const wire::Header& message);
 // THE PROCESS'S PROGRESS POINT: every call of the process except a post (sim_backend.cc,
-// Check) releases and sends what its links to other processes (and, on the host transport, to
-// itself) hold deferred, as a NIC would have had it on the wire by then. Links inside the
-// process keep their post and poll points.
+// Check) releases what every link of the process holds deferred: a WR posted before a call
+// has had its chance to execute (inside the process) or is on the wire (to another one), as
+// on a NIC. Between two posts with no other call, the seeded post points still decide.
 void RunProcessProgressPoint();
 // Whether a link of the set has send WRs that have not executed and, executed now, would
 // complete on `cq` (`solicited`: one would be a solicited receive completion). The kicks'

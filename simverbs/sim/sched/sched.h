@@ -17,9 +17,11 @@
 //     after the call that posted it returns, never inside it. Each send WR gets a seeded
 //     deferral from its QP's ExecutionChooser: it executes at the 1st, 2nd or 3rd later post
 //     point of its connection (a post of a send or receive WR on either QP), or not before
-//     the next poll point (whichever comes first); a poll point (ibv_poll_cq of a CQ either QP
-//     uses, ibv_get_cq_event on its channel before it sleeps) executes everything posted
-//     before it. RC order per QP holds: a WR never executes before the ones posted before it.
+//     the process's next progress point (whichever comes first). A PROGRESS POINT is every
+//     call of the process but a post (ibv_poll_cq, ibv_get_cq_event before it sleeps,
+//     rdma_get_cm_event, rdma_disconnect, ibv_reg_mr...: nic/progress.cc): it executes
+//     everything posted before it, as a NIC would have by then, on every link of the process.
+//     RC order per QP holds: a WR never executes before the ones posted before it.
 //     RPMA_SIM_EXECUTION=eager executes inside the post (the simulator before this model).
 //   * The buffer-race detector (RPMA_SIM_RACE_DETECTOR=1; on by default under `rpma-sim run`
 //     and `sweep`): the source bytes of a WRITE / SEND are copied when posted and compared
