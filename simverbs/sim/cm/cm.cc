@@ -28,6 +28,27 @@ bool ValidPrivateData(const void* data, int len, int max) {
   return len <= max && (len == 0 || data != nullptr);
 }
 
+// What the IB CM's REQ (or REP, `reply`) that `id` sends says of the connection, as the
+// kernel's CMA fills it from the user's `param` (cma_connect_ib, cma_accept_ib): the QP number
+// and SRQ use of id's QP, whatever `param` says of them; the retry counts cut to their 3-bit
+// fields, flow control to its 1 bit; no retry count in a REP. The other end's event reports
+// exactly this, whichever CmPeer carries it (cma_set_req_event_data, cma_set_rep_event_data).
+rdma_conn_param CmMessageParam(const SimCmId* id, const rdma_conn_param* param, bool reply) {
+  rdma_conn_param message;
+  std::memset(&message, 0, sizeof(message));
+  message.qp_num = id->id.qp->qp_num;
+  message.srq = id->id.srq != nullptr ? 1 : 0;
+  if (param == nullptr) return message;
+  message.private_data = param->private_data;
+  message.private_data_len = param->private_data_len;
+  message.responder_resources = param->responder_resources;
+  message.initiator_depth = param->initiator_depth;
+  message.flow_control = param->flow_control & 1;
+  if (!reply) message.retry_count = std::min(param->retry_count, wire::kMaxRetryCount);
+  message.rnr_retry_count = std::min(param->rnr_retry_count, wire::kMaxRetryCount);
+  return message;
+}
+
 }  // namespace
 
 SimCmId::SimCmId() { std::memset(&id, 0, sizeof(id)); }
@@ -368,7 +389,8 @@ int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFa
     if (err != 0) return err;
     peer = std::move(host_peer);
   }
-  const int err = peer->SendRequest(id, param);
+  const rdma_conn_param request = CmMessageParam(id, param, /*reply=*/false);
+  const int err = peer->SendRequest(id, &request);
   if (err != 0) return err;
   id->peer = std::move(peer);
   id->state = State::kConnecting;
@@ -499,8 +521,9 @@ int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFau
     return 0;
   }
   id->state = State::kConnected;
+  const rdma_conn_param reply = CmMessageParam(id, param, /*reply=*/true);
   if (fault == ConnFault::kDisconnect) {  // both see ESTABLISHED, then DISCONNECTED
-    peer->SendAccept(id, param, /*at_once=*/true);
+    peer->SendAccept(id, &reply, /*at_once=*/true);
     QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
     EndConnectionLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
     return 0;
@@ -510,7 +533,7 @@ int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFau
   // which the passive side's ESTABLISHED comes.
   peer->EnterRts(to_sim(id->id.qp));
   id->established_pending = true;
-  peer->SendAccept(id, param, /*at_once=*/false);
+  peer->SendAccept(id, &reply, /*at_once=*/false);
   return 0;
 }
 

@@ -38,6 +38,11 @@
 //     CM message, zero-padded past what was sent (also when nothing was): CONNECT_REQUEST 56
 //     bytes (the REQ's 92 less the rdma_cm header), the connect response 196 (REP), REJECTED
 //     148 (REJ); on iWARP exactly what was sent.
+//   * Connection parameters (param.conn) as the kernel's CM reports them: CONNECT_REQUEST the
+//     REQ's, the active side's ESTABLISHED the REP's, each the sender's QP number and SRQ use
+//     (from its QP), responder_resources, initiator_depth, flow_control (its 1 bit) and
+//     rnr_retry_count, and the REQ's retry_count (a REP has none: 0), the counts cut to the
+//     IB CM's 3-bit fields (7 at most); the passive side's ESTABLISHED (the RTU) reports none.
 //   * RdmaReject queues RDMA_CM_EVENT_REJECTED (status kRejectConsumer) with the reject's
 //     private data (at most kMaxRejectPrivateData bytes) on the active side.
 //   * Disconnect as on IB (librdmacm's rdma_disconnect, the kernel's IB CM):

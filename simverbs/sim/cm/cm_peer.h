@@ -69,7 +69,9 @@ class CmPeer {
   // This end's id goes, leaving `qp` behind (host: what it sends then reaches no one).
   virtual void OrphanQp(SimQp* qp) = 0;
 
-  // ---- The CM messages, sent by `id`, this end's id.
+  // ---- The CM messages, sent by `id`, this end's id. A REQ's or REP's `param` is what the
+  // message carries (cm.cc's CmMessageParam: the QP number, the counts cut to the IB CM's
+  // fields, the private data), never nullptr; the other end's event reports it whole.
   // The REQ. Returns 0, or ENOMEM (local: no request id; nothing was sent).
   virtual int SendRequest(SimCmId* id, const rdma_conn_param* param) = 0;
   // The active end withdraws its REQ (its id goes before an answer): a request its listener
