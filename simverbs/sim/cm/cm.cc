@@ -522,18 +522,21 @@ int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFau
   }
   id->state = State::kConnected;
   const rdma_conn_param reply = CmMessageParam(id, param, /*reply=*/true);
-  if (fault == ConnFault::kDisconnect) {  // both see ESTABLISHED, then DISCONNECTED
-    peer->SendAccept(id, &reply, /*at_once=*/true);
-    QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
-    EndConnectionLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
-    return 0;
-  }
   // As librdmacm on IB: the passive QP is ready once it accepted; the active one only when
   // its user gets the connect response (ProcessConnectResponse), which also sends the RTU on
   // which the passive side's ESTABLISHED comes.
   peer->EnterRts(to_sim(id->id.qp));
+  if (fault == ConnFault::kDisconnect) {
+    // Both see ESTABLISHED, then DISCONNECTED: the REP goes out as ever, and the DREQ on its
+    // heels, so the active side's ESTABLISHED is the REP's connect response (its private
+    // data, its parameters), after which its QP, in ERROR by then, stays there.
+    peer->SendAccept(id, &reply);
+    QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
+    EndConnectionLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+    return 0;
+  }
   id->established_pending = true;
-  peer->SendAccept(id, &reply, /*at_once=*/false);
+  peer->SendAccept(id, &reply);
   return 0;
 }
 
@@ -633,13 +636,12 @@ void ConnectionManager::DisconnectRequestReceivedLocked(SimCmId* id) {
 }
 
 void ConnectionManager::AcceptReceivedLocked(SimCmId* id, const rdma_conn_param& conn,
-                                             const void* private_data, uint8_t private_data_len,
-                                             bool connect_response) {
+                                             const void* private_data, uint8_t private_data_len) {
   id->state = State::kConnected;
-  // With a connect response, the QP goes to RTS, and the RTU is sent, when the user gets this
-  // event (see ProcessConnectResponse).
+  // The QP goes to RTS, and the RTU is sent, when the user gets this event (see
+  // ProcessConnectResponse).
   QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, &conn, private_data,
-              private_data_len, connect_response);
+              private_data_len, /*connect_response=*/true);
 }
 
 void ConnectionManager::RejectReceivedLocked(SimCmId* id, int status, const void* private_data,

@@ -73,8 +73,9 @@
 //     kUnreachable / kLost sends no request; the active id gets REJECTED (kRejectConsumer) /
 //     UNREACHABLE (-ETIMEDOUT) / CONNECT_ERROR (-ECONNRESET). Accept with kReject /
 //     kUnreachable / kLost gives both ids that event instead of ESTABLISHED (kLost also moves
-//     both QPs to ERROR); with kDisconnect both get ESTABLISHED, then DISCONNECTED (QPs to
-//     ERROR). BreakConnection (a fault on a post) ends an established connection at once, on
+//     both QPs to ERROR); with kDisconnect both get ESTABLISHED (the active side's the REP's
+//     connect response, its private data as any REP's), then DISCONNECTED (QPs to ERROR): the
+//     REP and then a DREQ, as the IB CM sends them. BreakConnection (a fault on a post) ends an established connection at once, on
 //     both sides: kDisconnect with DISCONNECTED (status 0, no DREQ / DREP, no TIMEWAIT_EXIT),
 //     kLost with CONNECT_ERROR (-ECONNRESET) on both ids; both QPs go to ERROR first, so
 //     outstanding WRs and the WR being posted flush. (A peer in another process sees a DREQ
@@ -324,11 +325,10 @@ class ConnectionManager final {
                                  const sockaddr* peer_addr, const rdma_conn_param& conn,
                                  const void* private_data, uint8_t private_data_len,
                                  std::shared_ptr<CmPeer> peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The REP at active `id`: connected, its ESTABLISHED queued (a connect response to process
-  // when `connect_response`).
+  // The REP at active `id`: connected, its ESTABLISHED queued (a connect response, processed
+  // when the user gets it).
   void AcceptReceivedLocked(SimCmId* id, const rdma_conn_param& conn, const void* private_data,
-                            uint8_t private_data_len, bool connect_response)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                            uint8_t private_data_len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The REJ at `id`: if it is connecting, REJECTED (`status`, the private data).
   void RejectReceivedLocked(SimCmId* id, int status, const void* private_data,
                             uint8_t private_data_len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

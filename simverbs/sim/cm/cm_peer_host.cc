@@ -91,8 +91,7 @@ int HostCmPeer::SendRequest(SimCmId* id, const rdma_conn_param* param) {
   return 0;
 }
 
-void HostCmPeer::SendAccept(SimCmId* id, const rdma_conn_param* param, bool at_once) {
-  if (at_once) EnterRts(to_sim(id->id.qp));  // the REP is a REP: its QP first, as always
+void HostCmPeer::SendAccept(SimCmId* id, const rdma_conn_param* param) {
   wire::AcceptBody body;
   std::memset(&body, 0, sizeof(body));
   body.pid = getpid();
@@ -271,8 +270,8 @@ void HostCmPeer::OnCmMessage(const wire::Header& header, const uint8_t* body) {
       remote_pid = peer_pid;
       peer_reaches_us = accept.can_reach_you != 0;
       we_reach_peer = host::CanReach(peer_pid, accept.probe_addr);
-      cm->AcceptReceivedLocked(id, ParamOf(accept), accept.private_data, accept.private_data_len,
-                               /*connect_response=*/true);
+      cm->AcceptReceivedLocked(id, ParamOf(accept), accept.private_data,
+                               accept.private_data_len);
       return;
     }
     case wire::Type::kReject: {

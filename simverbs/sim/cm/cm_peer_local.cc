@@ -33,12 +33,10 @@ void LocalCmPeer::WithdrawRequest() {
   if (SimCmId* request = other_; request != nullptr) cm_->RequestWithdrawnLocked(request);
 }
 
-void LocalCmPeer::SendAccept(SimCmId* id, const rdma_conn_param* param, bool at_once) {
-  if (other_ == nullptr) return;
-  // The fault's shortcut: both QPs at once, and an ESTABLISHED that is no connect response.
-  if (at_once) EstablishLink(to_sim(id->id.qp)->link.get());
-  cm_->AcceptReceivedLocked(other_, *param, param->private_data, param->private_data_len,
-                            /*connect_response=*/!at_once);
+void LocalCmPeer::SendAccept(SimCmId* id, const rdma_conn_param* param) {
+  if (other_ != nullptr) {
+    cm_->AcceptReceivedLocked(other_, *param, param->private_data, param->private_data_len);
+  }
 }
 
 void LocalCmPeer::SendReject(int status, const void* private_data, uint8_t private_data_len) {
