@@ -231,11 +231,9 @@ absl::Status TestConnection::StartActive(const ConnectionOptions& options, uint1
   if (!status.ok()) return status;
   RETURN_IF_ERR("rdma_create_event_channel", backend_->RdmaCreateEventChannel(&active.channel));
   RETURN_IF_ERR("rdma_migrate_id", backend_->RdmaMigrateId(active.id, active.channel));
-  rdma_conn_param param;
-  std::memset(&param, 0, sizeof(param));
+  rdma_conn_param param = options.connect_param;
   param.private_data = options.connect_private_data.data();
   param.private_data_len = static_cast<uint8_t>(options.connect_private_data.size());
-  param.rnr_retry_count = 7;
   RETURN_IF_ERR("rdma_connect", backend_->RdmaConnect(active.id, &param));
   return absl::OkStatus();
 }
@@ -268,7 +266,8 @@ absl::Status TestConnection::Connect(const ConnectionOptions& options,
   return absl::OkStatus();
 }
 
-absl::Status TestConnection::AcceptPassive(const ConnectionOptions& options) {
+absl::Status TestConnection::AcceptPassive(const ConnectionOptions& options,
+                                           rdma_conn_param* request_param) {
   // Passive: the request, its QP, accept, ack, its own channel.
   absl::Status status;
   absl::StatusOr<rdma_cm_event*> request = GetCmEventNow(backend_, listen_channel);
@@ -278,13 +277,15 @@ absl::Status TestConnection::AcceptPassive(const ConnectionOptions& options) {
         absl::StrCat("expected a connect request, got ", rdma_event_str((*request)->event)));
   }
   passive.id = (*request)->id;
+  if (request_param != nullptr) {
+    *request_param = (*request)->param.conn;
+    request_param->private_data = nullptr;
+  }
   status = SetUpQp(&passive, passive.id->verbs, options, options.passive_srq);
   if (!status.ok()) return status;
-  rdma_conn_param param;
-  std::memset(&param, 0, sizeof(param));
+  rdma_conn_param param = options.accept_param;
   param.private_data = options.accept_private_data.data();
   param.private_data_len = static_cast<uint8_t>(options.accept_private_data.size());
-  param.rnr_retry_count = 7;
   RETURN_IF_ERR("rdma_accept", backend_->RdmaAccept(passive.id, &param));
   RETURN_IF_ERR("rdma_ack_cm_event", backend_->RdmaAckCmEvent(*request));
   RETURN_IF_ERR("rdma_create_event_channel", backend_->RdmaCreateEventChannel(&passive.channel));

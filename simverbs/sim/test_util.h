@@ -56,6 +56,13 @@ struct Endpoint {
   ibv_qp* qp() const { return id != nullptr ? id->qp : nullptr; }
 };
 
+// The rdma_conn_param of ConnectionOptions by default: zero but rnr_retry_count 7.
+inline rdma_conn_param TestConnParam() {
+  rdma_conn_param param{};
+  param.rnr_retry_count = 7;
+  return param;
+}
+
 struct ConnectionOptions {
   std::string address = "127.0.0.1";
   int cqe = 64;
@@ -71,6 +78,10 @@ struct ConnectionOptions {
   bool passive_srq = false;  // the passive QP takes its receives from an SRQ
   std::vector<uint8_t> connect_private_data;
   std::vector<uint8_t> accept_private_data;
+  // What rdma_connect and rdma_accept pass besides the private data above (which replaces
+  // theirs): no flow control, retry_count 0, rnr_retry_count 7.
+  rdma_conn_param connect_param = TestConnParam();
+  rdma_conn_param accept_param = TestConnParam();
   // When set, the active side's QP uses this CQ (the test's: not destroyed) as its send and
   // receive CQ, so that several connections can share one CQ.
   ibv_cq* active_cq = nullptr;
@@ -92,8 +103,10 @@ class TestConnection final {
                        std::vector<uint8_t>* established_private_data = nullptr);
   // The passive half of Connect after Listen and StartActive: takes the request, makes the
   // passive QP, accepts, acknowledges and migrates the id to its own channel. Neither side's
-  // ESTABLISHED is got.
-  absl::Status AcceptPassive(const ConnectionOptions& options);
+  // ESTABLISHED is got. `request_param` receives the CONNECT_REQUEST's param.conn (its
+  // private_data nullptr: it went with the event).
+  absl::Status AcceptPassive(const ConnectionOptions& options,
+                             rdma_conn_param* request_param = nullptr);
 
   // Steps of Connect, for tests that stop half-way.
   absl::Status Listen(const std::string& address, uint16_t port);

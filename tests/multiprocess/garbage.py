@@ -10,9 +10,9 @@ import sys
 MAGIC = 0x52504D31
 HEADER = struct.Struct("=IHHIIQQQIi")  # wire.h: wire::Header
 # wire.h: wire::ConnectBody up to its addresses (qp_num, srq, private_data_len,
-# responder_resources, initiator_depth, pid, reserved, probe_addr), then src, dst (two
-# sockaddr_storage) and the private data.
-CONNECT_HEAD = struct.Struct("=IBBBBiIQ")
+# responder_resources, initiator_depth, pid, flow_control, retry_count, rnr_retry_count,
+# reserved, probe_addr), then src, dst (two sockaddr_storage) and the private data.
+CONNECT_HEAD = struct.Struct("=IBBBBiBBBBQ")
 CONNECT_BODY_LEN = CONNECT_HEAD.size + 128 + 128 + 56
 
 
@@ -31,7 +31,7 @@ CASES = {
     "connect body of the wrong size": header(1, 10) + bytes(10),
     "connect body with a bad family": header(1, CONNECT_BODY_LEN) + bytes(CONNECT_BODY_LEN),
     "private data longer than the REQ carries": header(1, CONNECT_BODY_LEN)
-    + CONNECT_HEAD.pack(17, 0, 200, 0, 0, 0, 0, 0) + sockaddr_in(1) + sockaddr_in(2) + bytes(56),
+    + CONNECT_HEAD.pack(17, 0, 200, 0, 0, 0, 0, 0, 0, 0, 0) + sockaddr_in(1) + sockaddr_in(2) + bytes(56),
     "a request before any connection": header(16, 4) + b"evil",
     "a 4 GiB read": header(18, 0, length=1 << 32),
 }

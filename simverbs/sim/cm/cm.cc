@@ -28,6 +28,27 @@ bool ValidPrivateData(const void* data, int len, int max) {
   return len <= max && (len == 0 || data != nullptr);
 }
 
+// What the IB CM's REQ (or REP, `reply`) that `id` sends says of the connection, as the
+// kernel's CMA fills it from the user's `param` (cma_connect_ib, cma_accept_ib): the QP number
+// and SRQ use of id's QP, whatever `param` says of them; the retry counts cut to their 3-bit
+// fields, flow control to its 1 bit; no retry count in a REP. The other end's event reports
+// exactly this, whichever CmPeer carries it (cma_set_req_event_data, cma_set_rep_event_data).
+rdma_conn_param CmMessageParam(const SimCmId* id, const rdma_conn_param* param, bool reply) {
+  rdma_conn_param message;
+  std::memset(&message, 0, sizeof(message));
+  message.qp_num = id->id.qp->qp_num;
+  message.srq = id->id.srq != nullptr ? 1 : 0;
+  if (param == nullptr) return message;
+  message.private_data = param->private_data;
+  message.private_data_len = param->private_data_len;
+  message.responder_resources = param->responder_resources;
+  message.initiator_depth = param->initiator_depth;
+  message.flow_control = param->flow_control & 1;
+  if (!reply) message.retry_count = std::min(param->retry_count, wire::kMaxRetryCount);
+  message.rnr_retry_count = std::min(param->rnr_retry_count, wire::kMaxRetryCount);
+  return message;
+}
+
 }  // namespace
 
 SimCmId::SimCmId() { std::memset(&id, 0, sizeof(id)); }
@@ -368,7 +389,8 @@ int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFa
     if (err != 0) return err;
     peer = std::move(host_peer);
   }
-  const int err = peer->SendRequest(id, param);
+  const rdma_conn_param request = CmMessageParam(id, param, /*reply=*/false);
+  const int err = peer->SendRequest(id, &request);
   if (err != 0) return err;
   id->peer = std::move(peer);
   id->state = State::kConnecting;
@@ -499,18 +521,22 @@ int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFau
     return 0;
   }
   id->state = State::kConnected;
-  if (fault == ConnFault::kDisconnect) {  // both see ESTABLISHED, then DISCONNECTED
-    peer->SendAccept(id, param, /*at_once=*/true);
-    QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
-    EndConnectionLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
-    return 0;
-  }
+  const rdma_conn_param reply = CmMessageParam(id, param, /*reply=*/true);
   // As librdmacm on IB: the passive QP is ready once it accepted; the active one only when
   // its user gets the connect response (ProcessConnectResponse), which also sends the RTU on
   // which the passive side's ESTABLISHED comes.
   peer->EnterRts(to_sim(id->id.qp));
+  if (fault == ConnFault::kDisconnect) {
+    // Both see ESTABLISHED, then DISCONNECTED: the REP goes out as ever, and the DREQ on its
+    // heels, so the active side's ESTABLISHED is the REP's connect response (its private
+    // data, its parameters), after which its QP, in ERROR by then, stays there.
+    peer->SendAccept(id, &reply);
+    QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
+    EndConnectionLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+    return 0;
+  }
   id->established_pending = true;
-  peer->SendAccept(id, param, /*at_once=*/false);
+  peer->SendAccept(id, &reply);
   return 0;
 }
 
@@ -610,13 +636,12 @@ void ConnectionManager::DisconnectRequestReceivedLocked(SimCmId* id) {
 }
 
 void ConnectionManager::AcceptReceivedLocked(SimCmId* id, const rdma_conn_param& conn,
-                                             const void* private_data, uint8_t private_data_len,
-                                             bool connect_response) {
+                                             const void* private_data, uint8_t private_data_len) {
   id->state = State::kConnected;
-  // With a connect response, the QP goes to RTS, and the RTU is sent, when the user gets this
-  // event (see ProcessConnectResponse).
+  // The QP goes to RTS, and the RTU is sent, when the user gets this event (see
+  // ProcessConnectResponse).
   QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, &conn, private_data,
-              private_data_len, connect_response);
+              private_data_len, /*connect_response=*/true);
 }
 
 void ConnectionManager::RejectReceivedLocked(SimCmId* id, int status, const void* private_data,

@@ -38,6 +38,11 @@
 //     CM message, zero-padded past what was sent (also when nothing was): CONNECT_REQUEST 56
 //     bytes (the REQ's 92 less the rdma_cm header), the connect response 196 (REP), REJECTED
 //     148 (REJ); on iWARP exactly what was sent.
+//   * Connection parameters (param.conn) as the kernel's CM reports them: CONNECT_REQUEST the
+//     REQ's, the active side's ESTABLISHED the REP's, each the sender's QP number and SRQ use
+//     (from its QP), responder_resources, initiator_depth, flow_control (its 1 bit) and
+//     rnr_retry_count, and the REQ's retry_count (a REP has none: 0), the counts cut to the
+//     IB CM's 3-bit fields (7 at most); the passive side's ESTABLISHED (the RTU) reports none.
 //   * RdmaReject queues RDMA_CM_EVENT_REJECTED (status kRejectConsumer) with the reject's
 //     private data (at most kMaxRejectPrivateData bytes) on the active side.
 //   * Disconnect as on IB (librdmacm's rdma_disconnect, the kernel's IB CM):
@@ -68,8 +73,9 @@
 //     kUnreachable / kLost sends no request; the active id gets REJECTED (kRejectConsumer) /
 //     UNREACHABLE (-ETIMEDOUT) / CONNECT_ERROR (-ECONNRESET). Accept with kReject /
 //     kUnreachable / kLost gives both ids that event instead of ESTABLISHED (kLost also moves
-//     both QPs to ERROR); with kDisconnect both get ESTABLISHED, then DISCONNECTED (QPs to
-//     ERROR). BreakConnection (a fault on a post) ends an established connection at once, on
+//     both QPs to ERROR); with kDisconnect both get ESTABLISHED (the active side's the REP's
+//     connect response, its private data as any REP's), then DISCONNECTED (QPs to ERROR): the
+//     REP and then a DREQ, as the IB CM sends them. BreakConnection (a fault on a post) ends an established connection at once, on
 //     both sides: kDisconnect with DISCONNECTED (status 0, no DREQ / DREP, no TIMEWAIT_EXIT),
 //     kLost with CONNECT_ERROR (-ECONNRESET) on both ids; both QPs go to ERROR first, so
 //     outstanding WRs and the WR being posted flush. (A peer in another process sees a DREQ
@@ -319,11 +325,10 @@ class ConnectionManager final {
                                  const sockaddr* peer_addr, const rdma_conn_param& conn,
                                  const void* private_data, uint8_t private_data_len,
                                  std::shared_ptr<CmPeer> peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The REP at active `id`: connected, its ESTABLISHED queued (a connect response to process
-  // when `connect_response`).
+  // The REP at active `id`: connected, its ESTABLISHED queued (a connect response, processed
+  // when the user gets it).
   void AcceptReceivedLocked(SimCmId* id, const rdma_conn_param& conn, const void* private_data,
-                            uint8_t private_data_len, bool connect_response)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                            uint8_t private_data_len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The REJ at `id`: if it is connecting, REJECTED (`status`, the private data).
   void RejectReceivedLocked(SimCmId* id, int status, const void* private_data,
                             uint8_t private_data_len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

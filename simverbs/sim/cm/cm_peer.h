@@ -15,9 +15,10 @@
 // A LocalCmPeer calls the handler at once, on the other id (the same ConnectionManager). A
 // HostCmPeer sends the message (wire.h); the other process's HostCmPeer, the handler of that
 // host::Conn, calls the handler there when it arrives, after its checks (the peer's pid from
-// the kernel, the bodies validated). What only one transport has is said where it is: a
-// fault's shortcut that acts on both ends at once (local), the other end's process closing or
-// dying (host: ConnectionManager::OnRemoteClosed).
+// the kernel, the bodies validated). What only one transport has is said where it is: the
+// other end's process closing or dying (host: ConnectionManager::OnRemoteClosed). A fault
+// sends what the IB CM would (a REP then a DREQ for rdma_accept's `disconnect`), never a
+// shortcut of one transport: the other end sees the same events on both.
 //
 // Close() ends the exchange from this end: no message goes either way after it. A local pair
 // is unlinked on both sides (the other end is not told); a host connection is closed (the
@@ -69,16 +70,17 @@ class CmPeer {
   // This end's id goes, leaving `qp` behind (host: what it sends then reaches no one).
   virtual void OrphanQp(SimQp* qp) = 0;
 
-  // ---- The CM messages, sent by `id`, this end's id.
+  // ---- The CM messages, sent by `id`, this end's id. A REQ's or REP's `param` is what the
+  // message carries (cm.cc's CmMessageParam: the QP number, the counts cut to the IB CM's
+  // fields, the private data), never nullptr; the other end's event reports it whole.
   // The REQ. Returns 0, or ENOMEM (local: no request id; nothing was sent).
   virtual int SendRequest(SimCmId* id, const rdma_conn_param* param) = 0;
   // The active end withdraws its REQ (its id goes before an answer): a request its listener
   // has not delivered vanishes (RequestWithdrawnLocked). Host: nothing is sent; the
   // connection's end, Close(), withdraws it there (OnRemoteClosed).
   virtual void WithdrawRequest() = 0;
-  // The REP, after this end's QP entered RTS. `at_once` (the kDisconnect fault of Accept):
-  // local, the active QP goes to RTS and its ESTABLISHED is no connect response; host: a REP.
-  virtual void SendAccept(SimCmId* id, const rdma_conn_param* param, bool at_once) = 0;
+  // The REP, after this end's QP entered RTS.
+  virtual void SendAccept(SimCmId* id, const rdma_conn_param* param) = 0;
   // The REJ, with reason `status` and private data.
   virtual void SendReject(int status, const void* private_data, uint8_t private_data_len) = 0;
   // The accept failed by a fault before its REP (event `type`, status `status` here): the
@@ -117,7 +119,7 @@ class LocalCmPeer final : public CmPeer {
   void OrphanQp(SimQp* qp) override {}
   int SendRequest(SimCmId* id, const rdma_conn_param* param) override;
   void WithdrawRequest() override;
-  void SendAccept(SimCmId* id, const rdma_conn_param* param, bool at_once) override;
+  void SendAccept(SimCmId* id, const rdma_conn_param* param) override;
   void SendReject(int status, const void* private_data, uint8_t private_data_len) override;
   void AbortAccept(rdma_cm_event_type type, int status) override;
   void SendReady() override;
@@ -157,7 +159,7 @@ class HostCmPeer final : public CmPeer,
   void OrphanQp(SimQp* qp) override;
   int SendRequest(SimCmId* id, const rdma_conn_param* param) override;
   void WithdrawRequest() override {}
-  void SendAccept(SimCmId* id, const rdma_conn_param* param, bool at_once) override;
+  void SendAccept(SimCmId* id, const rdma_conn_param* param) override;
   void SendReject(int status, const void* private_data, uint8_t private_data_len) override;
   void AbortAccept(rdma_cm_event_type type, int status) override;
   void SendReady() override;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "simverbs/sim/cm/addr.h"
@@ -15,12 +16,17 @@
 namespace softrpma::sim {
 namespace {
 
-// The parts of a REQ or REP body that rdma_conn_param gives.
+// The parts of a REQ or REP body that rdma_conn_param gives (CmMessageParam's, already cut to
+// the IB CM's fields; a REP has no retry count).
 template <typename Body>
 void FillFromParam(const rdma_conn_param* param, Body* body) {
-  if (param == nullptr) return;
+  body->qp_num = param->qp_num;
+  body->srq = param->srq;
   body->responder_resources = param->responder_resources;
   body->initiator_depth = param->initiator_depth;
+  body->flow_control = param->flow_control;
+  if constexpr (std::is_same_v<Body, wire::ConnectBody>) body->retry_count = param->retry_count;
+  body->rnr_retry_count = param->rnr_retry_count;
   // The wire's bodies hold the IB sizes; a longer iWARP (siw) private data is cut to them
   // between processes (docs/DEVICES.md, "Left as it is").
   body->private_data_len = static_cast<uint8_t>(
@@ -39,6 +45,9 @@ rdma_conn_param ParamOf(const Body& body) {
   param.srq = body.srq;
   param.responder_resources = body.responder_resources;
   param.initiator_depth = body.initiator_depth;
+  param.flow_control = body.flow_control;
+  if constexpr (std::is_same_v<Body, wire::ConnectBody>) param.retry_count = body.retry_count;
+  param.rnr_retry_count = body.rnr_retry_count;
   return param;
 }
 
@@ -73,8 +82,6 @@ int HostCmPeer::SendRequest(SimCmId* id, const rdma_conn_param* param) {
   AttachQp(qp);
   wire::ConnectBody body;
   std::memset(&body, 0, sizeof(body));
-  body.qp_num = qp->qp.qp_num;
-  body.srq = id->id.srq != nullptr ? 1 : 0;
   body.pid = getpid();
   body.probe_addr = host::ProbeAddress();
   CopyAddress(&id->id.route.addr.src_addr, reinterpret_cast<sockaddr*>(&body.src));
@@ -84,12 +91,9 @@ int HostCmPeer::SendRequest(SimCmId* id, const rdma_conn_param* param) {
   return 0;
 }
 
-void HostCmPeer::SendAccept(SimCmId* id, const rdma_conn_param* param, bool at_once) {
-  if (at_once) EnterRts(to_sim(id->id.qp));  // the REP is a REP: its QP first, as always
+void HostCmPeer::SendAccept(SimCmId* id, const rdma_conn_param* param) {
   wire::AcceptBody body;
   std::memset(&body, 0, sizeof(body));
-  body.qp_num = id->id.qp->qp_num;
-  body.srq = id->id.srq != nullptr ? 1 : 0;
   body.pid = getpid();
   body.probe_addr = host::ProbeAddress();
   body.can_reach_you = we_reach_peer ? 1 : 0;
@@ -266,8 +270,8 @@ void HostCmPeer::OnCmMessage(const wire::Header& header, const uint8_t* body) {
       remote_pid = peer_pid;
       peer_reaches_us = accept.can_reach_you != 0;
       we_reach_peer = host::CanReach(peer_pid, accept.probe_addr);
-      cm->AcceptReceivedLocked(id, ParamOf(accept), accept.private_data, accept.private_data_len,
-                               /*connect_response=*/true);
+      cm->AcceptReceivedLocked(id, ParamOf(accept), accept.private_data,
+                               accept.private_data_len);
       return;
     }
     case wire::Type::kReject: {

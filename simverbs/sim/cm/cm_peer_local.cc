@@ -2,7 +2,6 @@
 // its handler on that id.
 
 #include <cerrno>
-#include <cstring>
 
 #include "simverbs/sim/cm/cm_peer.h"
 #include "simverbs/sim/nic/qp.h"
@@ -17,19 +16,13 @@ std::shared_ptr<SimLink> LocalCmPeer::LinkToJoin() {
 void LocalCmPeer::EnterRts(SimQp* qp) { sim::EnterRts(qp); }
 
 int LocalCmPeer::SendRequest(SimCmId* id, const rdma_conn_param* param) {
-  rdma_conn_param conn;
-  std::memset(&conn, 0, sizeof(conn));
-  if (param != nullptr) conn = *param;
-  conn.qp_num = id->id.qp->qp_num;
-  conn.srq = id->id.srq != nullptr ? 1 : 0;
   auto back = std::make_shared<LocalCmPeer>(cm_, nullptr);
   back->other_ = id;
   back->twin_ = this;
   // The request's local address is the one the requester asked for; its peer the requester.
   SimCmId* request = cm_->RequestReceivedLocked(
-      listener_, &id->id.route.addr.dst_addr, &id->id.route.addr.src_addr, conn,
-      param != nullptr ? param->private_data : nullptr,
-      param != nullptr ? param->private_data_len : 0, back);
+      listener_, &id->id.route.addr.dst_addr, &id->id.route.addr.src_addr, *param,
+      param->private_data, param->private_data_len, back);
   if (request == nullptr) return ENOMEM;
   other_ = request;
   twin_ = back.get();
@@ -40,17 +33,10 @@ void LocalCmPeer::WithdrawRequest() {
   if (SimCmId* request = other_; request != nullptr) cm_->RequestWithdrawnLocked(request);
 }
 
-void LocalCmPeer::SendAccept(SimCmId* id, const rdma_conn_param* param, bool at_once) {
-  if (other_ == nullptr) return;
-  rdma_conn_param conn;
-  std::memset(&conn, 0, sizeof(conn));
-  if (param != nullptr) conn = *param;
-  conn.qp_num = id->id.qp->qp_num;
-  // The fault's shortcut: both QPs at once, and an ESTABLISHED that is no connect response.
-  if (at_once) EstablishLink(to_sim(id->id.qp)->link.get());
-  cm_->AcceptReceivedLocked(other_, conn, param != nullptr ? param->private_data : nullptr,
-                            param != nullptr ? param->private_data_len : 0,
-                            /*connect_response=*/!at_once);
+void LocalCmPeer::SendAccept(SimCmId* id, const rdma_conn_param* param) {
+  if (other_ != nullptr) {
+    cm_->AcceptReceivedLocked(other_, *param, param->private_data, param->private_data_len);
+  }
 }
 
 void LocalCmPeer::SendReject(int status, const void* private_data, uint8_t private_data_len) {

@@ -17,6 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "simverbs/backend.h"
@@ -784,6 +787,91 @@ TEST_F(CmTest, PassiveEstablished_ComesOnlyAfterTheActiveSideGotItsOwn) {
   EXPECT_EQ(std::memcmp(target.data(), "written", 8), 0);
   EXPECT_EQ(PollAll(backend_, conn.passive.send_cq).size(), 1u);
   EXPECT_TRUE(conn.Disconnect().ok());
+}
+
+// Connects with `options` and disconnects: `request` receives the passive side's
+// CONNECT_REQUEST's param.conn, `reply` the active side's ESTABLISHED's (private_data nullptr).
+absl::Status ConnectForParams(Backend* backend, const ConnectionOptions& options,
+                              rdma_conn_param* request, rdma_conn_param* reply) {
+  TestConnection conn(backend);
+  absl::Status status = conn.Listen(options.address, NextTestPort());
+  if (status.ok()) status = conn.StartActive(options, conn.port);
+  if (status.ok()) status = conn.AcceptPassive(options, request);
+  if (!status.ok()) return status;
+  absl::StatusOr<rdma_cm_event*> established = GetCmEventNow(backend, conn.active.channel);
+  if (!established.ok()) return established.status();
+  const rdma_cm_event_type type = (*established)->event;
+  *reply = (*established)->param.conn;
+  reply->private_data = nullptr;
+  backend->RdmaAckCmEvent(*established);
+  if (type != RDMA_CM_EVENT_ESTABLISHED) {
+    return absl::InternalError(absl::StrCat("active side: got ", rdma_event_str(type)));
+  }
+  status = ExpectCmEvent(backend, conn.passive.channel, RDMA_CM_EVENT_ESTABLISHED);
+  if (!status.ok()) return status;
+  EXPECT_EQ(request->qp_num, conn.active.qp()->qp_num);
+  EXPECT_EQ(reply->qp_num, conn.passive.qp()->qp_num);
+  return conn.Disconnect();
+}
+
+// Each side's event reports the connection parameters of the CM message it came with, on
+// both transports: the passive side's CONNECT_REQUEST those of the REQ, the active side's
+// ESTABLISHED those of the REP, which has no retry count (the kernel's CMA reports 0: a REP
+// carries only its sender's RNR retry count), and the other end's QP number (checked by
+// ConnectForParams) and SRQ use.
+TEST_F(CmTest, ConnParam_EachSideGetsWhatTheOtherSent) {
+  ConnectionOptions options;
+  options.connect_param.responder_resources = 2;
+  options.connect_param.initiator_depth = 3;
+  options.connect_param.flow_control = 1;
+  options.connect_param.retry_count = 5;
+  options.connect_param.rnr_retry_count = 6;
+  options.accept_param.responder_resources = 1;
+  options.accept_param.initiator_depth = 2;
+  options.accept_param.flow_control = 1;
+  options.accept_param.retry_count = 4;  // ignored when accepting
+  options.accept_param.rnr_retry_count = 3;
+  options.passive_srq = true;  // the REP says so, whatever the accept's param.srq (0) says
+  rdma_conn_param request{};
+  rdma_conn_param reply{};
+
+  ASSERT_TRUE(ConnectForParams(backend_, options, &request, &reply).ok());
+
+  EXPECT_EQ(request.srq, 0);
+  EXPECT_EQ(request.responder_resources, 2);
+  EXPECT_EQ(request.initiator_depth, 3);
+  EXPECT_EQ(request.flow_control, 1);
+  EXPECT_EQ(request.retry_count, 5);
+  EXPECT_EQ(request.rnr_retry_count, 6);
+  EXPECT_EQ(reply.srq, 1);
+  EXPECT_EQ(reply.responder_resources, 1);
+  EXPECT_EQ(reply.initiator_depth, 2);
+  EXPECT_EQ(reply.flow_control, 1);
+  EXPECT_EQ(reply.retry_count, 0);
+  EXPECT_EQ(reply.rnr_retry_count, 3);
+}
+
+// The IB CM's messages hold the retry counts in 3 bits and flow control in 1: the kernel's CMA
+// cuts the counts to 7 (min(7, count)) and the message keeps flow control's low bit. What the
+// other side reports is what fits, whichever transport carried it (across processes a count
+// above 7 is a hostile peer's, and ends the connection: wire.h).
+TEST_F(CmTest, ConnParam_CutToTheIbCmFields) {
+  ConnectionOptions options;
+  options.connect_param.flow_control = 3;
+  options.connect_param.retry_count = 9;
+  options.connect_param.rnr_retry_count = 200;
+  options.accept_param.flow_control = 2;
+  options.accept_param.rnr_retry_count = 8;
+  rdma_conn_param request{};
+  rdma_conn_param reply{};
+
+  ASSERT_TRUE(ConnectForParams(backend_, options, &request, &reply).ok());
+
+  EXPECT_EQ(request.flow_control, 1);
+  EXPECT_EQ(request.retry_count, 7);
+  EXPECT_EQ(request.rnr_retry_count, 7);
+  EXPECT_EQ(reply.flow_control, 0);
+  EXPECT_EQ(reply.rnr_retry_count, 7);
 }
 
 // IB reports the whole private data field of the CM message, zero-padded: the REQ's 56 bytes

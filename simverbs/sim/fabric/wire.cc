@@ -15,6 +15,12 @@ bool KnownFamily(const sockaddr_storage& addr) {
 
 // A body of 1 to kMaxCmaSegments CmaSegments (their sum is checked against header.length by
 // the responder, which reads them).
+// The IB CM fields a REQ and a REP share, within their widths.
+template <typename Body>
+bool ValidConnParam(const Body& body) {
+  return body.srq <= 1 && body.flow_control <= 1 && body.rnr_retry_count <= kMaxRetryCount;
+}
+
 bool ValidCmaBody(const Header& header) {
   return header.body_len > 0 && header.body_len % sizeof(CmaSegment) == 0 &&
          header.body_len / sizeof(CmaSegment) <= kMaxCmaSegments;
@@ -96,12 +102,12 @@ uint64_t TargetBytes(const Header& header) {
 }
 
 bool ValidateConnectBody(const ConnectBody& body) {
-  return body.private_data_len <= kMaxConnectPrivateData && KnownFamily(body.src) &&
-         KnownFamily(body.dst);
+  return body.private_data_len <= kMaxConnectPrivateData && ValidConnParam(body) &&
+         body.retry_count <= kMaxRetryCount && KnownFamily(body.src) && KnownFamily(body.dst);
 }
 
 bool ValidateAcceptBody(const AcceptBody& body) {
-  return body.private_data_len <= kMaxAcceptPrivateData;
+  return body.private_data_len <= kMaxAcceptPrivateData && ValidConnParam(body);
 }
 
 bool ValidateRejectBody(const RejectBody& body) {

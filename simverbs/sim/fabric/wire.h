@@ -92,6 +92,11 @@ inline constexpr int kMaxConnectPrivateData = 56;
 inline constexpr int kMaxAcceptPrivateData = 196;
 inline constexpr int kMaxRejectPrivateData = 148;
 
+// The connection parameters of ConnectBody and AcceptBody are the IB CM's REQ and REP fields,
+// and have their widths: srq and flow_control 1 bit, the retry counts 3 bits (the sender cuts
+// rdma_conn_param's to them, as the kernel's CMA does; a larger value is a hostile peer's).
+inline constexpr uint8_t kMaxRetryCount = 7;
+
 struct ConnectBody {
   uint32_t qp_num;
   uint8_t srq;
@@ -99,7 +104,10 @@ struct ConnectBody {
   uint8_t responder_resources;
   uint8_t initiator_depth;
   int32_t pid;          // the requester's process
-  uint32_t reserved;
+  uint8_t flow_control;
+  uint8_t retry_count;
+  uint8_t rnr_retry_count;
+  uint8_t reserved;
   uint64_t probe_addr;  // of a word holding kProbeMagic in the requester's memory
   sockaddr_storage src;  // the requester's address
   sockaddr_storage dst;  // the address it asked for
@@ -114,7 +122,9 @@ struct AcceptBody {
   uint8_t srq;
   int32_t pid;          // the accepting process
   uint8_t can_reach_you;  // 1: the passive side read the active side's probe word (kFlagCma ok)
-  uint8_t reserved[3];
+  uint8_t flow_control;
+  uint8_t rnr_retry_count;  // (a REP has no retry count)
+  uint8_t reserved;
   uint64_t probe_addr;  // of a word holding kProbeMagic in the accepting process's memory
   uint8_t private_data[kMaxAcceptPrivateData];
 };
@@ -148,7 +158,8 @@ bool ValidateHeader(const Header& header);
 uint64_t TargetBytes(const Header& header);
 
 // True when `body` (a validated ConnectBody / AcceptBody / RejectBody) has consistent fields:
-// private_data_len within its array, addresses of a known family.
+// private_data_len within its array, addresses of a known family, the connection parameters
+// within their IB CM fields (srq and flow_control 0 or 1, retry counts kMaxRetryCount at most).
 bool ValidateConnectBody(const ConnectBody& body);
 bool ValidateAcceptBody(const AcceptBody& body);
 bool ValidateRejectBody(const RejectBody& body);

@@ -101,6 +101,39 @@ TEST(ValidateBodies, RejectOversizedPrivateDataAndUnknownFamilies) {
   EXPECT_FALSE(ValidateRejectBody(reject));
 }
 
+// The connection parameters are the IB CM's REQ / REP fields, of their widths: each one past
+// its width is refused (a hostile peer's), each at its widest is a body like any other.
+TEST(ValidateBodies, RejectConnParamsWiderThanTheirIbCmFields) {
+  struct Case {
+    const char* field;
+    uint8_t ConnectBody::*connect;
+    uint8_t AcceptBody::*accept;  // nullptr: not in a REP
+    uint8_t widest;
+  };
+  for (const Case& c : {Case{"srq", &ConnectBody::srq, &AcceptBody::srq, 1},
+                        Case{"flow_control", &ConnectBody::flow_control, &AcceptBody::flow_control,
+                             1},
+                        Case{"retry_count", &ConnectBody::retry_count, nullptr, kMaxRetryCount},
+                        Case{"rnr_retry_count", &ConnectBody::rnr_retry_count,
+                             &AcceptBody::rnr_retry_count, kMaxRetryCount}}) {
+    SCOPED_TRACE(c.field);
+    ConnectBody connect;
+    std::memset(&connect, 0, sizeof(connect));
+    connect.src.ss_family = AF_INET;
+    connect.dst.ss_family = AF_INET;
+    AcceptBody accept;
+    std::memset(&accept, 0, sizeof(accept));
+    for (const uint8_t value : {c.widest, static_cast<uint8_t>(c.widest + 1), uint8_t{255}}) {
+      const bool fits = value <= c.widest;
+      connect.*c.connect = value;
+      EXPECT_EQ(ValidateConnectBody(connect), fits) << "REQ " << int{value};
+      if (c.accept == nullptr) continue;
+      accept.*c.accept = value;
+      EXPECT_EQ(ValidateAcceptBody(accept), fits) << "REP " << int{value};
+    }
+  }
+}
+
 // Issue 18, attack 0: an atomic flagged for cross-memory attach with length 0 once skipped the
 // key check and stored its word wherever remote_addr named. A flag that does not belong to the
 // type, or a length the type does not use, makes the message malformed.

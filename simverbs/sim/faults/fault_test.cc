@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -984,6 +985,41 @@ TEST_F(FaultTest, AcceptDisconnect_EstablishedThenDisconnectedOnBothSides) {
   EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_ERR);
   EXPECT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);  // already disconnected: no event
   EXPECT_FALSE(FdReadable(conn.active.channel->fd));
+}
+
+// rdma_accept:disconnect as on IB: the REP goes out, then the DREQ. The active side's
+// ESTABLISHED is that REP's connect response on both transports: its private data reported as
+// the REP's whole field (zero-padded), its parameters the REP's; then DISCONNECTED.
+TEST_F(FaultTest, AcceptDisconnect_ActiveEstablishedIsTheConnectResponseOfTheRep) {
+  TestConnection conn(backend_);
+  ConnectionOptions options;
+  options.accept_private_data = {'o', 'k'};
+  options.accept_param.rnr_retry_count = 5;
+  ASSERT_TRUE(conn.Listen(options.address, NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(options, conn.port).ok());
+  ASSERT_TRUE(SetFaultPlan("rdma_accept:disconnect:nth=1").ok());
+
+  ASSERT_TRUE(conn.AcceptPassive(options).ok());
+
+  absl::StatusOr<rdma_cm_event*> established = GetCmEventNow(backend_, conn.active.channel);
+  ASSERT_TRUE(established.ok()) << established.status();
+  const rdma_cm_event event = **established;
+  std::vector<uint8_t> private_data(
+      static_cast<const uint8_t*>(event.param.conn.private_data),
+      static_cast<const uint8_t*>(event.param.conn.private_data) + event.param.conn.private_data_len);
+  EXPECT_EQ(backend_->RdmaAckCmEvent(*established), 0);
+  EXPECT_EQ(event.event, RDMA_CM_EVENT_ESTABLISHED);
+  std::vector<uint8_t> rep_field(kMaxAcceptPrivateData, 0);
+  rep_field[0] = 'o';
+  rep_field[1] = 'k';
+  EXPECT_EQ(private_data, rep_field);
+  EXPECT_EQ(event.param.conn.qp_num, conn.passive.qp()->qp_num);
+  EXPECT_EQ(event.param.conn.rnr_retry_count, 5);
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_ESTABLISHED).ok());
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_ERR);
+  EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_ERR);
 }
 
 // A fault of a post breaks the connection before the WR executes.

@@ -265,13 +265,6 @@ void EnterRtsLocked(SimQp* qp) {
 
 }  // namespace
 
-bool EstablishLink(SimLink* link) {
-  softrpma::MutexLock lock(&link->mu);
-  if (link->side[0] == nullptr || link->side[1] == nullptr) return false;
-  for (SimQp* qp : link->side) EnterRtsLocked(qp);
-  return true;
-}
-
 void AttachRemote(SimQp* qp, std::shared_ptr<Transport> conn) {
   qp->send_cq->AddRemote(conn);
   if (qp->recv_cq != qp->send_cq) qp->recv_cq->AddRemote(conn);

@@ -384,8 +384,6 @@ int CreateQp(ibv_qp_init_attr_ex* attr, const std::shared_ptr<SimLink>& join, Si
 // Detaches `qp` from its link (its outstanding WRs vanish without completions, as on
 // ibv_destroy_qp), forgets its unpolled send slots, and frees it.
 void DestroyQp(SimQp* qp);
-// Moves both QPs of `link` to RTS. Returns false when the link does not hold two QPs.
-bool EstablishLink(SimLink* link);
 // Moves `qp` (one side of a connection inside this process) to RTS from INIT, and resumes the
 // peer's WRs that waited for it (a remote QP goes to RTS by EstablishRemote). While one side is INIT,
 // the other side's WRs toward it wait at the head of its send queue, as a real requester's
