@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
-#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -28,6 +27,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "simverbs/sim/fabric/detached_thread.h"
 #include "simverbs/sim/fabric/fork_locks.h"
 
 namespace softrpma::sim::host {
@@ -232,17 +232,8 @@ int GetFabric(Fabric** out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
     return err;
   }
   // The thread takes no signals: the application's handlers run on the application's threads.
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_t thread;
   sem_init(&fabric->started, 0, 0);
-  const int err = pthread_create(&thread, &attr, &RunFabric, fabric);
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  const int err = StartDetachedThread(&RunFabric, fabric);
   if (err != 0) {
     sem_destroy(&fabric->started);
     close(fabric->epoll_fd);
