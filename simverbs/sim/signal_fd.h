@@ -19,7 +19,11 @@
 #ifndef SOFTRPMA_SIMVERBS_SIM_SIGNAL_FD_H_
 #define SOFTRPMA_SIMVERBS_SIM_SIGNAL_FD_H_
 
+#include <cerrno>
+#include <utility>
+
 #include "absl/base/thread_annotations.h"
+#include "simverbs/alloc.h"
 #include "simverbs/mutex.h"
 
 namespace softrpma::sim {
@@ -55,6 +59,24 @@ class SignalFd final {
   bool raised_ = false;  // the counter is 1 (or a waiter has just taken it)
   int waiters_ = 0;      // threads in Wait's read(2)
 };
+
+// Makes a pollable channel: a `Channel` (New<Channel>(args...)) whose members are `channel`, the
+// verbs struct it stands for (ibv_comp_channel, rdma_event_channel), and `signal`, its SignalFd;
+// opens the eventfd and sets channel.fd to it. Returns 0 with *out the verbs struct, or ENOMEM /
+// the errno of eventfd(2) with nothing made.
+template <typename Channel, typename Verbs, typename... Args>
+int NewChannel(Verbs** out, Args&&... args) {
+  Channel* made = New<Channel>(std::forward<Args>(args)...);
+  if (made == nullptr) return ENOMEM;
+  const int err = made->signal.Open();
+  if (err != 0) {
+    Delete(made);
+    return err;
+  }
+  made->channel.fd = made->signal.fd();
+  *out = &made->channel;
+  return 0;
+}
 
 }  // namespace softrpma::sim
 

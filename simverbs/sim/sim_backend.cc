@@ -6,33 +6,25 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <optional>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "simverbs/mutex.h"
 #include "simverbs/sim/cm/addr.h"
 #include "simverbs/sim/cm/cm.h"
 #include "simverbs/sim/nic/cq.h"
 #include "simverbs/sim/nic/device.h"
-#include "simverbs/sim/profiles/device_profile.h"
+#include "simverbs/sim/nic/inline_verbs.h"
 #include "simverbs/sim/fabric/host.h"
 #include "simverbs/sim/faults/fault.h"
 #include "simverbs/sim/nic/qp.h"
 #include "simverbs/sim/sched/sched.h"
+#include "simverbs/sim/settings.h"
 #include "simverbs/sim/trace/trace.h"
 
 namespace softrpma::sim {
 namespace {
-
-// Every method starts at its fault point; `Injected` returns the errno to fail with, or 0.
-void InstallQpExOps(ibv_qp_ex* qpx);
 
 bool Async() { return CurrentExecutionMode() == ExecutionMode::kAsync; }
 
@@ -45,8 +37,8 @@ class SimBackend final : public Backend {
 
   const char* Name() const override { return "sim"; }
 
-  // Routes the inline verbs of the context (ibv_poll_cq & co.) to `backend`.
-  void InstallContextOps();
+  // Routes the inline verbs of the context (ibv_poll_cq & co.) to this backend.
+  void InstallContextOps() { sim::InstallContextOps(&device_.context.ops); }
 
   // ---- Device -------------------------------------------------------------------------------
 
@@ -576,254 +568,8 @@ class SimBackend final : public Backend {
   ConnectionManager cm_;
 };
 
-// The started backend, for the context ops below.
+// The started backend.
 std::atomic<SimBackend*> g_backend{nullptr};
-
-// ibv_context_ops entries: the conventions of the inline verbs, on top of the backend's.
-int OpPollCq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
-  int polled = 0;
-  const int err =
-      g_backend.load(std::memory_order_acquire)->IbvPollCq(cq, num_entries, wc, &polled);
-  return err == 0 ? polled : (err > 0 ? -err : -1);
-}
-int OpReqNotifyCq(ibv_cq* cq, int solicited_only) {
-  return g_backend.load(std::memory_order_acquire)->IbvReqNotifyCq(cq, solicited_only);
-}
-int OpPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
-  return g_backend.load(std::memory_order_acquire)->IbvPostSend(qp, wr, bad_wr);
-}
-int OpPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-  return g_backend.load(std::memory_order_acquire)->IbvPostRecv(qp, wr, bad_wr);
-}
-int OpPostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-  return g_backend.load(std::memory_order_acquire)->IbvPostSrqRecv(srq, wr, bad_wr);
-}
-
-// ibv_qp_ex entries of an extended QP (the inline ibv_wr_* verbs). The batch's post goes
-// through the backend (its fault point, ibv_wr_complete); the builders and setters, which a
-// provider runs without a syscall or a check, go to the QP directly. Every entry is set: one
-// the simulator does not model fails the batch where a provider's NULL would crash.
-void OpWrStart(ibv_qp_ex* qpx) { g_backend.load(std::memory_order_acquire)->IbvWrStart(qpx); }
-int OpWrComplete(ibv_qp_ex* qpx) {
-  return g_backend.load(std::memory_order_acquire)->IbvWrComplete(qpx);
-}
-void OpWrAbort(ibv_qp_ex* qpx) { WrAbort(to_sim(qpx)); }
-void OpWrAtomicWrite(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr, const void* atomic_wr) {
-  g_backend.load(std::memory_order_acquire)->IbvWrAtomicWrite(qpx, rkey, remote_addr, atomic_wr);
-}
-void OpWrRdmaWrite(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr) {
-  WrBuild(to_sim(qpx), IBV_WR_RDMA_WRITE, rkey, remote_addr);
-}
-void OpWrRdmaWriteImm(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr, __be32 imm_data) {
-  WrBuild(to_sim(qpx), IBV_WR_RDMA_WRITE_WITH_IMM, rkey, remote_addr, imm_data);
-}
-void OpWrSend(ibv_qp_ex* qpx) { WrBuild(to_sim(qpx), IBV_WR_SEND, 0, 0); }
-void OpWrSendImm(ibv_qp_ex* qpx, __be32 imm_data) {
-  WrBuild(to_sim(qpx), IBV_WR_SEND_WITH_IMM, 0, 0, imm_data);
-}
-void OpWrRdmaRead(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr) {
-  WrBuild(to_sim(qpx), IBV_WR_RDMA_READ, rkey, remote_addr);
-}
-void OpWrSetSge(ibv_qp_ex* qpx, uint32_t lkey, uint64_t addr, uint32_t length) {
-  const ibv_sge sge = {addr, length, lkey};
-  WrSetSgeList(to_sim(qpx), 1, &sge);
-}
-void OpWrSetSgeList(ibv_qp_ex* qpx, size_t num_sge, const ibv_sge* sg_list) {
-  WrSetSgeList(to_sim(qpx), num_sge, sg_list);
-}
-void OpWrSetInlineData(ibv_qp_ex* qpx, void* addr, size_t length) {
-  const ibv_data_buf buf = {addr, length};
-  WrSetInlineDataList(to_sim(qpx), 1, &buf);
-}
-void OpWrSetInlineDataList(ibv_qp_ex* qpx, size_t num_buf, const ibv_data_buf* buf_list) {
-  WrSetInlineDataList(to_sim(qpx), num_buf, buf_list);
-}
-// Not modelled (64-bit atomics, memory windows, invalidation, TSO, UD, XRC).
-void OpWrAtomicCmpSwp(ibv_qp_ex* qpx, uint32_t, uint64_t, uint64_t, uint64_t) {
-  WrUnsupported(to_sim(qpx));
-}
-void OpWrAtomicFetchAdd(ibv_qp_ex* qpx, uint32_t, uint64_t, uint64_t) {
-  WrUnsupported(to_sim(qpx));
-}
-void OpWrBindMw(ibv_qp_ex* qpx, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
-  WrUnsupported(to_sim(qpx));
-}
-void OpWrLocalInv(ibv_qp_ex* qpx, uint32_t) { WrUnsupported(to_sim(qpx)); }
-void OpWrSendInv(ibv_qp_ex* qpx, uint32_t) { WrUnsupported(to_sim(qpx)); }
-void OpWrSendTso(ibv_qp_ex* qpx, void*, uint16_t, uint16_t) { WrUnsupported(to_sim(qpx)); }
-void OpWrSetUdAddr(ibv_qp_ex* qpx, ibv_ah*, uint32_t, uint32_t) { WrUnsupported(to_sim(qpx)); }
-void OpWrSetXrcSrqn(ibv_qp_ex* qpx, uint32_t) { WrUnsupported(to_sim(qpx)); }
-
-void InstallQpExOps(ibv_qp_ex* qpx) {
-  qpx->wr_start = &OpWrStart;
-  qpx->wr_complete = &OpWrComplete;
-  qpx->wr_abort = &OpWrAbort;
-  qpx->wr_atomic_write = &OpWrAtomicWrite;
-  qpx->wr_rdma_write = &OpWrRdmaWrite;
-  qpx->wr_rdma_write_imm = &OpWrRdmaWriteImm;
-  qpx->wr_send = &OpWrSend;
-  qpx->wr_send_imm = &OpWrSendImm;
-  qpx->wr_rdma_read = &OpWrRdmaRead;
-  qpx->wr_atomic_cmp_swp = &OpWrAtomicCmpSwp;
-  qpx->wr_atomic_fetch_add = &OpWrAtomicFetchAdd;
-  qpx->wr_set_sge = &OpWrSetSge;
-  qpx->wr_set_sge_list = &OpWrSetSgeList;
-  qpx->wr_set_inline_data = &OpWrSetInlineData;
-  qpx->wr_set_inline_data_list = &OpWrSetInlineDataList;
-  qpx->wr_bind_mw = &OpWrBindMw;
-  qpx->wr_local_inv = &OpWrLocalInv;
-  qpx->wr_send_inv = &OpWrSendInv;
-  qpx->wr_send_tso = &OpWrSendTso;
-  qpx->wr_set_ud_addr = &OpWrSetUdAddr;
-  qpx->wr_set_xrc_srqn = &OpWrSetXrcSrqn;
-}
-
-void SimBackend::InstallContextOps() {
-  ibv_context_ops& ops = device_.context.ops;
-  ops.poll_cq = &OpPollCq;
-  ops.req_notify_cq = &OpReqNotifyCq;
-  ops.post_send = &OpPostSend;
-  ops.post_recv = &OpPostRecv;
-  ops.post_srq_recv = &OpPostSrqRecv;
-}
-
-// The RPMA_SIM_STATS file, written at exit, and its path (%p expanded), for messages.
-std::FILE* g_stats_file = nullptr;
-std::string* g_stats_path = nullptr;
-// Set in a child of fork() whose parent had started the simulated NIC.
-std::atomic<bool> g_forked_child{false};
-
-// A write error (a full disk, /dev/full) is said on stderr: the exit status is the program's,
-// and a sweep that reads the file would otherwise find nothing and not know why.
-void WriteStatsAtExit() {
-  if (g_stats_file == nullptr) return;
-  errno = 0;
-  GlobalFaultInjector().WriteStats(g_stats_file);
-  bool ok = std::ferror(g_stats_file) == 0 && std::fflush(g_stats_file) == 0;
-  const int err = errno;
-  ok = std::fclose(g_stats_file) == 0 && ok;
-  g_stats_file = nullptr;
-  if (!ok) {
-    std::fprintf(stderr, "softrpma-sim: %s: cannot write \"%s\": %s; the hit counts are lost\n",
-                 kStatsEnvVar, g_stats_path != nullptr ? g_stats_path->c_str() : "?",
-                 std::strerror(err != 0 ? err : EIO));
-  }
-}
-
-// The value of a variable naming a file; unset and empty are the same: off.
-const char* PathEnv(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : nullptr;
-}
-
-absl::Status EnvError(const char* variable, absl::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(variable, ": ", message));
-}
-
-// Reads the RPMA_SIM_* variables (docs/TRACE.md, docs/DEVICES.md) and applies them: seed,
-// device profile, plan, stats, trace.
-// Everything is parsed before anything is applied.
-absl::Status ApplyEnvironment() {
-  std::optional<uint64_t> seed;
-  if (const char* text = std::getenv(kSeedEnvVar)) {  // set but empty: malformed
-    absl::StatusOr<uint64_t> parsed = ParseSeed(text);
-    if (!parsed.ok()) return EnvError(kSeedEnvVar, parsed.status().message());
-    seed = *parsed;
-  }
-  if (absl::Status fabric = host::ConfigureFabric(); !fabric.ok()) {
-    return absl::InvalidArgumentError(fabric.message());  // it names its variable
-  }
-  const DeviceProfile* profile = &DeviceProfiles()[0];
-  if (const char* name = std::getenv(kDeviceEnvVar)) {  // set but empty: malformed
-    absl::StatusOr<const DeviceProfile*> found = FindDeviceProfile(name);
-    if (!found.ok()) return EnvError(kDeviceEnvVar, found.status().message());
-    profile = *found;
-  }
-  std::optional<bool> native_atomic_write;
-  if (const char* value = std::getenv(kNativeAtomicWriteEnvVar)) {
-    if (std::strcmp(value, "0") != 0 && std::strcmp(value, "1") != 0) {
-      return EnvError(kNativeAtomicWriteEnvVar,
-                      absl::StrCat("bad value \"", value,
-                                   "\": expected 1 (the device has native atomic write) or 0 "
-                                   "(it has not; the default is the device's, see "
-                                   "RPMA_SIM_DEVICE)"));
-    }
-    native_atomic_write = std::strcmp(value, "1") == 0;
-  }
-  std::optional<ExecutionMode> execution;
-  if (const char* value = std::getenv(kExecutionEnvVar)) {
-    absl::StatusOr<ExecutionMode> parsed = ParseExecutionMode(value);
-    if (!parsed.ok()) return EnvError(kExecutionEnvVar, parsed.status().message());
-    execution = *parsed;
-  }
-  std::optional<TransportKind> transport;
-  if (const char* value = std::getenv(kTransportEnvVar)) {
-    absl::StatusOr<TransportKind> parsed = ParseTransport(value);
-    if (!parsed.ok()) return EnvError(kTransportEnvVar, parsed.status().message());
-    transport = *parsed;
-  }
-  std::optional<bool> race_detector;
-  if (const char* value = std::getenv(kRaceDetectorEnvVar)) {
-    if (std::strcmp(value, "0") != 0 && std::strcmp(value, "1") != 0) {
-      return EnvError(kRaceDetectorEnvVar,
-                      absl::StrCat("bad value \"", value,
-                                   "\": expected 1 (report buffers changed between a post and "
-                                   "its execution, poison READ and receive buffers) or 0 (off, "
-                                   "the default outside rpma-sim)"));
-    }
-    race_detector = std::strcmp(value, "1") == 0;
-  }
-  std::vector<FaultRule> rules;
-  bool has_plan = false;
-  if (const char* spec = std::getenv(kFaultsEnvVar)) {  // set but blank: an empty plan
-    absl::StatusOr<std::vector<FaultRule>> parsed = ParseFaultRules(spec);
-    if (!parsed.ok()) return EnvError(kFaultsEnvVar, parsed.status().message());
-    rules = *std::move(parsed);
-    has_plan = true;
-  }
-  if (const char* path = PathEnv(kScenarioEnvVar)) {
-    absl::StatusOr<Scenario> scenario = LoadScenarioFile(path);
-    if (!scenario.ok()) return EnvError(kScenarioEnvVar, scenario.status().message());
-    for (FaultRule& rule : scenario->rules) rules.push_back(std::move(rule));
-    if (!seed.has_value()) seed = scenario->seed;
-    has_plan = true;
-  }
-  std::FILE* stats = nullptr;
-  std::string stats_path;
-  if (const char* path_env = PathEnv(kStatsEnvVar)) {
-    const std::string path = TracePathForProcess(path_env, g_forked_child.load());
-    stats = std::fopen(path.c_str(), "w");
-    if (stats == nullptr) {
-      const int err = errno;
-      return EnvError(kStatsEnvVar,
-                      absl::StrCat("cannot open \"", path, "\": ", std::strerror(err)));
-    }
-    stats_path = path;
-  }
-  if (seed.has_value()) SetSeed(*seed);
-  SetActiveProfile(*profile);
-  if (native_atomic_write.has_value()) SetAtomicWriteSupported(*native_atomic_write);
-  if (execution.has_value()) SetExecutionMode(*execution);
-  if (transport.has_value()) SetTransport(*transport);
-  if (race_detector.has_value()) SetRaceDetector(*race_detector);
-  if (has_plan) GlobalFaultInjector().Install(std::make_unique<FaultPlan>(std::move(rules)));
-  if (stats != nullptr) {
-    GlobalFaultInjector().CountAllHits();
-    if (g_stats_file != nullptr) std::fclose(g_stats_file);  // a start that failed later
-    static const bool registered = (std::atexit(&WriteStatsAtExit), true);
-    (void)registered;
-    g_stats_file = stats;
-    if (g_stats_path == nullptr) g_stats_path = new std::string();  // Never freed: used at exit.
-    *g_stats_path = stats_path;
-  }
-  if (const char* path = PathEnv(kTraceEnvVar)) {
-    const FaultPlan* plan = GlobalFaultInjector().current();
-    absl::Status status = StartTrace(TracePathForProcess(path, g_forked_child.load()),
-                                     CurrentSeed(), plan != nullptr ? plan->Text(";") : "");
-    if (!status.ok()) return EnvError(kTraceEnvVar, status.message());
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -832,10 +578,9 @@ absl::Status ApplyEnvironment() {
 void ForgetBackendInChild() {
   SimBackend* parent = g_backend.exchange(nullptr, std::memory_order_acq_rel);
   if (parent == nullptr) return;
+  SetInlineVerbsBackend(nullptr);
   parent->MarkForked();
-  g_forked_child.store(true);
-  AbandonTraceInChild();
-  g_stats_file = nullptr;  // the parent's, written by the parent at its exit
+  ForgetSettingsInChild();
 }
 
 absl::StatusOr<Backend*> GetSimBackend() {
@@ -856,6 +601,7 @@ absl::StatusOr<Backend*> GetSimBackend() {
   }
   backend = new SimBackend();  // Never destroyed: objects it made may be used until exit.
   backend->InstallContextOps();
+  SetInlineVerbsBackend(backend);
   g_backend.store(backend, std::memory_order_release);
   return backend;
 }

@@ -12,7 +12,8 @@
 // rdma_cm_id.verbs / .qp / .context, rdma_cm_event.param.conn.private_data, ...). Its context
 // also fills the ibv_context_ops an application may call through inline verbs on objects it
 // got from softrpma (ibv_poll_cq, ibv_req_notify_cq, ibv_post_send, ibv_post_recv,
-// ibv_post_srq_recv): they reach this backend, fault points included.
+// ibv_post_srq_recv), and an extended QP its ibv_wr_* ops: they reach this backend, fault
+// points included (nic/inline_verbs.h).
 
 #ifndef SOFTRPMA_SIMVERBS_SIM_SIM_BACKEND_H_
 #define SOFTRPMA_SIMVERBS_SIM_SIM_BACKEND_H_
@@ -23,7 +24,7 @@
 namespace softrpma::sim {
 
 // The process's simulated NIC, started on first use and kept until exit. The first successful
-// call reads the environment once (docs/TRACE.md): RPMA_SIM_SEED, RPMA_SIM_FAULTS and
+// call reads the environment once (settings.h, docs/TRACE.md): RPMA_SIM_SEED, RPMA_SIM_FAULTS and
 // RPMA_SIM_SCENARIO (the plan: the RPMA_SIM_FAULTS rules, then the scenario's), RPMA_SIM_STATS
 // (hit counts written at exit) and RPMA_SIM_TRACE (the trace, started with the seed and plan).
 // Errors: InvalidArgument when one of them is malformed or its file cannot be opened; the

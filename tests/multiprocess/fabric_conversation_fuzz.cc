@@ -64,6 +64,7 @@
 #include <vector>
 
 #include "librpma.h"
+#include "simverbs/sim/fabric/hostile_peer.h"
 #include "simverbs/sim/fabric/wire.h"
 #include "tools/fuzz/check.h"
 #include "tools/fuzz/rpma_env.h"
@@ -71,6 +72,9 @@
 namespace {
 
 namespace wire = softrpma::sim::wire;
+using softrpma::sim::testing::AbstractAddress;
+using softrpma::sim::testing::MakeConnectBody;
+using softrpma::sim::testing::RawConnect;
 
 constexpr char kAddr[] = "127.0.0.1";
 constexpr char kListenPort[] = "7421";  // the librpma listener (hostile client)
@@ -218,13 +222,6 @@ void SetNonBlocking(int fd) {
   FUZZ_CHECK(flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0);
 }
 
-socklen_t AbstractAddress(const std::string& name, sockaddr_un* addr) {
-  std::memset(addr, 0, sizeof(*addr));
-  addr->sun_family = AF_UNIX;
-  FUZZ_CHECK(name.size() + 1 <= sizeof(addr->sun_path));
-  std::memcpy(addr->sun_path + 1, name.data(), name.size());  // sun_path[0] = '\0'
-  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-}
 
 // One raw connection of the hostile side, with what came from the real side, parsed.
 struct Wire {
@@ -826,28 +823,16 @@ struct ServerSide {
 };
 
 int Dial(const Env& env) {
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = RawConnect(env.listener_name);
   FUZZ_CHECK(fd >= 0);
-  sockaddr_un addr;
-  const socklen_t len = AbstractAddress(env.listener_name, &addr);
-  FUZZ_CHECK(connect(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0);
   SetNonBlocking(fd);
   return fd;
 }
 
+// The REQ of a real rdma_connect from 127.0.0.1:40000, this process's, no probe.
 wire::ConnectBody GoodConnectBody() {
-  wire::ConnectBody body;
-  std::memset(&body, 0, sizeof(body));
-  body.qp_num = 4242;
-  body.pid = getpid();
-  auto* src = reinterpret_cast<sockaddr_in*>(&body.src);
-  src->sin_family = AF_INET;
-  src->sin_port = htons(40000);
-  src->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  auto* dst = reinterpret_cast<sockaddr_in*>(&body.dst);
-  *dst = *src;
-  dst->sin_port = htons(static_cast<uint16_t>(std::atoi(kListenPort)));
-  return body;
+  return MakeConnectBody(static_cast<uint16_t>(std::atoi(kListenPort)), 40000, getpid(),
+                         /*probe_addr=*/0, /*qp_num=*/4242);
 }
 
 // The latest data request the listener sent on `w`, if any.

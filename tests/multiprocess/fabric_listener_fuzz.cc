@@ -23,7 +23,6 @@
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,6 +34,7 @@
 #include <string>
 
 #include "librpma.h"
+#include "simverbs/sim/fabric/hostile_peer.h"
 #include "simverbs/sim/fabric/wire.h"
 #include "tools/fuzz/check.h"
 #include "tools/fuzz/rpma_env.h"
@@ -42,6 +42,8 @@
 namespace {
 
 namespace wire = softrpma::sim::wire;
+using softrpma::sim::testing::MakeConnectBody;
+using softrpma::sim::testing::RawConnect;
 
 constexpr char kAddr[] = "127.0.0.1";
 constexpr char kPort[] = "7411";
@@ -55,7 +57,7 @@ struct Listener : softrpma::fuzz::SimListener {
   rpma_mr_local* mr = nullptr;
   uint64_t region_addr = 0;
   uint32_t rkey = 0;
-  std::string socket_name;  // abstract: starts with '\0'
+  std::string socket_name;  // abstract (without the leading NUL)
 };
 
 alignas(64) uint8_t g_region[kRegionSize];
@@ -78,7 +80,7 @@ Listener* GetListener() {
     FUZZ_CHECK(rpma_mr_get_descriptor(l->mr, desc) == 0);
     std::memcpy(&l->region_addr, desc, 8);  // mr.cc's layout, little-endian like this host
     std::memcpy(&l->rkey, desc + 16, 4);
-    l->socket_name = std::string(1, '\0') + "softrpma/" + l->fabric + "/" + kAddr + ":" + kPort;
+    l->socket_name = "softrpma/" + l->fabric + "/" + kAddr + ":" + kPort;
     return l;
   }();
   return listener;
@@ -86,14 +88,8 @@ Listener* GetListener() {
 
 // The hostile peer's socket, connected to the listener.
 int Dial(const Listener& l) {
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = RawConnect(l.socket_name);
   FUZZ_CHECK(fd >= 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, l.socket_name.data(), l.socket_name.size());
-  const socklen_t len =
-      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + l.socket_name.size());
-  FUZZ_CHECK(connect(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0);
   SetNonBlocking(fd);
   return fd;
 }
@@ -277,17 +273,9 @@ void Play(const Listener& l, const uint8_t* data, size_t size) {
 // The canned good exchange: a valid REQ is answered with CONNECT_REQUEST, and accepting it
 // sends the REP.
 void CheckStillAccepts(const Listener& l) {
-  wire::ConnectBody body;
-  std::memset(&body, 0, sizeof(body));
-  body.qp_num = 4242;
-  body.pid = getpid();
-  auto* src = reinterpret_cast<sockaddr_in*>(&body.src);
-  src->sin_family = AF_INET;
-  src->sin_port = htons(40000);
-  src->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  auto* dst = reinterpret_cast<sockaddr_in*>(&body.dst);
-  *dst = *src;
-  dst->sin_port = htons(static_cast<uint16_t>(std::atoi(kPort)));
+  const wire::ConnectBody body =
+      MakeConnectBody(static_cast<uint16_t>(std::atoi(kPort)), 40000, getpid(),
+                      /*probe_addr=*/0, /*qp_num=*/4242);
   wire::Header header = wire::MakeHeader(wire::Type::kConnectRequest);
   header.body_len = sizeof(body);
 

@@ -1,8 +1,6 @@
 #include "tests/multiprocess/hostile_wire.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -101,22 +99,16 @@ void GidOfPid(pid_t pid, uint8_t gid[16]) {
 }
 
 int DialAbstract(const std::string& name) {
-  sockaddr_un addr{};
-  if (name.size() > sizeof(addr.sun_path)) {
+  if (name.empty() || name[0] != '\0') {
+    errno = EINVAL;  // not an abstract name
+    return -1;
+  }
+  if (name.size() > sizeof(sockaddr_un::sun_path)) {
     errno = ENAMETOOLONG;
     return -1;
   }
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = sim::testing::RawConnect(name.substr(1));
   if (fd < 0) return -1;
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, name.data(), name.size());
-  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-    const int err = errno;
-    close(fd);
-    errno = err;
-    return -1;
-  }
   const int flags = fcntl(fd, F_GETFL);
   if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
     const int err = errno;
@@ -169,26 +161,6 @@ bool AwaitClosed(int fd, int timeout_ms, std::vector<wire::Header>* seen) {
         return false;  // not the victim's wire: the test says so
     }
   }
-}
-
-wire::ConnectBody MakeConnectBody(uint16_t port, uint16_t src_port, int32_t pid,
-                                  uint64_t probe_addr, uint32_t qp_num) {
-  wire::ConnectBody body;
-  std::memset(&body, 0, sizeof(body));
-  body.qp_num = qp_num;
-  body.responder_resources = 1;
-  body.initiator_depth = 1;
-  body.pid = pid;
-  body.probe_addr = probe_addr;
-  auto* src = reinterpret_cast<sockaddr_in*>(&body.src);
-  src->sin_family = AF_INET;
-  src->sin_port = htons(src_port);
-  src->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  auto* dst = reinterpret_cast<sockaddr_in*>(&body.dst);
-  dst->sin_family = AF_INET;
-  dst->sin_port = htons(port);
-  dst->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return body;
 }
 
 }  // namespace softrpma::hostile

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "simverbs/sim/fabric/hostile_peer.h"
 #include "simverbs/sim/fabric/wire.h"
 
 namespace softrpma::hostile {
@@ -37,7 +38,9 @@ std::string EndpointSocketName(const std::string& fabric, const uint8_t gid[16])
 void GidOfPid(pid_t pid, uint8_t gid[16]);
 
 // A non-blocking, close-on-exec Unix stream socket connected to the abstract `name` (as
-// ListenerSocketName / EndpointSocketName give it). Returns the fd, or -1 with errno set.
+// ListenerSocketName / EndpointSocketName give it, leading NUL included; RawConnect of
+// hostile_peer.h, made non-blocking). Returns the fd, or -1 with errno set (EINVAL for a name
+// without the leading NUL, ENAMETOOLONG when it does not fit a socket address).
 int DialAbstract(const std::string& name);
 
 enum class SendResult {
@@ -63,11 +66,9 @@ ReadResult ReadMessage(int fd, int timeout_ms, wire::Header* header, std::vector
 // (false). The headers read meanwhile are appended to `seen` when it is not null.
 bool AwaitClosed(int fd, int timeout_ms, std::vector<wire::Header>* seen);
 
-// A CONNECT_REQUEST body as an rdma_connect toward 127.0.0.1:`port` sends it, from
-// 127.0.0.1:`src_port`, claiming process `pid` and offering the word at `probe_addr` (0: none)
-// as the proof that the passive side may reach the requester's memory.
-wire::ConnectBody MakeConnectBody(uint16_t port, uint16_t src_port, int32_t pid,
-                                  uint64_t probe_addr, uint32_t qp_num);
+// A CONNECT_REQUEST body as an rdma_connect sends it (simverbs/sim/fabric/hostile_peer.h, shared
+// with the fabric's tests and fuzzers).
+using ::softrpma::sim::testing::MakeConnectBody;
 
 // Milliseconds of CLOCK_MONOTONIC, for deadlines.
 int64_t NowMs();

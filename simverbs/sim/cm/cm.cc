@@ -54,16 +54,7 @@ rdma_conn_param CmMessageParam(const SimCmId* id, const rdma_conn_param* param, 
 SimCmId::SimCmId() { std::memset(&id, 0, sizeof(id)); }
 
 int ConnectionManager::CreateEventChannel(rdma_event_channel** channel) {
-  SimEventChannel* sim_channel = New<SimEventChannel>();
-  if (sim_channel == nullptr) return ENOMEM;
-  const int err = sim_channel->signal.Open();
-  if (err != 0) {
-    Delete(sim_channel);
-    return err;
-  }
-  sim_channel->channel.fd = sim_channel->signal.fd();
-  *channel = &sim_channel->channel;
-  return 0;
+  return NewChannel<SimEventChannel>(channel);
 }
 
 void ConnectionManager::DestroyEventChannel(SimEventChannel* channel) {

@@ -1,7 +1,5 @@
 #include "simverbs/sim/fabric/cma.h"
 
-#include <pthread.h>
-#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -13,6 +11,7 @@
 #include <shared_mutex>
 #include <utility>
 
+#include "simverbs/sim/fabric/detached_thread.h"
 #include "simverbs/sim/fabric/fork_locks.h"
 
 namespace softrpma::sim::cma {
@@ -197,19 +196,7 @@ void* RunWatchdog(void* arg) {
 }
 
 // A thread that takes no signals (the application's handlers run on its own threads).
-bool StartThread(void* (*run)(void*), void* arg) {
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_t thread;
-  const int err = pthread_create(&thread, &attr, run, arg);
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  return err == 0;
-}
+bool StartThread(void* (*run)(void*), void* arg) { return StartDetachedThread(run, arg) == 0; }
 
 void SpawnWorkerLocked(Pool* pool) {
   auto* arg = new WorkerArg{pool, std::make_shared<WorkerState>()};

@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
-#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -28,6 +27,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "simverbs/sim/fabric/detached_thread.h"
 #include "simverbs/sim/fabric/fork_locks.h"
 
 namespace softrpma::sim::host {
@@ -140,6 +140,18 @@ socklen_t AbstractAddress(const std::string& name, sockaddr_un* out) {
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + length);
 }
 
+// connect(2)s `fd` to listener name `name`, again after a signal interrupted it. Returns 0 or
+// connect's errno.
+int ConnectAbstract(int fd, const std::string& name) {
+  sockaddr_un address;
+  const socklen_t address_len = AbstractAddress(name, &address);
+  int rc;
+  do {
+    rc = connect(fd, reinterpret_cast<sockaddr*>(&address), address_len);
+  } while (rc != 0 && errno == EINTR);
+  return rc == 0 ? 0 : errno;
+}
+
 // Bumped in every fork child: objects of an older generation belong to the parent, and their
 // descriptors (closed at fork) must not be closed again.
 std::atomic<uint64_t> g_generation{1};
@@ -232,17 +244,8 @@ int GetFabric(Fabric** out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
     return err;
   }
   // The thread takes no signals: the application's handlers run on the application's threads.
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_t thread;
   sem_init(&fabric->started, 0, 0);
-  const int err = pthread_create(&thread, &attr, &RunFabric, fabric);
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  const int err = StartDetachedThread(&RunFabric, fabric);
   if (err != 0) {
     sem_destroy(&fabric->started);
     close(fabric->epoll_fd);
@@ -973,12 +976,7 @@ bool FirstWarning(const std::string& listener_name) {
 bool WhoHolds(const std::string& listener_name, ucred* cred) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
-  sockaddr_un name;
-  const socklen_t name_len = AbstractAddress(listener_name, &name);
-  int rc;
-  do {
-    rc = connect(fd, reinterpret_cast<sockaddr*>(&name), name_len);
-  } while (rc != 0 && errno == EINTR);
+  const int rc = ConnectAbstract(fd, listener_name);
   socklen_t cred_len = sizeof(*cred);
   const bool known = rc == 0 &&
                      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &cred_len) == 0 &&
@@ -1082,14 +1080,8 @@ int DialAt(const std::vector<std::string>& names, std::shared_ptr<Conn::Handler>
   for (const std::string& listener_name : names) {
     const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return errno;
-    sockaddr_un name;
-    const socklen_t name_len = AbstractAddress(listener_name, &name);
-    int rc;
-    do {
-      rc = connect(fd, reinterpret_cast<sockaddr*>(&name), name_len);
-    } while (rc != 0 && errno == EINTR);
-    if (rc != 0) {
-      err = errno;
+    if (const int rc = ConnectAbstract(fd, listener_name); rc != 0) {
+      err = rc;
       close(fd);
       if (err == ECONNREFUSED || err == ENOENT) {
         err = ECONNREFUSED;

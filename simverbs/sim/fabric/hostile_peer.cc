@@ -27,7 +27,6 @@ sockaddr_in Loopback(uint16_t port) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   return addr;
 }
-namespace {
 
 socklen_t AbstractAddress(const std::string& name, sockaddr_un* out) {
   std::memset(out, 0, sizeof(*out));
@@ -36,6 +35,24 @@ socklen_t AbstractAddress(const std::string& name, sockaddr_un* out) {
   std::memcpy(out->sun_path + 1, name.data(), length);
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + length);
 }
+
+wire::ConnectBody MakeConnectBody(uint16_t port, uint16_t src_port, int32_t pid,
+                                  uint64_t probe_addr, uint32_t qp_num) {
+  wire::ConnectBody body;
+  std::memset(&body, 0, sizeof(body));
+  body.qp_num = qp_num;
+  body.responder_resources = 1;
+  body.initiator_depth = 1;
+  body.pid = pid;
+  body.probe_addr = probe_addr;
+  const sockaddr_in src = Loopback(src_port);
+  const sockaddr_in dst = Loopback(port);
+  std::memcpy(&body.src, &src, sizeof(src));
+  std::memcpy(&body.dst, &dst, sizeof(dst));
+  return body;
+}
+
+namespace {
 
 // The child's end: wait to be killed, 60 s at most.
 [[noreturn]] void SleepUntilStopped() {

@@ -1,23 +1,34 @@
-// hostile_peer.h: what the tests of the host fabric (host.h) use to play a peer that does not
-// follow the rules: raw connections to a listener's abstract socket, another user's process
-// that takes a listener's name first, and the resource use of a process under attack.
+// hostile_peer.h: what the tests of the host fabric (host.h) and its fuzzers use to play a peer
+// that does not follow the rules: raw connections to a listener's abstract socket, the
+// CONNECT_REQUEST body a real rdma_connect sends (to start from and break), another user's
+// process that takes a listener's name first, and the resource use of a process under attack.
+// What it is not: a framing of messages with deadlines (tests/multiprocess/hostile_wire.h does
+// that on top of this) or a second copy of the wire's layout (wire.h is the one).
 // Test-only. Every child process it starts is bounded (alarm) and is the caller's to Stop.
 
 #ifndef SOFTRPMA_SIMVERBS_SIM_FABRIC_HOSTILE_PEER_H_
 #define SOFTRPMA_SIMVERBS_SIM_FABRIC_HOSTILE_PEER_H_
 
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include <cstddef>
 #include <cstdint>
 
 #include <string>
 
+#include "simverbs/sim/fabric/wire.h"
+
 namespace softrpma::sim::testing {
 
 // The uid (and gid) of `nobody`, the other user the tests take.
 inline constexpr uid_t kNobody = 65534;
+
+// The socket address of the abstract name `name` (without the leading NUL; cut to fit), and its
+// length for bind / connect.
+socklen_t AbstractAddress(const std::string& name, sockaddr_un* out);
 
 // A connected stream socket to the abstract name `name` (without the leading NUL), blocking;
 // -1 (errno set) on failure.
@@ -25,6 +36,13 @@ int RawConnect(const std::string& name);
 
 // 127.0.0.1:port, as a listener's or a dialer's address.
 sockaddr_in Loopback(uint16_t port);
+
+// A CONNECT_REQUEST body as an rdma_connect toward 127.0.0.1:`port` sends it, from
+// 127.0.0.1:`src_port`, claiming process `pid` and offering the word at `probe_addr` (0: none)
+// as the proof that the passive side may reach the requester's memory. Every other field is
+// the connect's default (no private data, no SRQ); a test or fuzzer breaks what it means to.
+wire::ConnectBody MakeConnectBody(uint16_t port, uint16_t src_port, int32_t pid,
+                                  uint64_t probe_addr, uint32_t qp_num);
 
 // Writes all of `data` to `fd`; false when the socket failed (e.g. the peer closed it).
 bool WriteAll(int fd, const void* data, size_t length);

@@ -256,16 +256,7 @@ void SimCq::ForgetSlots(std::atomic<uint32_t>* slots) {
 }
 
 int CreateCompChannel(SimDevice* device, ibv_comp_channel** channel) {
-  SimCompChannel* sim_channel = New<SimCompChannel>(device);
-  if (sim_channel == nullptr) return ENOMEM;
-  const int err = sim_channel->signal.Open();
-  if (err != 0) {
-    Delete(sim_channel);
-    return err;
-  }
-  sim_channel->channel.fd = sim_channel->signal.fd();
-  *channel = &sim_channel->channel;
-  return 0;
+  return NewChannel<SimCompChannel>(channel, device);
 }
 
 int DestroyCompChannel(SimCompChannel* channel) {
