@@ -39,6 +39,18 @@ absl::Status EnvError(const char* variable, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(variable, ": ", message));
 }
 
+// A 0-or-1 variable: *out stays unset when `variable` is; else 1 or 0, or the error that says
+// what `expected` values mean.
+absl::Status ReadSwitch(const char* variable, const char* expected, std::optional<bool>* out) {
+  const char* value = std::getenv(variable);
+  if (value == nullptr) return absl::OkStatus();
+  if (std::strcmp(value, "0") != 0 && std::strcmp(value, "1") != 0) {
+    return EnvError(variable, absl::StrCat("bad value \"", value, "\": expected ", expected));
+  }
+  *out = std::strcmp(value, "1") == 0;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ApplyEnvironment() {
@@ -58,15 +70,12 @@ absl::Status ApplyEnvironment() {
     profile = *found;
   }
   std::optional<bool> native_atomic_write;
-  if (const char* value = std::getenv(kNativeAtomicWriteEnvVar)) {
-    if (std::strcmp(value, "0") != 0 && std::strcmp(value, "1") != 0) {
-      return EnvError(kNativeAtomicWriteEnvVar,
-                      absl::StrCat("bad value \"", value,
-                                   "\": expected 1 (the device has native atomic write) or 0 "
-                                   "(it has not; the default is the device's, see "
-                                   "RPMA_SIM_DEVICE)"));
-    }
-    native_atomic_write = std::strcmp(value, "1") == 0;
+  if (absl::Status status = ReadSwitch(kNativeAtomicWriteEnvVar,
+                                       "1 (the device has native atomic write) or 0 (it has not; "
+                                       "the default is the device's, see RPMA_SIM_DEVICE)",
+                                       &native_atomic_write);
+      !status.ok()) {
+    return status;
   }
   std::optional<ExecutionMode> execution;
   if (const char* value = std::getenv(kExecutionEnvVar)) {
@@ -81,15 +90,13 @@ absl::Status ApplyEnvironment() {
     transport = *parsed;
   }
   std::optional<bool> race_detector;
-  if (const char* value = std::getenv(kRaceDetectorEnvVar)) {
-    if (std::strcmp(value, "0") != 0 && std::strcmp(value, "1") != 0) {
-      return EnvError(kRaceDetectorEnvVar,
-                      absl::StrCat("bad value \"", value,
-                                   "\": expected 1 (report buffers changed between a post and "
-                                   "its execution, poison READ and receive buffers) or 0 (off, "
-                                   "the default outside rpma-sim)"));
-    }
-    race_detector = std::strcmp(value, "1") == 0;
+  if (absl::Status status = ReadSwitch(kRaceDetectorEnvVar,
+                                       "1 (report buffers changed between a post and its "
+                                       "execution, poison READ and receive buffers) or 0 (off, "
+                                       "the default outside rpma-sim)",
+                                       &race_detector);
+      !status.ok()) {
+    return status;
   }
   std::vector<FaultRule> rules;
   bool has_plan = false;
