@@ -20,6 +20,7 @@
 #include "simverbs/sim/nic/device.h"
 #include "simverbs/sim/profiles/device_profile.h"
 #include "simverbs/sim/sched/sched.h"
+#include "simverbs/sim/trace/process_end.h"
 #include "simverbs/sim/trace/stats.h"
 #include "simverbs/sim/trace/trace.h"
 
@@ -124,6 +125,10 @@ absl::Status ApplyEnvironment() {
                       absl::StrCat("cannot open \"", path, "\": ", std::strerror(err)));
     }
     stats_path = path;
+  }
+  // First of what is applied: a bad directory is an error before anything else changed.
+  if (const char* dir = PathEnv(kRunDirEnvVar)) {
+    if (absl::Status status = WatchProcessEnd(dir, ProcessName()); !status.ok()) return status;
   }
   if (seed.has_value()) SetSeed(*seed);
   SetActiveProfile(*profile);

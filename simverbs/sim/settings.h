@@ -3,9 +3,10 @@
 // What it is: the one reader of the RPMA_SIM_* variables (docs/TRACE.md, docs/DEVICES.md,
 // docs/FABRIC.md): the seed, the device profile and its native atomic write, the execution
 // mode, the transport, the race detector, the fabric's settings, the fault plan (RPMA_SIM_FAULTS
-// then RPMA_SIM_SCENARIO's rules), the stats file and the trace. Everything is parsed before
-// anything is applied (but the fabric's settings, which host::ConfigureFabric applies as it
-// reads them).
+// then RPMA_SIM_SCENARIO's rules), the stats file, the trace and the run's directory, where
+// the process records how it ends (RPMA_SIM_RUN_DIR, trace/process_end.h). Everything is
+// parsed before anything is applied (but the fabric's settings, which host::ConfigureFabric
+// applies as it reads them).
 // What it is not: the settings themselves, which live with what they set (sched.h, fault.h,
 // device_profile.h, host.h, trace.h, each with its variable's name), nor the C++ controls that
 // tests use instead (sim_control.h).
@@ -20,7 +21,8 @@
 
 namespace softrpma::sim {
 
-// Reads the RPMA_SIM_* variables and applies them: seed, device profile, plan, stats, trace.
+// Reads the RPMA_SIM_* variables and applies them: run directory, seed, device profile, plan,
+// stats, trace.
 // Errors: InvalidArgument when one of them is malformed or its file cannot be opened; the
 // message starts with the variable's name ("RPMA_SIM_FAULTS: fault spec rule 1, column 15:
 // ...", "RPMA_SIM_SCENARIO: f.txt:3:1: ...", "RPMA_SIM_SEED: bad seed ..."). A trace that cannot

@@ -222,6 +222,7 @@ absl::StatusOr<std::vector<ChildExit>> RunChildren(
       waitpid(r.pid, &status, 0);
       ChildExit exit = ExitFromStatus(status);
       exit.timed_out = r.killed;
+      exit.pid = r.pid;
       exit.duration = absl::Now() - r.start;
       results[r.index] = exit;
       size_t index = r.index;

@@ -41,6 +41,7 @@ struct ChildExit {
   bool timed_out = false;  // still running at its deadline: its process group was killed
   int exit_code = -1;      // its exit status when it exited, else -1
   int signal = 0;          // the signal that ended it, else 0 (SIGKILL after a timeout)
+  int pid = 0;             // its process id (its processes' records name it: the top one)
   absl::Duration duration;
 };
 

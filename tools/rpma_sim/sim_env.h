@@ -39,6 +39,8 @@ inline constexpr char kFabricVar[] = "RPMA_SIM_FABRIC";
 inline constexpr char kDeviceVar[] = "RPMA_SIM_DEVICE";
 inline constexpr char kExecutionVar[] = "RPMA_SIM_EXECUTION";
 inline constexpr char kRaceDetectorVar[] = "RPMA_SIM_RACE_DETECTOR";
+// Where each process of a run records how it ended (simverbs/sim/trace/process_end.h).
+inline constexpr char kRunDirVar[] = "RPMA_SIM_RUN_DIR";
 
 // The library file that LD_LIBRARY_PATH must find.
 inline constexpr char kLibraryName[] = "librpma.so.0";
@@ -74,6 +76,10 @@ struct SimConfig {
   std::string execution;
   // The buffer-race detector: on unless --races=false.
   bool race_detector = true;
+  // The run's directory, where every process of the run records how it ended (a signal, an
+  // abort message, a sanitizer report, its exit status), "" for none: only a run whose
+  // processes rpma-sim reads afterwards has one (sweep, run --junit).
+  std::string run_dir;
 };
 
 // How the user chose the libraries, for replay lines: the flags as given ("" / false: not).

@@ -21,6 +21,7 @@
 #include "tools/rpma_sim/classify.h"
 #include "tools/rpma_sim/junit.h"
 #include "tools/rpma_sim/process.h"
+#include "tools/rpma_sim/process_ends.h"
 #include "tools/rpma_sim/report.h"
 #include "tools/rpma_sim/shard.h"
 #include "tools/rpma_sim/sim_checks.h"
@@ -133,13 +134,17 @@ class Sweeper final {
     return options_.device.empty() ? DefaultDevice() : options_.device;
   }
   // The command (and its replay line) of one run with `faults` (nullopt: none).
-  // `run` numbers the run (0: the clean run) for its fabric.
+  // `run` numbers the run (0: the clean run) for its fabric. `run_dir` (made here) is where its
+  // processes record how they end (RPMA_SIM_RUN_DIR).
   ChildCommand Command(const std::optional<std::string>& faults, const std::string& stats,
-                       const std::string& output, size_t run, std::string* replay) const;
-  // Classifies a finished run from its exit, output and the stats files of its processes;
-  // keeps the tail of a failing run's output.
+                       const std::string& output, const std::string& run_dir, size_t run,
+                       std::string* replay) const;
+  // Classifies a finished run from its exit, output, the stats files of its processes and the
+  // records in `run_dir` of how each of them ended (removed); keeps the tail of the output of a
+  // run that failed or exited non-zero.
   void Finish(const ChildExit& exit, const std::string& output_path,
-              const std::vector<std::string>& stats_texts, RunRecord* record) const;
+              const std::vector<std::string>& stats_texts, const std::string& run_dir,
+              RunRecord* record) const;
   void DrawProgress(size_t done, size_t total, const ClassCounts& counts) const;
   void ClearProgress() const;
   void PrintFailure(const RunRecord& record) const;
@@ -169,7 +174,8 @@ class Sweeper final {
 };
 
 ChildCommand Sweeper::Command(const std::optional<std::string>& faults, const std::string& stats,
-                              const std::string& output, size_t run, std::string* replay) const {
+                              const std::string& output, const std::string& run_dir, size_t run,
+                              std::string* replay) const {
   std::vector<std::string> program = options_.program;
   if (checker_ == LeakChecker::kValgrind) {
     std::vector<std::string> prefixed = ValgrindPrefix();
@@ -189,6 +195,11 @@ ChildCommand Sweeper::Command(const std::optional<std::string>& faults, const st
   config.upstream_lib_dir = options_.upstream_lib_dir;
   // Runs go side by side (-j): each meets only its own processes.
   config.fabric = absl::StrCat("sweep-", getpid(), "-", run);
+  // A directory that cannot be made is the simulator's error at start (RPMA_SIM_RUN_DIR: not a
+  // writable directory), in the run's output: a sweep would otherwise see no process's end.
+  std::error_code ignored;
+  std::filesystem::create_directory(run_dir, ignored);
+  config.run_dir = run_dir;
   *replay = ReplayCommand(options_.tool, config, options_.library_flags, program);
   ChildCommand command = SimCommand(config, program);
   command.output_path = output;
@@ -203,7 +214,8 @@ ChildCommand Sweeper::Command(const std::optional<std::string>& faults, const st
 }
 
 void Sweeper::Finish(const ChildExit& exit, const std::string& output_path,
-                     const std::vector<std::string>& stats_texts, RunRecord* record) const {
+                     const std::vector<std::string>& stats_texts, const std::string& run_dir,
+                     RunRecord* record) const {
   std::string output = ReadOutput(output_path);
   record->exit = exit;
   for (const std::string& text : stats_texts) {
@@ -217,10 +229,21 @@ void Sweeper::Finish(const ChildExit& exit, const std::string& output_path,
     }
   }
   record->verdict = Classify(exit, output, checker_, options_.timeout, record->kept_objects);
-  // (The clean run's output is kept when it failed in any way: a sweep stops then.)
+  // The command rpma-sim started is one process of the run; a script's children crash unseen
+  // but for their own records.
+  std::vector<std::string> errors;
+  const std::vector<ProcessEnd> ends = TakeProcessEnds(run_dir, &errors);
+  for (const std::string& error : errors) {
+    std::fprintf(stderr, "rpma-sim: a process's end record (%s) of %s: %s\n", kRunDirVar,
+                 record->spec.empty() ? "the clean run" : record->spec.c_str(), error.c_str());
+  }
+  record->verdict = WithProcessEnds(record->verdict, ends, exit.pid);
+  // (The clean run's output is kept when it failed in any way: a sweep stops then. A nonzero
+  // run's is kept too: whether the program reported the fault is read there.)
   const bool clean_run_failed =
       record->spec.empty() && record->verdict.run_class != RunClass::kClean;
-  if (IsFailure(record->verdict.run_class) || clean_run_failed) {
+  if (IsFailure(record->verdict.run_class) || record->verdict.run_class == RunClass::kNonzero ||
+      clean_run_failed) {
     record->output_tail =
         output.size() > kOutputTailBytes ? output.substr(output.size() - kOutputTailBytes) : output;
   }
@@ -392,8 +415,9 @@ int Sweeper::Run() {
   // One stats file per process of the run (%p: the simulator puts the pid there).
   const std::string stats_path = scratch.path() + "/stats.%p.txt";
   const std::string clean_output = scratch.path() + "/clean.log";
+  const std::string clean_run_dir = scratch.path() + "/clean.ends";
   std::vector<ChildCommand> clean_command = {
-      Command(std::nullopt, stats_path, clean_output, 0, &clean.replay)};
+      Command(std::nullopt, stats_path, clean_output, clean_run_dir, 0, &clean.replay)};
   absl::StatusOr<std::vector<ChildExit>> clean_exit =
       RunChildren(clean_command, 1, options_.timeout, nullptr);
   if (!clean_exit.ok()) {
@@ -401,7 +425,7 @@ int Sweeper::Run() {
     return absl::IsCancelled(clean_exit.status()) ? kSweepInterrupted : kSweepFailed;
   }
   std::vector<std::string> stats_texts = TakeStatsFiles(scratch.path(), "stats.");
-  Finish((*clean_exit)[0], clean_output, stats_texts, &clean);
+  Finish((*clean_exit)[0], clean_output, stats_texts, clean_run_dir, &clean);
   std::fprintf(out_, "clean run: %s (%s) in %s\n", RunClassName(clean.verdict.run_class),
                clean.verdict.detail.c_str(), Seconds(clean.exit.duration).c_str());
   if (clean.verdict.run_class == RunClass::kCrashed || clean.verdict.run_class == RunClass::kHung ||
@@ -494,6 +518,7 @@ int Sweeper::Run() {
   std::vector<RunRecord> runs(plan.size());
   std::vector<ChildCommand> commands;
   std::vector<std::string> outputs;
+  std::vector<std::string> run_dirs;
   for (size_t i = 0; i < plan.size(); ++i) {
     runs[i].point = plan[i].point;
     runs[i].prog = plan[i].prog;
@@ -502,7 +527,9 @@ int Sweeper::Run() {
     outputs.push_back(absl::StrCat(scratch.path(), "/run-", i, ".log"));
     // Its stats files say what the NIC kept (the hit counts were the clean run's business).
     const std::string stats = absl::StrCat(scratch.path(), "/run-", i, ".stats.%p.txt");
-    commands.push_back(Command(plan[i].spec, stats, outputs.back(), i + 1, &runs[i].replay));
+    run_dirs.push_back(absl::StrCat(scratch.path(), "/run-", i, ".ends"));
+    commands.push_back(
+        Command(plan[i].spec, stats, outputs.back(), run_dirs.back(), i + 1, &runs[i].replay));
   }
   ClassCounts counts{};
   size_t done = 0;
@@ -512,7 +539,7 @@ int Sweeper::Run() {
       commands, options_.jobs, options_.timeout, [&](size_t index, const ChildExit& exit) {
         Finish(exit, outputs[index],
                TakeStatsFiles(scratch.path(), absl::StrCat("run-", index, ".stats.")),
-               &runs[index]);
+               run_dirs[index], &runs[index]);
         finished[index] = true;
         ++counts[static_cast<int>(runs[index].verdict.run_class)];
         ++done;

@@ -23,6 +23,7 @@
 #include "tools/rpma_sim/commands/common.h"
 #include "tools/rpma_sim/junit.h"
 #include "tools/rpma_sim/process.h"
+#include "tools/rpma_sim/process_ends.h"
 #include "tools/rpma_sim/sim_checks.h"
 #include "tools/rpma_sim/sim_env.h"
 
@@ -44,17 +45,26 @@ namespace {
 // `run --junit=FILE`: PROGRAM as a child (its output captured, then printed), classified as a
 // sweep run is, and one JUnit test case for it. Returns PROGRAM's exit status (128 + the
 // signal that ended it).
-int RunWithJunit(const SimConfig& config, const LibraryFlags& library_flags,
+int RunWithJunit(SimConfig config, const LibraryFlags& library_flags,
                  const CommandLine& line, const char* argv0, const std::string& junit) {
   const char* tmp = std::getenv("TMPDIR");
-  std::string output_path =
-      absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/rpma-sim-run.XXXXXX");
+  const std::string tmp_dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+  std::string output_path = absl::StrCat(tmp_dir, "/rpma-sim-run.XXXXXX");
   const int fd = mkstemp(output_path.data());
   if (fd < 0) {
     std::fprintf(stderr, "rpma-sim: cannot create a file for the output under $TMPDIR or /tmp\n");
     return 1;
   }
   close(fd);
+  // Where every process of the run records how it ended: a script's crashed child fails the
+  // test case too (TakeProcessEnds removes it).
+  std::string run_dir = absl::StrCat(tmp_dir, "/rpma-sim-run.ends.XXXXXX");
+  if (mkdtemp(run_dir.data()) == nullptr) {
+    std::remove(output_path.c_str());
+    std::fprintf(stderr, "rpma-sim: cannot create a directory under $TMPDIR or /tmp\n");
+    return 1;
+  }
+  config.run_dir = run_dir;
   ChildCommand command = SimCommand(config, line.program);
   command.output_path = output_path;
   absl::StatusOr<std::vector<ChildExit>> exits =
@@ -65,12 +75,19 @@ int RunWithJunit(const SimConfig& config, const LibraryFlags& library_flags,
   std::remove(output_path.c_str());
   std::fwrite(output.data(), 1, output.size(), stdout);
   std::fflush(stdout);
+  std::vector<std::string> errors;
+  const std::vector<ProcessEnd> ends = TakeProcessEnds(run_dir, &errors);
+  for (const std::string& error : errors) {
+    std::fprintf(stderr, "rpma-sim: a process's end record (%s): %s\n", kRunDirVar,
+                 error.c_str());
+  }
   if (!exits.ok()) {
     std::fprintf(stderr, "rpma-sim: %s\n", std::string(exits.status().message()).c_str());
     return absl::IsCancelled(exits.status()) ? 130 : 1;
   }
   const ChildExit& exit = (*exits)[0];
-  const RunVerdict verdict = Classify(exit, output, LeakChecker::kNone, absl::InfiniteDuration());
+  const RunVerdict verdict = WithProcessEnds(
+      Classify(exit, output, LeakChecker::kNone, absl::InfiniteDuration()), ends, exit.pid);
   const int status = exit.signal != 0 ? 128 + exit.signal : exit.exit_code;
   const std::string spec = config.faults.value_or("");
   JunitCase c;

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# A crash in ANY process of a run is found: a script starts a server and a client
+# (testdata/aborting_pair.sh); the server frees a buffer twice (or calls abort()) when its
+# accept fails. The crash reaches rpma-sim only as the script's exit status; the simulator in
+# the server records it in the run's directory (RPMA_SIM_RUN_DIR), and the sweep reports the run
+# crashed, naming the program and the signal, with a replay line that reproduces the abort.
+set -uo pipefail
+# shellcheck source=tools/rpma_sim/testdata/testlib.sh
+source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/rpma_sim/testdata/testlib.sh"
+server="$root/tools/rpma_sim/aborting_server"
+pair="$testdata/aborting_pair.sh"
+victim="$root/tools/rpma_sim/fault_victim"
+# Runs of `rpma-sim run` meet on a fabric of this test's own (a sweep gives each run one).
+export RPMA_SIM_FABRIC="crash-sweep-test-$$"
+
+json() {  # FILE PYTHON-EXPRESSION-OF-r
+  python3 -c "import json, sys; r = json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+# --- the server's double free, found through the script ---
+run "$rpma_sim" sweep --timeout=20s --points=rdma_accept --report="$work/df.json" \
+  --junit="$work/df.xml" -- "$pair" "$server" 7731 double-free
+echo "$out"
+echo "$err"
+expect_status "double free: the sweep fails" 1 "$status"
+expect_in "double free: the run is crashed, naming the program, the signal and glibc's message" \
+  "$out" "crashed (server: SIGABRT: free(): double free detected"
+expect_in "double free: the run's replay line" "$out" \
+  "replay: $rpma_sim run --faults='rdma_accept:fail=EIO:nth=1:prog=server' -- $pair $server 7731 double-free"
+expect_in "double free: the table counts it" "$out" "server:rdma_accept"
+check "double free: the report says crashed" \
+  test "$(json "$work/df.json" 'r["runs"][0]["class"]')" = crashed
+check "double free: the report's detail names the server" \
+  grep -q '"detail": *"server: SIGABRT: free(): double free detected' "$work/df.json"
+check "double free: the run's output is kept" \
+  test "$(json "$work/df.json" '"pair: client" in r["runs"][0]["output_tail"]')" = True
+check "double free: JUnit names the case and the crash" \
+  grep -q '<testcase name="server:rdma_accept hit 1"' "$work/df.xml"
+check "double free: JUnit's failure is the crash" \
+  grep -q '<failure message="crashed (server: SIGABRT: free(): double free detected' "$work/df.xml"
+
+# The replay line reproduces the abort.
+replay="$(json "$work/df.json" 'r["runs"][0]["replay"]')"
+run bash -c "$replay"
+echo "$out"
+echo "$err"
+expect_status "replay: the script fails" 1 "$status"
+expect_in "replay: glibc aborts the server" "$out$err" "free(): double free detected"
+expect_in "replay: the server died by SIGABRT (134)" "$out" "pair: client 1, server 134"
+
+# --- abort(): no message, still the signal and the program ---
+run "$rpma_sim" sweep --timeout=20s --points=rdma_accept -- "$pair" "$server" 7732 abort
+echo "$out"
+expect_status "abort: the sweep fails" 1 "$status"
+expect_in "abort: crashed, naming the program and the signal" "$out" "crashed (server: SIGABRT)"
+
+# --- run --junit watches every process too ---
+run "$rpma_sim" run --junit="$work/run.xml" --faults='rdma_accept:fail=EIO:nth=1:prog=server' \
+  -- "$pair" "$server" 7733 double-free
+expect_status "run --junit: the script's status" 1 "$status"
+check "run --junit: the case is the server's crash" \
+  grep -q '<failure message="crashed (server: SIGABRT: free(): double free detected' \
+  "$work/run.xml"
+
+# --- a run that only exited non-zero keeps its output too ---
+run "$rpma_sim" sweep --points=ibv_alloc_pd --report="$work/nonzero.json" -- "$victim" report
+expect_status "nonzero: the sweep passes" 0 "$status"
+check "nonzero: the run is nonzero" \
+  test "$(json "$work/nonzero.json" 'r["runs"][0]["class"]')" = nonzero
+check "nonzero: its output is kept" \
+  test "$(json "$work/nonzero.json" '"rpma_peer_new" in r["runs"][0]["output_tail"]')" = True
+
+# --- a run directory that is no directory: the simulator says so and does not start ---
+run env RPMA_BACKEND=sim RPMA_SIM_RUN_DIR="$work/no-such-dir" "$victim" report
+expect_status "bad RPMA_SIM_RUN_DIR: the program fails" 1 "$status"
+expect_in "bad RPMA_SIM_RUN_DIR: the error names it" "$err" \
+  "RPMA_SIM_RUN_DIR: \"$work/no-such-dir\" is not a writable directory"
+
+finish
