@@ -29,6 +29,7 @@ def rpma_sim_sweep_test(
         run_timeout = "10s",
         max_runs = 0,
         points = [],
+        kinds = [],
         device = None,
         seed = None,
         leaks = False,
@@ -46,6 +47,7 @@ def rpma_sim_sweep_test(
         Bazel's (size / timeout).
       max_runs: at most this many runs over all shards (--max-runs; 0: every hit).
       points: only these fault points (--points).
+      kinds: only these kinds of fault (--kinds: fail, wc, conn, kill; []: every kind).
       device: the device profile (--device: mlx5, rxe or siw; None: mlx5). One per test: a
         test per device gives each its own test.xml.
       seed: the simulator's seed (--seed; None: its default).
@@ -60,6 +62,8 @@ def rpma_sim_sweep_test(
         flags.append("--max-runs=%d" % max_runs)
     if points:
         flags.append("--points=" + ",".join(points))
+    if kinds:
+        flags.append("--kinds=" + ",".join(kinds))
     if device:
         flags.append("--device=" + device)
     if seed != None:

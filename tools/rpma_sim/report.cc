@@ -12,9 +12,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "tools/rpma_sim/classify.h"
 #include "tools/rpma_sim/json.h"
 #include "tools/rpma_sim/sim_env.h"
+#include "tools/rpma_sim/sweep_kinds.h"
 
 namespace softrpma::rpma_sim {
 namespace {
@@ -30,6 +32,18 @@ uint64_t Sum(const ClassCounts& c) {
 
 std::string RunLabel(const ReportRun& r) { return PointLabel(PointHits{r.point, 0, r.prog}); }
 
+// Whether the table names the kind of each row: not in a sweep of fail=<errno> only (the
+// table before kinds, and a report written then).
+bool TableNamesKinds(const SweepReport& report) {
+  return !(report.kinds.empty() || (report.kinds.size() == 1 && report.kinds[0] == "fail"));
+}
+
+// The table's row of a run: its point's label, and its kind (TableNamesKinds).
+std::string RowLabel(const SweepReport& report, const ReportRun& r) {
+  if (!TableNamesKinds(report)) return RunLabel(r);
+  return absl::StrCat(RunLabel(r), " [", r.kind, "]");
+}
+
 // ---- Writing -----------------------------------------------------------------------------
 
 void WriteRun(JsonWriter& w, const ReportRun& r) {
@@ -42,6 +56,10 @@ void WriteRun(JsonWriter& w, const ReportRun& r) {
   r.nth == 0 ? w.Null() : w.Uint(r.nth);
   w.Key("spec");
   r.spec.empty() ? w.Null() : w.String(r.spec);
+  w.Key("kind");
+  r.kind.empty() ? w.Null() : w.String(r.kind);
+  w.Key("action");
+  r.action.empty() ? w.Null() : w.String(r.action);
   w.Key("exit");
   r.exit_code.has_value() ? w.Int(*r.exit_code) : w.Null();
   w.Key("signal");
@@ -156,6 +174,15 @@ ReportRun ParseRun(const JsonValue& value, const std::string& path, std::string*
   r.prog = f.String("prog", true);
   r.nth = f.Uint("nth", true).value_or(0);
   r.spec = f.String("spec", true);
+  // Reports written before kinds have no kind: their runs were all fail=<errno>.
+  if (value.Find("kind") != nullptr) {
+    r.kind = f.String("kind", true);
+    r.action = f.String("action", true);
+  } else if (!r.spec.empty()) {
+    r.kind = "fail";
+    std::vector<std::string> fields = absl::StrSplit(r.spec, ':');
+    if (fields.size() >= 2) r.action = fields[1];
+  }
   std::optional<int64_t> exit = f.Int("exit", true);
   if (exit.has_value()) r.exit_code = static_cast<int>(*exit);
   r.signal = f.String("signal", true);
@@ -206,11 +233,26 @@ std::string FormatTable(const SweepReport& report) {
   absl::flat_hash_map<std::string, ClassCounts> by_point;
   ClassCounts total;
   for (const ReportRun& r : report.runs) {
-    ++by_point[RunLabel(r)][r.class_name];
+    ++by_point[RowLabel(report, r)][r.class_name];
     ++total[r.class_name];
   }
+  // A row per point, or per point and kind (in the kinds' order) when several were injected.
+  std::vector<std::pair<std::string, const PointHits*>> rows;
+  for (const PointHits& p : report.points) {
+    bool any = false;
+    if (TableNamesKinds(report)) {
+      for (const std::string& kind : report.kinds) {
+        std::string label = absl::StrCat(PointLabel(p), " [", kind, "]");
+        if (by_point.contains(label)) {
+          rows.emplace_back(std::move(label), &p);
+          any = true;
+        }
+      }
+    }
+    if (!any) rows.emplace_back(PointLabel(p), &p);
+  }
   size_t width = 5;  // "total"
-  for (const PointHits& p : report.points) width = std::max(width, PointLabel(p).size());
+  for (const auto& [label, p] : rows) width = std::max(width, label.size());
   std::string out;
   auto row = [&](absl::string_view name, absl::string_view hits, absl::string_view runs,
                  const std::vector<std::string>& cells) {
@@ -232,11 +274,11 @@ std::string FormatTable(const SweepReport& report) {
   out += '\n';
   row("point", "hits", "runs", columns);
   uint64_t total_hits = 0;
-  for (const PointHits& p : report.points) {
-    const ClassCounts& c = by_point[PointLabel(p)];
-    row(PointLabel(p), absl::StrCat(p.hits), absl::StrCat(Sum(c)), counted(c));
-    total_hits += p.hits;
+  for (const auto& [label, p] : rows) {
+    const ClassCounts& c = by_point[label];
+    row(label, absl::StrCat(p->hits), absl::StrCat(Sum(c)), counted(c));
   }
+  for (const PointHits& p : report.points) total_hits += p.hits;
   row("total", absl::StrCat(total_hits), absl::StrCat(Sum(total)), counted(total));
   if (!report.not_swept.empty()) {
     absl::StrAppend(&out, "not swept (calls that return void and cannot fail): ",
@@ -266,6 +308,10 @@ std::string ReportJson(const SweepReport& report) {
   w.Double(report.timeout_s);
   w.Key("max_runs");
   w.Uint(report.max_runs);
+  w.Key("kinds");
+  w.BeginArray();
+  for (const std::string& kind : report.kinds) w.String(kind);
+  w.EndArray();
   w.Key("leak_checker");
   w.String(report.leak_checker);
   w.Key("interrupted");
@@ -373,6 +419,17 @@ absl::StatusOr<SweepReport> ParseReport(absl::string_view text) {
   report.jobs = f.Int("jobs").value_or(0);
   report.timeout_s = f.Number("timeout_s");
   report.max_runs = f.Uint("max_runs").value_or(0);
+  if (json->Find("kinds") == nullptr) {
+    report.kinds = {"fail"};  // a report written before kinds
+  } else if (const JsonValue* kinds = f.Array("kinds"); kinds != nullptr) {
+    for (size_t i = 0; i < kinds->elements.size(); ++i) {
+      if (kinds->elements[i].kind != JsonValue::Kind::kString) {
+        if (error.empty()) error = absl::StrCat("kinds[", i, "]: expected a string");
+        break;
+      }
+      report.kinds.push_back(kinds->elements[i].text);
+    }
+  }
   report.leak_checker = f.String("leak_checker");
   report.interrupted = f.Bool("interrupted");
   if (const JsonValue* shard = f.Object("shard", true); shard != nullptr) {
@@ -462,6 +519,9 @@ absl::StatusOr<SweepReport> MergeReports(const std::vector<SweepReport>& reports
     if (r.max_runs != first.max_runs) {
       return differ("--max-runs", absl::StrCat(first.max_runs), absl::StrCat(r.max_runs));
     }
+    if (r.kinds != first.kinds) {
+      return differ("--kinds", absl::StrJoin(first.kinds, ","), absl::StrJoin(r.kinds, ","));
+    }
     if (r.leak_checker != first.leak_checker) {
       return differ("leak checker", first.leak_checker, r.leak_checker);
     }
@@ -506,7 +566,8 @@ absl::StatusOr<SweepReport> MergeReports(const std::vector<SweepReport>& reports
       }
     }
   };
-  std::map<std::tuple<std::string, std::string, uint64_t>, size_t> seen;  // run -> report
+  // run (prog, point, nth, action) -> report
+  std::map<std::tuple<std::string, std::string, uint64_t, std::string>, size_t> seen;
   for (size_t i : order) {
     const SweepReport& r = reports[i];
     if (i != order[0]) {
@@ -517,7 +578,8 @@ absl::StatusOr<SweepReport> MergeReports(const std::vector<SweepReport>& reports
     merged.plan_runs = std::max(merged.plan_runs, r.plan_runs);
     if (r.clean_run.fails_sweep && !merged.clean_run.fails_sweep) merged.clean_run = r.clean_run;
     for (const ReportRun& run : r.runs) {
-      auto [it, inserted] = seen.emplace(std::make_tuple(run.prog, run.point, run.nth), i);
+      auto [it, inserted] =
+          seen.emplace(std::make_tuple(run.prog, run.point, run.nth, run.action), i);
       if (!inserted) {
         return absl::InvalidArgumentError(absl::StrCat(
             "overlapping shards: ", names[it->second], " and ", names[i], " both ran ",
@@ -526,7 +588,8 @@ absl::StatusOr<SweepReport> MergeReports(const std::vector<SweepReport>& reports
       merged.runs.push_back(run);
     }
   }
-  // The whole sweep's order: point by point as listed, hits ascending.
+  // The whole sweep's order: point by point as listed, hits ascending, each hit's effects in
+  // the sweep's order (sweep_kinds.h).
   std::map<std::string, size_t> rank;
   for (size_t k = 0; k < merged.points.size(); ++k) rank.emplace(PointLabel(merged.points[k]), k);
   std::stable_sort(merged.runs.begin(), merged.runs.end(),
@@ -534,7 +597,9 @@ absl::StatusOr<SweepReport> MergeReports(const std::vector<SweepReport>& reports
                      auto ra = rank.find(RunLabel(a)), rb = rank.find(RunLabel(b));
                      size_t ka = ra == rank.end() ? rank.size() : ra->second;
                      size_t kb = rb == rank.end() ? rank.size() : rb->second;
-                     return std::tie(ka, a.nth) < std::tie(kb, b.nth);
+                     const size_t ea = EffectRank(a.point, a.action, merged.device);
+                     const size_t eb = EffectRank(b.point, b.action, merged.device);
+                     return std::tie(ka, a.nth, ea) < std::tie(kb, b.nth, eb);
                    });
   std::set<uint64_t> present;
   for (size_t i : order) present.insert(reports[i].shard->index);
@@ -572,7 +637,15 @@ JunitSuite ReportJunit(const SweepReport& report) {
     suite.cases.push_back(std::move(c));
   };
   add(report.clean_run, "clean run");
-  for (const ReportRun& r : report.runs) add(r, absl::StrCat(RunLabel(r), " hit ", r.nth));
+  for (const ReportRun& r : report.runs) {
+    std::string name = absl::StrCat(RunLabel(r), " hit ", r.nth);
+    // A fail run keeps the name it had before kinds (JUnit histories follow test names).
+    if (!r.kind.empty() && r.kind != "fail") {
+      absl::StrAppend(&name, " (", r.kind, r.action == r.kind ? "" : absl::StrCat(": ", r.action),
+                      ")");
+    }
+    add(r, std::move(name));
+  }
   return suite;
 }
 

@@ -30,6 +30,8 @@ struct ReportRun {
   std::string prog;   // the program whose point is failed; "" when the run's processes are one
   uint64_t nth = 0;   // 0 for the clean run
   std::string spec;   // "" for the clean run
+  std::string kind;    // "fail", "wc", "conn", "kill" (sweep_kinds.h); "" for the clean run
+  std::string action;  // the effect injected, e.g. "wc_status=IBV_WC_REM_ACCESS_ERR"; "" ditto
   std::optional<int> exit_code;  // none when a signal ended it
   std::string signal;            // "SIGSEGV", "" for none
   std::string class_name;        // "clean", "nonzero", "crashed", ... (any name)
@@ -48,6 +50,7 @@ struct SweepReport {
   int64_t jobs = 0;
   double timeout_s = 0;
   uint64_t max_runs = 0;
+  std::vector<std::string> kinds;  // --kinds, in the kinds' order ("fail" in a report without)
   std::string leak_checker;  // "none", "asan", "valgrind"
   bool interrupted = false;
   std::optional<Shard> shard;  // the part of the plan this report ran; none: all of it
@@ -66,8 +69,9 @@ struct SweepReport {
 std::vector<std::string> ClassColumns(const SweepReport& report);
 
 // The table per point: a header (point, hits, runs, a column per class), a row per swept point
-// and a total row, then the points that cannot fail; each line ends with a newline, the first
-// line is empty.
+// (unless the sweep injected fail=<errno> only, a row per point and kind that has runs, named
+// "<point> [<kind>]", each with the point's hits) and a total row, then the points that cannot
+// fail; each line ends with a newline, the first line is empty.
 std::string FormatTable(const SweepReport& report);
 
 // The report as JSON text (one line per point and per run), without a final newline.
@@ -91,7 +95,7 @@ bool ReportFailed(const SweepReport& report);
 // and `missing_shards` set, `shard` none. One report without a shard is returned as it is.
 // `warnings` receives what does not prevent the merge (clean runs that counted different hits).
 // Errors: InvalidArgument when the reports are of different sweeps (program, device, seed,
-// --max-runs, leak checker: the message names both files and the values), when one has no
+// --max-runs, --kinds, leak checker: the message names both files and the values), when one has no
 // shard but there are several, when their shard counts differ, when two are the same shard or
 // hold the same run (overlapping shards).
 absl::StatusOr<SweepReport> MergeReports(const std::vector<SweepReport>& reports,
@@ -99,7 +103,9 @@ absl::StatusOr<SweepReport> MergeReports(const std::vector<SweepReport>& reports
                                          std::vector<std::string>* warnings);
 
 // The JUnit suite of a report: a test case for the clean run ("clean run") and one per run
-// (named "<point> hit <nth>", "<prog>:<point> hit <nth>" for one program of several), classname
+// (named "<point> hit <nth>", "<prog>:<point> hit <nth>" for one program of several; a run of
+// another kind than fail adds its kind and effect: "ibv_post_send hit 2 (wc:
+// wc_status=IBV_WC_REM_ACCESS_ERR)", "server:rdma_accept hit 1 (kill)"), classname
 // "rpma-sim.sweep.<device>.<program's file name>", failed when the run fails the sweep (the
 // clean run: when it failed), the failure's text its outcome and replay line.
 JunitSuite ReportJunit(const SweepReport& report);

@@ -95,7 +95,11 @@ uint64_t ShardOfRun(absl::string_view prog, absl::string_view point, uint64_t nt
 std::vector<PlannedRun> TakeShard(const std::vector<PlannedRun>& plan, const Shard& shard) {
   std::vector<PlannedRun> out;
   for (const PlannedRun& run : plan) {
-    if (ShardOfRun(run.prog, run.point, run.nth, shard.total) == shard.index) out.push_back(run);
+    // A fail run hashes as before kinds; another effect joins the point's name, so that the
+    // effects of one hit spread over the shards too.
+    const std::string key =
+        run.kind == SweepKind::kFail ? run.point : absl::StrCat(run.point, "/", run.action);
+    if (ShardOfRun(run.prog, key, run.nth, shard.total) == shard.index) out.push_back(run);
   }
   return out;
 }

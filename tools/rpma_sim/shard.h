@@ -52,7 +52,9 @@ absl::StatusOr<std::optional<Shard>> ShardFromEnvironment(
 uint64_t ShardOfRun(absl::string_view prog, absl::string_view point, uint64_t nth,
                     uint64_t total);
 
-// The runs of `plan` that belong to `shard`, in plan order.
+// The runs of `plan` that belong to `shard`, in plan order: ShardOfRun of the run's prog, nth
+// and its point, for a run of another kind than fail "<point>/<action>"
+// ("ibv_post_send/wc_status=IBV_WC_REM_ACCESS_ERR").
 std::vector<PlannedRun> TakeShard(const std::vector<PlannedRun>& plan, const Shard& shard);
 
 }  // namespace softrpma::rpma_sim

@@ -1,5 +1,6 @@
 #include "tools/rpma_sim/sweep.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -114,6 +115,8 @@ struct RunRecord {
   std::string prog;   // the program whose point is failed ("" when the run has one name)
   uint64_t nth = 0;
   std::string spec;  // "" for the clean run (no RPMA_SIM_FAULTS)
+  SweepKind kind = SweepKind::kFail;
+  std::string action;  // the effect injected ("" for the clean run)
   ChildExit exit;
   uint64_t kept_objects = 0;  // kept by the NIC after injected destroy failures (all processes)
   RunVerdict verdict;
@@ -229,6 +232,12 @@ void Sweeper::Finish(const ChildExit& exit, const std::string& output_path,
     }
   }
   record->verdict = Classify(exit, output, checker_, options_.timeout, record->kept_objects);
+  if (!record->spec.empty() && record->kind == SweepKind::kKill && !exit.timed_out &&
+      exit.signal == SIGKILL && record->verdict.run_class == RunClass::kCrashed) {
+    // The swept command is the process the kill was for: its death was the fault, not a crash
+    // of the program (its peers' handling of it is what the run is for).
+    record->verdict = {RunClass::kNonzero, "killed by the injected kill (SIGKILL)"};
+  }
   // The command rpma-sim started is one process of the run; a script's children crash unseen
   // but for their own records.
   std::vector<std::string> errors;
@@ -309,6 +318,10 @@ ReportRun Sweeper::ToReportRun(const RunRecord& r) const {
   out.prog = r.prog;
   out.nth = r.nth;
   out.spec = r.spec;
+  if (!r.spec.empty()) {
+    out.kind = SweepKindName(r.kind);
+    out.action = r.action;
+  }
   if (r.exit.exit_code >= 0) out.exit_code = r.exit.exit_code;
   if (r.exit.signal != 0) out.signal = SignalName(r.exit.signal);
   out.class_name = RunClassName(r.verdict.run_class);
@@ -332,6 +345,7 @@ SweepReport Sweeper::MakeReport(const RunRecord& clean, const std::vector<PointH
   report.jobs = options_.jobs;
   report.timeout_s = absl::ToDoubleSeconds(options_.timeout);
   report.max_runs = options_.max_runs;
+  for (SweepKind kind : options_.kinds) report.kinds.push_back(SweepKindName(kind));
   report.leak_checker = LeakCheckerName(checker_);
   report.interrupted = interrupted;
   report.shard = options_.shard;
@@ -464,6 +478,7 @@ int Sweeper::Run() {
   std::vector<PointHits> swept;
   std::vector<PointHits> not_swept;
   uint64_t hit_total = 0;
+  size_t without_kinds = 0;  // points that can fail, but no kind of --kinds applies to
   for (const PointHits& p : *stats) {
     if (p.hits == 0) continue;
     if (!options_.points.empty() && std::find(options_.points.begin(), options_.points.end(),
@@ -471,7 +486,27 @@ int Sweeper::Run() {
       continue;
     }
     hit_total += p.hits;
-    (CanFail(p.point, SweepErrno(p.point)) ? swept : not_swept).push_back(p);
+    if (!CanFail(p.point, SweepErrno(p.point))) {
+      not_swept.push_back(p);
+    } else if (!EffectsAt(p.point, !p.prog.empty(), options_.kinds, DeviceName()).empty()) {
+      swept.push_back(p);
+    } else {
+      ++without_kinds;
+    }
+  }
+  if (without_kinds > 0) {
+    const std::string kinds = absl::StrJoin(
+        options_.kinds, ",", [](std::string* o, SweepKind k) { o->append(SweepKindName(k)); });
+    std::fprintf(out_, "--kinds=%s: %zu of the points hit have no fault of those kinds\n",
+                 kinds.c_str(), without_kinds);
+    if (swept.empty()) {
+      // Not a passing sweep of no runs: the kinds asked for find nothing to inject here.
+      const std::string why =
+          absl::StrCat("no point the clean run hit has a fault of --kinds=", kinds, ": no sweep");
+      std::fprintf(out_, "%s\n", why.c_str());
+      WriteOutputs(FailedBeforeTheRuns(clean, why));
+      return kSweepFailed;
+    }
   }
   if (!options_.points.empty()) {
     for (const std::string& point : options_.points) {
@@ -496,14 +531,18 @@ int Sweeper::Run() {
   }
 
   // 2. One run per hit to fail (bounded by --max-runs), then this shard's part of them.
-  std::vector<PlannedRun> plan = PlanSweep(swept, options_.max_runs);
+  std::vector<PlannedRun> plan = PlanSweep(swept, options_.kinds, DeviceName(), options_.max_runs);
   const uint64_t plan_runs = plan.size();
   uint64_t possible = 0;
-  for (const PointHits& p : swept) possible += p.hits;
-  std::fprintf(out_, "%zu points hit (%llu hits); %zu runs", swept.size() + not_swept.size(),
+  for (const PointHits& p : swept) {
+    possible += p.hits * EffectsAt(p.point, !p.prog.empty(), options_.kinds, DeviceName()).size();
+  }
+  std::fprintf(out_, "%zu points hit (%llu hits); %zu runs",
+               swept.size() + not_swept.size() + without_kinds,
                static_cast<unsigned long long>(hit_total), plan.size());
   if (plan.size() < possible) {
-    std::fprintf(out_, " of %llu possible (--max-runs=%llu, shared fairly between the points)",
+    std::fprintf(out_,
+                 " of %llu possible (--max-runs=%llu, shared fairly between the points and kinds)",
                  static_cast<unsigned long long>(possible),
                  static_cast<unsigned long long>(options_.max_runs));
   }
@@ -524,6 +563,8 @@ int Sweeper::Run() {
     runs[i].prog = plan[i].prog;
     runs[i].nth = plan[i].nth;
     runs[i].spec = plan[i].spec;
+    runs[i].kind = plan[i].kind;
+    runs[i].action = plan[i].action;
     outputs.push_back(absl::StrCat(scratch.path(), "/run-", i, ".log"));
     // Its stats files say what the NIC kept (the hit counts were the clean run's business).
     const std::string stats = absl::StrCat(scratch.path(), "/run-", i, ".stats.%p.txt");

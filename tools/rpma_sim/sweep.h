@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "tools/rpma_sim/shard.h"
 #include "tools/rpma_sim/sim_env.h"
+#include "tools/rpma_sim/sweep_kinds.h"
 
 namespace softrpma::rpma_sim {
 
@@ -31,6 +32,7 @@ struct SweepOptions {
   absl::Duration timeout = absl::Seconds(10);  // per run; a run still going then is hung
   uint64_t max_runs = 0;                       // 0: one run per hit of every point
   std::vector<std::string> points;             // sweep only these points; empty: every point hit
+  std::vector<SweepKind> kinds = AllSweepKinds();  // the kinds of fault injected (sweep_kinds.h)
   std::string report_path;                     // JSON report; "" for none
   std::string junit_path;                      // JUnit XML, a test case per run; "" for none
   std::optional<Shard> shard;                  // run only this part of the plan; none: all

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -97,12 +99,18 @@ absl::StatusOr<std::vector<PointHits>> MergeProcessStats(const std::vector<std::
 const char* SweepErrno(absl::string_view point) { return point == "malloc" ? "ENOMEM" : "EIO"; }
 
 std::string SweepFaultSpec(absl::string_view point, uint64_t nth, absl::string_view prog) {
-  std::string spec = absl::StrCat(point, ":fail=", SweepErrno(point), ":nth=", nth);
+  return SweepFaultSpec(point, absl::StrCat("fail=", SweepErrno(point)), nth, prog);
+}
+
+std::string SweepFaultSpec(absl::string_view point, absl::string_view action, uint64_t nth,
+                           absl::string_view prog) {
+  std::string spec = absl::StrCat(point, ":", action, ":nth=", nth);
   if (!prog.empty()) absl::StrAppend(&spec, ":prog=", prog);
   return spec;
 }
 
-std::vector<uint64_t> ShareRuns(const std::vector<uint64_t>& hits, uint64_t max_runs) {
+std::vector<uint64_t> ShareRuns(const std::vector<uint64_t>& hits, uint64_t max_runs,
+                                size_t first) {
   std::vector<uint64_t> share(hits.size(), 0);
   uint64_t total = 0;
   for (uint64_t h : hits) total += h;
@@ -117,8 +125,10 @@ std::vector<uint64_t> ShareRuns(const std::vector<uint64_t>& hits, uint64_t max_
     uint64_t each = left / open.size();
     if (each == 0) {
       // Fewer runs left than open points (which all have the same share by now): one each to
-      // the first `left` of them.
-      for (size_t k = 0; k < left; ++k) ++share[open[k]];
+      // the first `left` of them, counting from entry `first` round the list.
+      const size_t start = static_cast<size_t>(
+          std::lower_bound(open.begin(), open.end(), first) - open.begin());
+      for (size_t k = 0; k < left; ++k) ++share[open[(start + k) % open.size()]];
       break;
     }
     std::vector<size_t> still_open;
@@ -152,14 +162,60 @@ std::vector<uint64_t> SpreadHits(uint64_t hits, uint64_t budget) {
 }
 
 std::vector<PlannedRun> PlanSweep(const std::vector<PointHits>& points, uint64_t max_runs) {
-  std::vector<uint64_t> hits;
-  for (const PointHits& p : points) hits.push_back(p.hits);
-  std::vector<uint64_t> share = ShareRuns(hits, max_runs);
+  return PlanSweep(points, {SweepKind::kFail}, "", max_runs);
+}
+
+std::vector<PlannedRun> PlanSweep(const std::vector<PointHits>& points,
+                                  const std::vector<SweepKind>& kinds, absl::string_view device,
+                                  uint64_t max_runs) {
+  // Each point's effects, grouped by kind (EffectsAt lists them kind by kind).
+  std::vector<std::vector<std::vector<SweepEffect>>> groups(points.size());
+  std::vector<uint64_t> capacity(points.size(), 0);
+  for (size_t i = 0; i < points.size(); ++i) {
+    for (SweepEffect& e : EffectsAt(points[i].point, !points[i].prog.empty(), kinds, device)) {
+      if (groups[i].empty() || groups[i].back().front().kind != e.kind) groups[i].emplace_back();
+      groups[i].back().push_back(std::move(e));
+      capacity[i] += points[i].hits;
+    }
+  }
+  const std::vector<uint64_t> point_share = ShareRuns(capacity, max_runs);
+  // ShareRuns within a point: there a budget of 0 means no run, not "no bound".
+  auto share_of = [](const std::vector<uint64_t>& capacities, uint64_t budget, size_t first) {
+    return budget == 0 ? std::vector<uint64_t>(capacities.size(), 0)
+                       : ShareRuns(capacities, budget, first);
+  };
   std::vector<PlannedRun> runs;
   for (size_t i = 0; i < points.size(); ++i) {
-    for (uint64_t nth : SpreadHits(points[i].hits, share[i])) {
-      runs.push_back(PlannedRun{points[i].point, points[i].prog, nth,
-                                SweepFaultSpec(points[i].point, nth, points[i].prog)});
+    const PointHits& p = points[i];
+    // (hit, the effect's position at the point, the effect): listed hit by hit, each hit's
+    // effects in their order.
+    std::vector<std::tuple<uint64_t, size_t, const SweepEffect*>> chosen;
+    std::vector<uint64_t> kind_capacity;
+    for (const auto& group : groups[i]) kind_capacity.push_back(p.hits * group.size());
+    // The odd runs start at the i-th of the kinds asked for (round the list), or the next kind
+    // this point has: point by point the single runs of a tight bound go round the kinds.
+    const SweepKind start_kind = kinds.empty() ? SweepKind::kFail : kinds[i % kinds.size()];
+    size_t start_group = 0;
+    while (start_group < groups[i].size() && groups[i][start_group].front().kind < start_kind) {
+      ++start_group;
+    }
+    const std::vector<uint64_t> kind_share = share_of(kind_capacity, point_share[i], start_group);
+    size_t position = 0;
+    for (size_t k = 0; k < groups[i].size(); ++k) {
+      const std::vector<SweepEffect>& group = groups[i][k];
+      const std::vector<uint64_t> effect_share = share_of(
+          std::vector<uint64_t>(group.size(), p.hits), kind_share[k], i % group.size());
+      for (size_t e = 0; e < group.size(); ++e, ++position) {
+        for (uint64_t nth : SpreadHits(p.hits, effect_share[e])) {
+          chosen.emplace_back(nth, position, &group[e]);
+        }
+      }
+    }
+    std::sort(chosen.begin(), chosen.end());
+    for (const auto& [nth, unused, effect] : chosen) {
+      runs.push_back(PlannedRun{p.point, p.prog, nth,
+                                SweepFaultSpec(p.point, effect->action, nth, p.prog),
+                                effect->kind, effect->action});
     }
   }
   return runs;

@@ -1,8 +1,9 @@
 // sweep_plan.h: which runs a fault sweep makes. A clean run of the program tells how often each
-// fault point was hit (the simulator's RPMA_SIM_STATS file); the sweep then fails each hit in
-// turn, one run per (point, nth), with `fail=<errno>` (EIO, or ENOMEM for malloc). When
-// --max-runs bounds the sweep, the runs are shared fairly between the points and spread evenly
-// over each point's hits.
+// fault point was hit (the simulator's RPMA_SIM_STATS file); the sweep then injects each effect
+// of the kinds asked for (sweep_kinds.h: `fail=<errno>`, an error completion, a connection
+// ended, a process killed) at each hit in turn, one run per (point, nth, effect). When
+// --max-runs bounds the sweep, the runs are shared fairly between the points, within a point
+// between its kinds and within a kind between its effects, and spread evenly over the hits.
 //
 // Thread-safety: every function is thread-safe (none keeps state).
 
@@ -15,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tools/rpma_sim/sweep_kinds.h"
 
 namespace softrpma::rpma_sim {
 
@@ -56,12 +58,17 @@ const char* SweepErrno(absl::string_view point);
 // The fault spec of one sweep run, e.g. "ibv_post_send:fail=EIO:nth=3", with ":prog=NAME"
 // when `prog` is not empty.
 std::string SweepFaultSpec(absl::string_view point, uint64_t nth, absl::string_view prog = "");
+// The same with another action: "<point>:<action>:nth=N[:prog=NAME]".
+std::string SweepFaultSpec(absl::string_view point, absl::string_view action, uint64_t nth,
+                           absl::string_view prog);
 
 // How many runs each point gets when at most `max_runs` may be made (0: no bound): each point
 // gets all of its hits when they fit; otherwise the runs are dealt out in rounds, each point
 // taking an equal share of what is left (never more than its hits), and when fewer runs than
-// points remain the points listed first get one each. Returns one count per entry of `hits`.
-std::vector<uint64_t> ShareRuns(const std::vector<uint64_t>& hits, uint64_t max_runs);
+// points remain the points listed first get one each (from entry `first` on, round the list:
+// so that callers can rotate who gets the odd runs). Returns one count per entry of `hits`.
+std::vector<uint64_t> ShareRuns(const std::vector<uint64_t>& hits, uint64_t max_runs,
+                                size_t first = 0);
 
 // Which hit numbers, of 1..hits, `budget` runs fail (1 <= budget <= hits): spread evenly,
 // ascending, the first and (when budget >= 2) the last hit included. budget >= hits: all.
@@ -72,11 +79,23 @@ struct PlannedRun {
   std::string point;
   std::string prog;
   uint64_t nth = 0;
-  std::string spec;  // SweepFaultSpec(point, nth)
+  std::string spec;  // SweepFaultSpec(point, action, nth, prog)
+  SweepKind kind = SweepKind::kFail;
+  std::string action;  // the effect injected, e.g. "fail=EIO" (sweep_kinds.h)
 };
 
-// The runs for `points` (each to be swept: hits > 0 and able to fail), point by point in the
-// given order, hit numbers ascending, at most `max_runs` in all (0: no bound).
+// The runs for `points` (each to be swept: hits > 0 and able to fail) with every effect of
+// `kinds` there on `device` (EffectsAt), point by point in the given order, then hit numbers
+// ascending, then effects in their order; at most `max_runs` in all (0: no bound). Under the
+// bound each point gets a fair share (ShareRuns over the points, each able to take hits x
+// effects), shares it fairly between its kinds and each kind between its effects, and spreads
+// each effect's runs over the hits (SpreadHits). The odd runs of a point go to its kinds round
+// the list starting at a kind that moves on by one from point to point (and likewise for
+// effects), so that a small bound still reaches every kind rather than the first point's.
+std::vector<PlannedRun> PlanSweep(const std::vector<PointHits>& points,
+                                  const std::vector<SweepKind>& kinds, absl::string_view device,
+                                  uint64_t max_runs);
+// The runs of the fail kind only (the sweep before kinds).
 std::vector<PlannedRun> PlanSweep(const std::vector<PointHits>& points, uint64_t max_runs);
 
 }  // namespace softrpma::rpma_sim

@@ -1,6 +1,8 @@
 #include "tools/rpma_sim/sweep_plan.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <numeric>
 #include <vector>
 
@@ -12,7 +14,9 @@
 namespace softrpma::rpma_sim {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::Not;
 using ::testing::HasSubstr;
 
 uint64_t Sum(const std::vector<uint64_t>& v) { return std::accumulate(v.begin(), v.end(), 0ull); }
@@ -155,6 +159,152 @@ TEST(PlanSweep, BoundedByMaxRuns) {
   EXPECT_EQ(runs[5].spec, "ibv_post_send:fail=EIO:nth=50");
   EXPECT_EQ(runs[6].spec, "malloc:fail=ENOMEM:nth=1");
   EXPECT_EQ(runs[10].spec, "malloc:fail=ENOMEM:nth=300");
+}
+
+// ---- Kinds --------------------------------------------------------------------------------
+
+std::vector<std::string> Specs(const std::vector<PlannedRun>& runs) {
+  std::vector<std::string> specs;
+  for (const PlannedRun& r : runs) specs.push_back(r.spec);
+  return specs;
+}
+
+// How many runs of `runs` are of `kind`.
+size_t CountKind(const std::vector<PlannedRun>& runs, SweepKind kind) {
+  return std::count_if(runs.begin(), runs.end(), [kind](const PlannedRun& r) { return r.kind == kind; });
+}
+
+TEST(PlanSweep, KindsPerPoint_EachEffectAtEachHit_HitByHit) {
+  std::vector<PlannedRun> runs = PlanSweep(
+      {{"ibv_alloc_pd", 1, ""}, {"rdma_connect", 1, ""}, {"ibv_post_recv", 2, ""}},
+      AllSweepKinds(), "mlx5", 0);
+  EXPECT_THAT(Specs(runs),
+              ElementsAre("ibv_alloc_pd:fail=EIO:nth=1",  // no wc, conn there; one program: no kill
+                          "rdma_connect:fail=EIO:nth=1", "rdma_connect:reject:nth=1",
+                          "rdma_connect:unreachable:nth=1",
+                          "ibv_post_recv:fail=EIO:nth=1",
+                          "ibv_post_recv:wc_status=IBV_WC_WR_FLUSH_ERR:nth=1",
+                          "ibv_post_recv:wc_status=IBV_WC_LOC_LEN_ERR:nth=1",
+                          "ibv_post_recv:lost:nth=1", "ibv_post_recv:disconnect:nth=1",
+                          "ibv_post_recv:fail=EIO:nth=2",
+                          "ibv_post_recv:wc_status=IBV_WC_WR_FLUSH_ERR:nth=2",
+                          "ibv_post_recv:wc_status=IBV_WC_LOC_LEN_ERR:nth=2",
+                          "ibv_post_recv:lost:nth=2", "ibv_post_recv:disconnect:nth=2"));
+  EXPECT_EQ(runs[1].kind, SweepKind::kFail);
+  EXPECT_EQ(runs[2].kind, SweepKind::kConn);
+  EXPECT_EQ(runs[2].action, "reject");
+  EXPECT_EQ(runs[5].kind, SweepKind::kWc);
+  EXPECT_EQ(runs[5].action, "wc_status=IBV_WC_WR_FLUSH_ERR");
+}
+
+TEST(PlanSweep, WcStatusesPerOperationAndDevice) {
+  auto statuses = [](const char* point, const char* device) {
+    return Specs(PlanSweep({{point, 1, ""}}, {SweepKind::kWc}, device, 0));
+  };
+  EXPECT_THAT(statuses("ibv_post_send", "mlx5"),
+              ElementsAre("ibv_post_send:wc_status=IBV_WC_REM_ACCESS_ERR:nth=1",
+                          "ibv_post_send:wc_status=IBV_WC_RETRY_EXC_ERR:nth=1",
+                          "ibv_post_send:wc_status=IBV_WC_LOC_PROT_ERR:nth=1",
+                          "ibv_post_send:wc_status=IBV_WC_REM_INV_REQ_ERR:nth=1",
+                          "ibv_post_send:wc_status=IBV_WC_RNR_RETRY_EXC_ERR:nth=1"));
+  // iWARP has no RNR retries.
+  EXPECT_EQ(statuses("ibv_post_send", "siw").size(), 4u);
+  EXPECT_THAT(statuses("ibv_post_send", "siw"),
+              Not(Contains("ibv_post_send:wc_status=IBV_WC_RNR_RETRY_EXC_ERR:nth=1")));
+  EXPECT_EQ(statuses("ibv_wr_complete", "rxe").size(), 3u);
+  // Points the grammar cannot complete in error get no wc run.
+  EXPECT_TRUE(statuses("ibv_post_srq_recv", "mlx5").empty());
+  EXPECT_TRUE(statuses("ibv_poll_cq", "mlx5").empty());
+}
+
+TEST(PlanSweep, KillOnlyInARunOfSeveralPrograms) {
+  EXPECT_TRUE(PlanSweep({{"ibv_post_send", 2, ""}}, {SweepKind::kKill}, "", 0).empty());
+  EXPECT_THAT(Specs(PlanSweep({{"rdma_accept", 2, "server"}, {"malloc", 1, "client"}},
+                              {SweepKind::kKill}, "", 0)),
+              ElementsAre("rdma_accept:kill:nth=1:prog=server",
+                          "rdma_accept:kill:nth=2:prog=server", "malloc:kill:nth=1:prog=client"));
+}
+
+TEST(PlanSweep, FailKindAloneIsThePlanBeforeKinds) {
+  const std::vector<PointHits> points = {
+      {"ibv_alloc_pd", 1, ""}, {"ibv_post_send", 50, ""}, {"malloc", 300, ""}};
+  for (uint64_t max_runs : {0, 11, 2}) {
+    EXPECT_EQ(Specs(PlanSweep(points, {SweepKind::kFail}, "mlx5", max_runs)),
+              Specs(PlanSweep(points, max_runs)))
+        << max_runs;
+  }
+}
+
+// Under --max-runs every point gets its share, and within a point its kinds share it: the
+// wc kind's five statuses do not crowd out conn, nor the first point's kinds the others.
+TEST(PlanSweep, MaxRuns_SharedFairlyOverPointsAndKinds) {
+  const std::vector<PointHits> points = {
+      {"ibv_post_send", 100, "client"}, {"rdma_accept", 10, "server"}, {"malloc", 100, "client"}};
+  std::vector<PlannedRun> runs = PlanSweep(points, AllSweepKinds(), "mlx5", 30);
+  ASSERT_EQ(runs.size(), 30u);
+  size_t per_point[3] = {};
+  for (const PlannedRun& r : runs) {
+    per_point[r.point == "ibv_post_send" ? 0 : r.point == "rdma_accept" ? 1 : 2]++;
+  }
+  EXPECT_EQ(per_point[0], 10u);
+  EXPECT_EQ(per_point[1], 10u);
+  EXPECT_EQ(per_point[2], 10u);
+  std::vector<PlannedRun> post(runs.begin(), runs.begin() + 10);
+  EXPECT_EQ(CountKind(post, SweepKind::kFail), 3u);  // 10 over fail, wc, conn, kill: 3 3 2 2 or so
+  EXPECT_GE(CountKind(post, SweepKind::kWc), 2u);
+  EXPECT_GE(CountKind(post, SweepKind::kConn), 2u);
+  EXPECT_GE(CountKind(post, SweepKind::kKill), 2u);
+}
+
+// With fewer runs than points x kinds, each point still gets one, and the kinds those single
+// runs take go round: not the first kind (fail) at every point.
+TEST(PlanSweep, MaxRuns_FewRuns_KindsRoundRobinOverPoints) {
+  const std::vector<PointHits> points = {{"ibv_post_send", 5, "c"}, {"ibv_post_recv", 5, "c"},
+                                         {"rdma_connect", 5, "c"}, {"rdma_accept", 5, "s"}};
+  std::vector<PlannedRun> runs = PlanSweep(points, AllSweepKinds(), "mlx5", 4);
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[0].point, "ibv_post_send");
+  EXPECT_EQ(runs[1].point, "ibv_post_recv");
+  EXPECT_EQ(runs[2].point, "rdma_connect");
+  EXPECT_EQ(runs[3].point, "rdma_accept");
+  EXPECT_EQ(runs[0].kind, SweepKind::kFail);
+  EXPECT_EQ(runs[1].kind, SweepKind::kWc);
+  EXPECT_EQ(runs[2].kind, SweepKind::kConn);
+  EXPECT_EQ(runs[3].kind, SweepKind::kKill);
+  EXPECT_EQ(CountKind(runs, SweepKind::kFail), 1u);
+}
+
+TEST(ParseSweepKinds, AnyOrderBlanksAllowed_ReturnedInKindOrder) {
+  EXPECT_THAT(*ParseSweepKinds(" kill , fail"), ElementsAre(SweepKind::kFail, SweepKind::kKill));
+  EXPECT_THAT(*ParseSweepKinds("wc"), ElementsAre(SweepKind::kWc));
+  EXPECT_EQ(*ParseSweepKinds("fail,wc,conn,kill"), AllSweepKinds());
+}
+
+TEST(ParseSweepKinds, UnknownKind_ErrorNamesItAndTheValidOnes) {
+  absl::StatusOr<std::vector<SweepKind>> kinds = ParseSweepKinds("fail,wcs");
+  ASSERT_FALSE(kinds.ok());
+  EXPECT_EQ(kinds.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(kinds.status().message(),
+            "unknown fault kind \"wcs\"; the kinds are fail, wc, conn, kill");
+  EXPECT_EQ(ParseSweepKinds("wc,wc").status().message(), "fault kind \"wc\" is listed twice");
+  EXPECT_EQ(ParseSweepKinds(" , ").status().message(),
+            "no fault kind given; the kinds are fail, wc, conn, kill");
+}
+
+TEST(KindOfAction, TheKindOfEachSweepAction) {
+  EXPECT_EQ(KindOfAction("fail=EIO"), SweepKind::kFail);
+  EXPECT_EQ(KindOfAction("wc_status=IBV_WC_RETRY_EXC_ERR"), SweepKind::kWc);
+  EXPECT_EQ(KindOfAction("disconnect"), SweepKind::kConn);
+  EXPECT_EQ(KindOfAction("unreachable"), SweepKind::kConn);
+  EXPECT_EQ(KindOfAction("kill"), SweepKind::kKill);
+  EXPECT_EQ(KindOfAction("delay=5"), std::nullopt);
+}
+
+TEST(EffectRank, TheSweepsOrderAtAPoint) {
+  EXPECT_EQ(EffectRank("ibv_post_recv", "fail=EIO", "mlx5"), 0u);
+  EXPECT_EQ(EffectRank("ibv_post_recv", "wc_status=IBV_WC_LOC_LEN_ERR", "mlx5"), 2u);
+  EXPECT_EQ(EffectRank("ibv_post_recv", "kill", "mlx5"), 5u);
+  EXPECT_EQ(EffectRank("ibv_post_recv", "delay=5", "mlx5"), 6u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "simverbs/sim/faults/fault.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -195,7 +196,14 @@ constexpr ActionSyntax kActionSyntax[] = {
     {FK::kUnreachable, "unreachable", "unreachable"},
     {FK::kLost, "lost", "lost"},
     {FK::kDisconnect, "disconnect", "disconnect"},
+    {FK::kKill, "kill", "kill"},
 };
+
+// The actions `info` accepts: its row's, and kill, which every point accepts (a process can die
+// anywhere, a call that returns void included).
+uint32_t AcceptedActions(const FaultPointInfo& info) {
+  return info.actions | ActionBit(FK::kKill);
+}
 
 const ActionSyntax* FindAction(absl::string_view name) {
   for (const ActionSyntax& syntax : kActionSyntax) {
@@ -401,7 +409,7 @@ class RuleParser final {
       return Error(token.offset + token.text.size(),
                    absl::StrCat("action ", syntax->name, " needs a value: ", syntax->form));
     }
-    if ((info.actions & ActionBit(kind)) == 0) {
+    if ((AcceptedActions(info) & ActionBit(kind)) == 0) {
       if (kind == FaultKind::kFail) {
         return Error(token.offset, absl::StrCat("action fail is not valid for ", info.name,
                                                 ": that call returns void and cannot fail"));
@@ -616,6 +624,7 @@ std::vector<std::string> FaultPointNames() {
 
 std::vector<std::string> FaultActionForms(FaultPoint point) {
   std::vector<std::string> forms;
+  // The row's own actions: kill, which every point accepts, would only repeat on every line.
   const uint32_t actions = GetFaultPointInfo(point).actions;
   for (const ActionSyntax& syntax : kActionSyntax) {
     if ((actions & ActionBit(syntax.kind)) != 0) forms.emplace_back(syntax.form);
@@ -697,6 +706,14 @@ FaultDecision FaultPlan::OnHit(FaultPoint point, uint32_t qp_num) {
       TraceEvent("fault point=%s action=%s hit=%llu", FaultPointName(point),
                  fired->action_text.c_str(), static_cast<unsigned long long>(fired_hit));
     }
+  }
+  if (fired->action.kind == FaultKind::kKill) {
+    // The process dies here as a crashed or OOM-killed peer does: no destructor, no atexit, no
+    // stats or trace end line, so that its peers (and rpma-sim) see exactly a dead process. The
+    // log line above is flushed first (stderr is unbuffered) and is what tells an injected kill
+    // from a real one.
+    kill(getpid(), SIGKILL);
+    for (;;) pause();  // SIGKILL is delivered before kill() returns to a single-threaded caller
   }
   FaultDecision decision;
   decision.kind = fired->action.kind;

@@ -12,7 +12,8 @@
 // `spurious` (an event of a CQ with nothing new); on ibv_req_notify_cq `no_notify` (the arm is
 // taken but sends no event); on the posts `wc_status=<IBV_WC_*>` (the WR completes with that
 // error) and `delay=<ns>` (its completion arrives later, in simulated time); on the connection
-// calls `reject`, `unreachable`, `lost`, `disconnect` (the connection ends that way).
+// calls `reject`, `unreachable`, `lost`, `disconnect` (the connection ends that way); at every
+// point `kill` (the process dies of SIGKILL there, so that its peers meet a dead peer).
 // Conditions: nth / after / every on the hit number, prob (seeded, see sched.h), qp (only
 // that QP's hits, numbered on their own) and prog (the rule applies only in the process of that
 // name, ProcessName(): so one spec serves a server and its client). Every action is off unless a rule asks for it. Every
@@ -122,6 +123,7 @@ enum class FaultKind : uint8_t {
   kUnreachable,  // the connection ends in RDMA_CM_EVENT_UNREACHABLE
   kLost,         // the connection ends in RDMA_CM_EVENT_CONNECT_ERROR (librpma: CONN_LOST)
   kDisconnect,   // the connection is disconnected (DISCONNECTED on both sides)
+  kKill,         // the process dies of SIGKILL at this hit (a peer that dies; valid everywhere)
 };
 
 // The bit of `kind` in FaultPointInfo::actions.
@@ -131,7 +133,7 @@ constexpr uint32_t ActionBit(FaultKind kind) { return uint32_t{1} << static_cast
 struct FaultPointInfo {
   FaultPoint point;
   const char* name;         // the verbs call, e.g. "ibv_post_send"
-  uint32_t actions;         // ActionBit()s of the actions valid here
+  uint32_t actions;         // ActionBit()s of the actions valid here (kill: every point)
   bool has_qp;              // its hits belong to a QP (the qp= condition is valid)
   const char* description;  // one line: the call and what failing it does in librpma terms
   bool can_fail() const { return (actions & ActionBit(FaultKind::kFail)) != 0; }

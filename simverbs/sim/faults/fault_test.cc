@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -117,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"ibv_poll_cq:fail=EIO; ibv_post_send:explode",
                 "fault spec rule 2, column 37: unknown action \"explode\"; expected one of "
                 "fail=<errno>, unknown_cq, spurious, no_notify, wc_status=<IBV_WC_*>, "
-                "delay=<ns>, reject, unreachable, lost, disconnect"},
+                "delay=<ns>, reject, unreachable, lost, disconnect, kill"},
         BadSpec{"ibv_post_send:unknown_cq",
                 "fault spec rule 1, column 15: action unknown_cq is valid only for "
                 "ibv_get_cq_event, not for ibv_post_send"},
@@ -704,6 +705,33 @@ TEST(FaultPointsTest, Described_OneLineEach_ActionsPerPoint) {
   EXPECT_TRUE(points[static_cast<int>(FaultPoint::kIbvAckCqEvents)].actions.empty());
   EXPECT_THAT(points[static_cast<int>(FaultPoint::kIbvAllocPd)].description,
               HasSubstr("rpma_peer_new"));
+}
+
+TEST(FaultSpecTest, Kill_ValidAtEveryPoint_VoidOnesIncluded_TakesNoValue) {
+  for (const std::string& name : ListFaultPoints()) {
+    absl::StatusOr<std::vector<FaultRule>> rules = ParseFaultRules(name + ":kill:nth=2");
+    ASSERT_TRUE(rules.ok()) << name << ": " << rules.status();
+    EXPECT_EQ((*rules)[0].action.kind, FaultKind::kKill);
+    EXPECT_EQ((*rules)[0].text, name + ":kill:nth=2");
+  }
+  EXPECT_EQ(ParseFaultRules("ibv_post_send:kill=9").status().message(),
+            "fault spec rule 1, column 15: action kill takes no value; write just kill");
+}
+
+// The process dies of SIGKILL at the hit the rule names, after the injection's log line; the
+// hits before it go on as usual.
+TEST(FaultPlanDeathTest, Kill_TheProcessDiesOfSigkillAtThatHit) {
+  EXPECT_EXIT(
+      {
+        absl::StatusOr<std::unique_ptr<FaultPlan>> plan =
+            ParseFaultSpec("ibv_ack_cq_events:kill:nth=2");
+        if (!plan.ok()) std::_Exit(3);
+        if ((*plan)->OnHit(FaultPoint::kIbvAckCqEvents, 0).fired()) std::_Exit(4);
+        (*plan)->OnHit(FaultPoint::kIbvAckCqEvents, 0);
+        std::_Exit(5);  // not reached
+      },
+      ::testing::KilledBySignal(SIGKILL),
+      "softrpma-sim: fault injected: ibv_ack_cq_events:kill \\(hit 2\\)");
 }
 
 // ---- New actions and conditions, through the backend ----------------------------------------

@@ -36,6 +36,13 @@ ABSL_FLAG(uint64_t, max_runs, 0,
 ABSL_FLAG(std::string, points, "",
           "sweep only these fault points (comma-separated names, see `rpma-sim points`). "
           "Default: every point the clean run hit");
+ABSL_FLAG(std::string, kinds, "fail,wc,conn,kill",
+          "the kinds of fault injected, comma-separated: fail (the call fails with an errno), "
+          "wc (a posted work request completes with each error status the device's NIC gives "
+          "for it; a receive is flushed), conn (at a post the connection is lost, and "
+          "separately disconnected; at rdma_connect / rdma_accept it is rejected, and "
+          "unreachable), kill (in a run of several programs, the process dies of SIGKILL at "
+          "the hit). Each applies where the fault grammar has it (docs/FAULTS.md)");
 ABSL_FLAG(bool, leaks, false,
           "also look for leaks: with LeakSanitizer when the program is built with "
           "AddressSanitizer, else under valgrind when it is installed (rpma-sim says which)");
@@ -108,6 +115,9 @@ int Sweep(const CommandLine& line, const char* argv0) {
     }
     options.points.emplace_back(point);
   }
+  absl::StatusOr<std::vector<SweepKind>> kinds = ParseSweepKinds(absl::GetFlag(FLAGS_kinds));
+  if (!kinds.ok()) return Usage(absl::StrCat("--kinds: ", kinds.status().message()));
+  options.kinds = *kinds;
   options.report_path = absl::GetFlag(FLAGS_report);
   options.junit_path = absl::GetFlag(FLAGS_junit);
   std::optional<std::optional<Shard>> shard = ShardOfSweep(line);
@@ -152,18 +162,30 @@ int Sweep(const CommandLine& line, const char* argv0) {
 const Command& SweepCommand() {
   static const Command command{
       {"sweep",
-       {"seed", "j", "timeout", "max_runs", "points", "report", "junit", "shard", "leaks", "lib",
+       {"seed", "j", "timeout", "max_runs", "points", "kinds", "report", "junit", "shard", "leaks",
+        "lib",
         "verbs_lib", "upstream_librpma", "upstream_lib", "device", "execution", "races"},
        true,
        0,
        0},
       "rpma-sim sweep [--device=D,...] [--seed=S] [-j N] [--timeout=T] [--max-runs=M]\n"
-      "               [--points=P,...] [--report=FILE] [--junit=FILE] [--shard=K/N] [--leaks]\n"
+      "               [--points=P,...] [--kinds=fail,wc,conn,kill] [--report=FILE]\n"
+      "               [--junit=FILE] [--shard=K/N] [--leaks]\n"
       "               [--lib=DIR] [--verbs-lib=DIR] [--upstream-librpma] -- PROGRAM [ARGS...]",
       "Runs PROGRAM once with no fault to count how often each fault point is hit\n"
-      "(RPMA_SIM_STATS), then once per hit of every point that can fail, with that hit\n"
-      "failed: --faults='<point>:fail=EIO:nth=<n>' (ENOMEM for malloc). With --max-runs,\n"
-      "the runs are shared fairly between the points and spread over each point's hits.\n"
+      "(RPMA_SIM_STATS), then once per hit of every point that can fail and per fault of\n"
+      "each --kinds that applies there, with that fault injected at that hit:\n"
+      "  fail  --faults='<point>:fail=EIO:nth=<n>' (ENOMEM for malloc), every point;\n"
+      "  wc    '<post>:wc_status=IBV_WC_...:nth=<n>': the work request completes with each\n"
+      "        error status the device's NIC gives for it (ibv_post_send: REM_ACCESS,\n"
+      "        RETRY_EXC, LOC_PROT, REM_INV_REQ, RNR_RETRY_EXC but on siw; ibv_post_recv:\n"
+      "        WR_FLUSH, LOC_LEN; ibv_wr_complete: REM_ACCESS, RETRY_EXC, LOC_PROT);\n"
+      "  conn  at a post the connection lost, and disconnected, mid-flight; at\n"
+      "        rdma_connect / rdma_accept rejected, and unreachable;\n"
+      "  kill  '<point>:kill:nth=<n>:prog=<name>': in a run of several programs, that\n"
+      "        process dies of SIGKILL there (its peers meet a dead peer).\n"
+      "Default: every kind. With --max-runs, the runs are shared fairly between the\n"
+      "points, then each point's between its kinds, and spread over the hits.\n"
       "N runs at a time; a run still going after --timeout is killed with its process\n"
       "group. Each run is clean (exit 0), nonzero (exit > 0: the program reported the\n"
       "fault), crashed (a signal or a sanitizer error), hung (timed out), leaked (with\n"
@@ -184,6 +206,7 @@ const Command& SweepCommand() {
       "  rpma-sim sweep --upstream-librpma -- ./my_app\n"
       "  rpma-sim sweep -j 4 --timeout=30s --max-runs=200 --report=sweep.json -- ./my_app\n"
       "  rpma-sim sweep --points=ibv_post_send,malloc --leaks -- bazel-bin/tools/demo --once\n"
+      "  rpma-sim sweep --kinds=wc,conn -- ./my_app\n"
       "  rpma-sim sweep --shard=1/3 --report=s1.json --junit=s1.xml -- ./my_app\n",
       &Sweep,
   };
