@@ -9,7 +9,8 @@ source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/rpma_sim/testdata/testlib.sh"
 peer="$root/tests/multiprocess/peer"
 pair="$root/tests/multiprocess/pair.sh"
 
-run "$rpma_sim" sweep -j 2 --timeout=20s --report="$work/report.json" -- "$pair" "$peer" 7601
+# (--kinds=fail: the plan across programs is what this test is about; other kinds below.)
+run "$rpma_sim" sweep -j 2 --timeout=20s --kinds=fail --report="$work/report.json" -- "$pair" "$peer" 7601
 echo "$out"
 echo "$err"
 expect_status "the sweep passes (no run in which a process crashed or hung)" 0 "$status"
@@ -49,4 +50,21 @@ check "every kept run counted its objects, and the totals agree" \
 run "$rpma_sim" run --faults='rdma_accept:fail=EIO:nth=1:prog=server' -- "$pair" "$peer" 7602
 expect_status "the replayed run fails as the sweep said (nonzero)" 1 "$status"
 expect_in "the server reports the injected failure" "$err$out" "rdma_accept:fail=EIO (hit 1)"
+
+# The kill kind: each process killed at its hits (a bounded sample). The survivor's handling of
+# a dead peer is what is swept; the killed process is not a crash of the program.
+run "$rpma_sim" sweep -j 2 --timeout=20s --kinds=kill --max-runs=8 --report="$work/kill.json" \
+  -- "$pair" "$peer" 7603
+echo "$out"
+echo "$err"
+expect_status "the kill sweep passes (a killed process is the fault, not a crash)" 0 "$status"
+kill_summary="$(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+runs = r["runs"]
+print(len(runs), all(":kill" in run["spec"] for run in runs),
+      any(run["class"] == "crashed" for run in runs))
+' "$work/kill.json")"
+echo "$kill_summary"
+check "8 kill runs, none crashed" test "$kill_summary" = "8 True False"
 finish
