@@ -121,6 +121,7 @@ ChildCommand SimCommand(const SimConfig& config, std::vector<std::string> progra
   set_or_unset(kStatsVar, non_empty(config.stats));
   set_or_unset(kDeviceVar, non_empty(config.device));
   set_or_unset(kExecutionVar, non_empty(config.execution));
+  set_or_unset(kRunDirVar, non_empty(config.run_dir));
   command.env_set.emplace_back(kRaceDetectorVar, config.race_detector ? "1" : "0");
   if (!config.fabric.empty()) command.env_set.emplace_back(kFabricVar, config.fabric);
   std::vector<std::string> path;

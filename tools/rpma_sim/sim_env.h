@@ -39,6 +39,8 @@ inline constexpr char kFabricVar[] = "RPMA_SIM_FABRIC";
 inline constexpr char kDeviceVar[] = "RPMA_SIM_DEVICE";
 inline constexpr char kExecutionVar[] = "RPMA_SIM_EXECUTION";
 inline constexpr char kRaceDetectorVar[] = "RPMA_SIM_RACE_DETECTOR";
+// The run's own directory, where each of its simulators writes what rpma-sim reads about it.
+inline constexpr char kRunDirVar[] = "RPMA_SIM_RUN_DIR";
 
 // The library file that LD_LIBRARY_PATH must find.
 inline constexpr char kLibraryName[] = "librpma.so.0";
@@ -74,6 +76,9 @@ struct SimConfig {
   std::string execution;
   // The buffer-race detector: on unless --races=false.
   bool race_detector = true;
+  // RPMA_SIM_RUN_DIR: the run's directory (a sweep's), "" for none (removed). Not part of a
+  // replay line.
+  std::string run_dir;
 };
 
 // How the user chose the libraries, for replay lines: the flags as given ("" / false: not).

@@ -39,6 +39,10 @@ ABSL_FLAG(std::string, points, "",
 ABSL_FLAG(bool, leaks, false,
           "also look for leaks: with LeakSanitizer when the program is built with "
           "AddressSanitizer, else under valgrind when it is installed (rpma-sim says which)");
+ABSL_FLAG(bool, kill_orphans, true,
+          "stop a run whose processes all exited but one that waits in the simulator for a "
+          "peer that is gone (orphaned) instead of waiting for --timeout; --kill-orphans=false "
+          "lets it time out (hung)");
 ABSL_FLAG(std::string, shard, "",
           "run part K of N of the plan (K/N, 1 <= K <= N): every run belongs to exactly one "
           "part, so N sweeps with 1/N to N/N make the whole sweep; `rpma-sim report merge` "
@@ -114,6 +118,7 @@ int Sweep(const CommandLine& line, const char* argv0) {
   if (!shard.has_value()) return kExitUsage;
   options.shard = *shard;
   options.leaks = absl::GetFlag(FLAGS_leaks);
+  options.kill_orphans = absl::GetFlag(FLAGS_kill_orphans);
   std::optional<Libraries> libraries = ResolveLibraries(argv0);
   if (!libraries.has_value()) return kExitUsage;
   options.library_flags = libraries->flags;
@@ -152,20 +157,25 @@ int Sweep(const CommandLine& line, const char* argv0) {
 const Command& SweepCommand() {
   static const Command command{
       {"sweep",
-       {"seed", "j", "timeout", "max_runs", "points", "report", "junit", "shard", "leaks", "lib",
+       {"seed", "j", "timeout", "max_runs", "points", "report", "junit", "shard", "leaks",
+        "kill_orphans", "lib",
         "verbs_lib", "upstream_librpma", "upstream_lib", "device", "execution", "races"},
        true,
        0,
        0},
       "rpma-sim sweep [--device=D,...] [--seed=S] [-j N] [--timeout=T] [--max-runs=M]\n"
       "               [--points=P,...] [--report=FILE] [--junit=FILE] [--shard=K/N] [--leaks]\n"
+      "               [--kill-orphans=false]\n"
       "               [--lib=DIR] [--verbs-lib=DIR] [--upstream-librpma] -- PROGRAM [ARGS...]",
       "Runs PROGRAM once with no fault to count how often each fault point is hit\n"
       "(RPMA_SIM_STATS), then once per hit of every point that can fail, with that hit\n"
       "failed: --faults='<point>:fail=EIO:nth=<n>' (ENOMEM for malloc). With --max-runs,\n"
       "the runs are shared fairly between the points and spread over each point's hits.\n"
       "N runs at a time; a run still going after --timeout is killed with its process\n"
-      "group. Each run is clean (exit 0), nonzero (exit > 0: the program reported the\n"
+      "group, after rpma-sim printed where each of its processes waits (gdb's stacks when\n"
+      "installed, the simulator's waits and outstanding WRs). A run whose processes all\n"
+      "exited but one that waits in the simulator for a gone peer is stopped as orphaned\n"
+      "(--kill-orphans=false: it times out). Each run is clean (exit 0), nonzero (exit > 0: the program reported the\n"
       "fault), crashed (a signal or a sanitizer error), hung (timed out), leaked (with\n"
       "--leaks) or kept (a destroy call failed and the NIC kept its object, as a real\n"
       "provider does: no leak of the program's). Each run that crashed, hung or leaked\n"
