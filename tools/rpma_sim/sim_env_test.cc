@@ -40,7 +40,7 @@ TEST(SimCommand, SetsWhatIsGivenAndRemovesTheRest) {
                                    Pair("LD_LIBRARY_PATH", "/opt/softrpma/lib")));
   EXPECT_THAT(command.env_unset,
               UnorderedElementsAre("RPMA_SIM_SCENARIO", "RPMA_SIM_STATS", "RPMA_SIM_DEVICE",
-                                   "RPMA_SIM_EXECUTION"));
+                                   "RPMA_SIM_EXECUTION", "RPMA_SIM_RUN_DIR"));
 }
 
 TEST(SimCommand, DeviceGiven_RpmaSimDeviceSet) {
@@ -59,7 +59,15 @@ TEST(SimCommand, NothingGiven_EverySimVariableRemoved) {
   EXPECT_THAT(command.env_unset,
               UnorderedElementsAre("RPMA_SIM_SEED", "RPMA_SIM_FAULTS", "RPMA_SIM_SCENARIO",
                                    "RPMA_SIM_TRACE", "RPMA_SIM_STATS", "RPMA_SIM_DEVICE",
-                                   "RPMA_SIM_EXECUTION"));
+                                   "RPMA_SIM_EXECUTION", "RPMA_SIM_RUN_DIR"));
+}
+
+TEST(SimCommand, RunDirGiven_RpmaSimRunDirSet) {
+  SimConfig config;
+  config.run_dir = "/tmp/sweep/run-3.d";
+  ChildCommand command = SimCommand(config, {"./app"});
+  EXPECT_THAT(command.env_set, Contains(Pair("RPMA_SIM_RUN_DIR", "/tmp/sweep/run-3.d")));
+  EXPECT_THAT(command.env_unset, Not(Contains("RPMA_SIM_RUN_DIR")));
 }
 
 TEST(SimCommand, ExecutionAndRaceDetectorAsGiven) {
