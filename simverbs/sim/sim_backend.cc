@@ -22,6 +22,7 @@
 #include "simverbs/sim/sched/sched.h"
 #include "simverbs/sim/settings.h"
 #include "simverbs/sim/trace/trace.h"
+#include "simverbs/sim/waits.h"
 
 namespace softrpma::sim {
 namespace {
@@ -581,6 +582,7 @@ void ForgetBackendInChild() {
   SetInlineVerbsBackend(nullptr);
   parent->MarkForked();
   ForgetSettingsInChild();
+  waits::ForgetInChild();
 }
 
 absl::StatusOr<Backend*> GetSimBackend() {
@@ -603,6 +605,7 @@ absl::StatusOr<Backend*> GetSimBackend() {
   backend->InstallContextOps();
   SetInlineVerbsBackend(backend);
   g_backend.store(backend, std::memory_order_release);
+  waits::Start(ProcessName());  // under rpma-sim (RPMA_SIM_RUN_DIR): its hang report
   return backend;
 }
 

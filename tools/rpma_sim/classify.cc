@@ -78,6 +78,7 @@ const char* RunClassName(RunClass run_class) {
     case RunClass::kLeaked: return "leaked";
     case RunClass::kKept: return "kept";
     case RunClass::kRacy: return "racy";
+    case RunClass::kOrphaned: return "orphaned";
   }
   return "?";
 }
@@ -162,6 +163,12 @@ RunVerdict Classify(const ChildExit& exit, absl::string_view output, LeakChecker
   }
   if (absl::string_view line = LineWith(output, "ERROR: LeakSanitizer"); !line.empty()) {
     return {RunClass::kLeaked, SanitizerHeadline(line)};
+  }
+  if (exit.orphaned) {
+    // The report's first line says who waited for what.
+    absl::string_view first = exit.report;
+    first = first.substr(0, first.find('\n'));
+    return {RunClass::kOrphaned, first.empty() ? "stopped: its peers had exited" : Shorten(first)};
   }
   if (exit.signal != 0) return {RunClass::kCrashed, SignalName(exit.signal)};
   if (checker == LeakChecker::kValgrind) {

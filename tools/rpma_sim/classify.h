@@ -26,10 +26,14 @@ namespace softrpma::rpma_sim {
 // fault failed the destroy call that would have freed them (what a real provider keeps too;
 // the simulator keeps them reachable, so that they are no leak report); then a non-zero exit
 // status; else clean.
-enum class RunClass { kClean, kNonzero, kCrashed, kHung, kLeaked, kKept, kRacy };
-inline constexpr int kNumRunClasses = static_cast<int>(RunClass::kRacy) + 1;
+//
+// kOrphaned (after the sanitizer reports, before the signal: rpma-sim's SIGKILL ended it): every
+// process of the run had exited but one, which waited in the simulator for a peer that was gone
+// (ChildExit::orphaned), and the sweep stopped it. Not a failure: a server waits for clients.
+enum class RunClass { kClean, kNonzero, kCrashed, kHung, kLeaked, kKept, kRacy, kOrphaned };
+inline constexpr int kNumRunClasses = static_cast<int>(RunClass::kOrphaned) + 1;
 
-// "clean", "nonzero", "crashed", "hung", "leaked", "kept", "racy".
+// "clean", "nonzero", "crashed", "hung", "leaked", "kept", "racy", "orphaned".
 const char* RunClassName(RunClass run_class);
 
 // Whether a run of this class is a failure of the program (crashed, hung, leaked, racy). A non-zero

@@ -67,4 +67,34 @@ print(len(runs), all(":kill" in run["spec"] for run in runs),
 ' "$work/kill.json")"
 echo "$kill_summary"
 check "8 kill runs, none crashed" test "$kill_summary" = "8 True False"
+
+# `report merge` of a two-process sweep run in 2 shards is the unsharded sweep's report: every
+# entry, the not-swept calls included, names its program, and the clean runs' counts are
+# compared per (program, point) (issue 20, item 5).
+run "$rpma_sim" sweep -j 2 --timeout=20s --max-runs=30 --report="$work/whole2.json" \
+  -- "$pair" "$peer" 7604
+expect_status "the bounded sweep passes" 0 "$status"
+for k in 1 2; do
+  run "$rpma_sim" sweep -j 2 --timeout=20s --max-runs=30 --shard="$k/2" \
+    --report="$work/part$k.json" -- "$pair" "$peer" 7604
+  expect_status "shard $k of 2 passes" 0 "$status"
+done
+run "$rpma_sim" report merge --report="$work/merged2.json" "$work/part1.json" "$work/part2.json"
+echo "$out"
+echo "$err"
+expect_status "the merge passes" 0 "$status"
+check "no false 'not deterministic' warning" bash -c "! grep -q 'not deterministic' <<<\"\$1\"" _ "$out$err"
+compare="$(python3 -c '
+import json, sys
+def key(path):
+    r = json.load(open(path))
+    runs = sorted((x["prog"], x["point"], x["nth"], x["spec"], x["class"]) for x in r["runs"])
+    return (r["points"], r["not_swept"], r["totals"], runs, r["plan_runs"])
+whole, merged = key(sys.argv[1]), key(sys.argv[2])
+print("same" if whole == merged else "differ: %r\n%r" % (whole, merged))
+print("named" if all(p["prog"] for p in json.load(open(sys.argv[1]))["not_swept"]) else "unnamed")
+' "$work/whole2.json" "$work/merged2.json")"
+echo "$compare"
+check "the merged report equals the unsharded one" test "$(sed -n 1p <<<"$compare")" = same
+check "every not-swept entry names its program" test "$(sed -n 2p <<<"$compare")" = named
 finish

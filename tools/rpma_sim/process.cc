@@ -92,10 +92,13 @@ void DisableAslr() {
 }
 
 struct Running {
-  size_t index;
-  pid_t pid;
+  size_t index = 0;
+  pid_t pid = 0;
   absl::Time start;
   bool killed = false;  // its deadline passed and its group got SIGKILL
+  bool orphaned = false;  // RunWatch::orphaned said so and its group got SIGKILL
+  std::string report;     // RunWatch's
+  absl::Time orphan_checked = absl::InfinitePast();
 };
 
 ChildExit ExitFromStatus(int status) {
@@ -149,7 +152,8 @@ absl::Status ExecInPlace(const ChildCommand& command) {
 
 absl::StatusOr<std::vector<ChildExit>> RunChildren(
     const std::vector<ChildCommand>& commands, int jobs, absl::Duration timeout,
-    const std::function<void(size_t index, const ChildExit& exit)>& on_done) {
+    const std::function<void(size_t index, const ChildExit& exit)>& on_done,
+    const RunWatch& watch) {
   std::vector<ChildExit> results(commands.size());
   jobs = std::max(jobs, 1);
 
@@ -203,7 +207,11 @@ absl::StatusOr<std::vector<ChildExit>> RunChildren(
         return absl::InternalError(absl::StrCat("fork: ", strerror(fork_errno)));
       }
       setpgid(pid, pid);  // also in the child: whichever runs first; EACCES after exec is fine
-      running.push_back(Running{next, pid, absl::Now()});
+      Running started;
+      started.index = next;
+      started.pid = pid;
+      started.start = absl::Now();
+      running.push_back(std::move(started));
       ++next;
     }
 
@@ -223,6 +231,8 @@ absl::StatusOr<std::vector<ChildExit>> RunChildren(
       ChildExit exit = ExitFromStatus(status);
       exit.timed_out = r.killed;
       exit.pid = r.pid;
+      exit.orphaned = r.orphaned;
+      exit.report = std::move(r.report);
       exit.duration = absl::Now() - r.start;
       results[r.index] = exit;
       size_t index = r.index;
@@ -238,10 +248,24 @@ absl::StatusOr<std::vector<ChildExit>> RunChildren(
     for (Running& r : running) {
       absl::Duration left = r.start + timeout - now;
       if (left <= absl::ZeroDuration()) {
-        if (!r.killed) killpg(r.pid, SIGKILL);
-        r.killed = true;
+        if (!r.killed && !r.orphaned) {
+          if (watch.before_kill) r.report = watch.before_kill(r.index, r.pid);
+          killpg(r.pid, SIGKILL);
+          r.killed = true;
+        }
       } else {
+        if (watch.orphaned && !r.killed && !r.orphaned &&
+            now - r.orphan_checked >= watch.orphan_interval) {
+          r.orphan_checked = now;
+          if (std::optional<std::string> report = watch.orphaned(r.index, r.pid)) {
+            r.report = std::move(*report);
+            r.orphaned = true;
+            killpg(r.pid, SIGKILL);
+            continue;
+          }
+        }
         wait = std::min(wait, left);
+        if (watch.orphaned) wait = std::min(wait, watch.orphan_interval);
       }
     }
     if (static_cast<int>(running.size()) >= jobs || next >= commands.size()) {

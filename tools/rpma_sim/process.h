@@ -43,6 +43,22 @@ struct ChildExit {
   int signal = 0;          // the signal that ended it, else 0 (SIGKILL after a timeout)
   int pid = 0;             // its process id (its processes' records name it: the top one)
   absl::Duration duration;
+  // Stopped by RunWatch::orphaned (its group killed with SIGKILL) before its deadline.
+  bool orphaned = false;
+  // Timed out or orphaned: what RunWatch said about where its processes wait ("" without one).
+  std::string report;
+};
+
+// What RunChildren asks, while a child runs, about its process group (the group's id is the
+// child's pid). Both are optional; each runs on RunChildren's thread and delays the others'
+// deadlines by as long as it takes, so each must bound its own time.
+struct RunWatch {
+  // At the deadline, before the group is killed: where its processes are (ChildExit::report).
+  std::function<std::string(size_t index, int group)> before_kill;
+  // About every `orphan_interval` while the child runs: a report when the group is to be
+  // stopped now as orphaned (ChildExit::orphaned), else nullopt.
+  std::function<std::optional<std::string>(size_t index, int group)> orphaned;
+  absl::Duration orphan_interval = absl::Milliseconds(200);
 };
 
 // The environment `command` runs in: `base` (a NULL-terminated "NAME=value" array, as environ)
@@ -61,12 +77,14 @@ absl::Status ExecInPlace(const ChildCommand& command);
 // stdin from /dev/null. A child still running `timeout` after it started has its whole group
 // killed (SIGKILL) and counts as timed out; once a child has ended, what is left of its group is
 // killed too. `on_done(index, exit)` is called on this thread as each command finishes, in the
-// order they finish. Returns one ChildExit per command, in command order.
+// order they finish. `watch` may explain a timeout and stop an orphaned child early (above).
+// Returns one ChildExit per command, in command order.
 // Errors: Cancelled when SIGINT or SIGTERM arrived (every running group is killed first; commands
 // not finished have a default ChildExit); Internal when fork or a pipe fails.
 absl::StatusOr<std::vector<ChildExit>> RunChildren(
     const std::vector<ChildCommand>& commands, int jobs, absl::Duration timeout,
-    const std::function<void(size_t index, const ChildExit& exit)>& on_done);
+    const std::function<void(size_t index, const ChildExit& exit)>& on_done,
+    const RunWatch& watch = RunWatch());
 
 // "SIGSEGV" for SIGSEGV..., "signal N" for one without a name.
 std::string SignalName(int signal);

@@ -202,7 +202,9 @@ PointHits ParsePoint(const JsonValue& value, const std::string& path, bool with_
   Fields f(&value, path, error);
   PointHits p;
   p.point = f.String("point");
-  if (with_prog) p.prog = f.String("prog", true);
+  // not_swept entries have "prog" since reports of two-process sweeps needed it (older ones:
+  // read as one program's).
+  if (with_prog || value.Find("prog") != nullptr) p.prog = f.String("prog", true);
   p.hits = f.Uint("hits").value_or(0);
   return p;
 }
@@ -377,6 +379,9 @@ std::string ReportJson(const SweepReport& report) {
     w.BeginObject();
     w.Key("point");
     w.String(p.point);
+    // As on "points": a two-process sweep has the same point in each program.
+    w.Key("prog");
+    p.prog.empty() ? w.Null() : w.String(p.prog);
     w.Key("hits");
     w.Uint(p.hits);
     w.Key("reason");

@@ -120,14 +120,14 @@ TEST(FormatTable, AColumnPerClassAnUnknownOneToo) {
   report.runs[4].class_name = "torn";  // a class this build does not know (a newer one's)
   const std::string table = FormatTable(report);
   EXPECT_THAT(table, HasSubstr("point            hits   runs  clean  nonzero  crashed  hung  "
-                               "leaked  kept  racy  torn\n"));
+                               "leaked  kept  racy  orphaned  torn\n"));
   EXPECT_THAT(table, HasSubstr("malloc              2      2      0        1        0     0"
-                               "       0     0     0     1\n"));
+                               "       0     0     0         0     1\n"));
   EXPECT_THAT(table, HasSubstr("total               5      5      0        2        1     0"
-                               "       0     1     0     1\n"));
+                               "       0     1     0         0     1\n"));
   EXPECT_THAT(table, HasSubstr("not swept (calls that return void and cannot fail): "
                                "ibv_ack_cq_events (4 hits)\n"));
-  EXPECT_THAT(ReportJson(report), HasSubstr("\"kept\":1,\"racy\":0,\"torn\":1}"));
+  EXPECT_THAT(ReportJson(report), HasSubstr("\"kept\":1,\"racy\":0,\"orphaned\":0,\"torn\":1}"));
 }
 
 TEST(MergeReports, ThreeShardsMakeTheWholeSweep) {

@@ -62,6 +62,14 @@ TEST(SimCommand, NothingGiven_EverySimVariableRemoved) {
                                    "RPMA_SIM_EXECUTION", "RPMA_SIM_RUN_DIR"));
 }
 
+TEST(SimCommand, RunDirGiven_RpmaSimRunDirSet) {
+  SimConfig config;
+  config.run_dir = "/tmp/sweep/run-3.d";
+  ChildCommand command = SimCommand(config, {"./app"});
+  EXPECT_THAT(command.env_set, Contains(Pair("RPMA_SIM_RUN_DIR", "/tmp/sweep/run-3.d")));
+  EXPECT_THAT(command.env_unset, Not(Contains("RPMA_SIM_RUN_DIR")));
+}
+
 TEST(SimCommand, ExecutionAndRaceDetectorAsGiven) {
   SimConfig config;
   config.execution = "eager";

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "tools/rpma_sim/classify.h"
+#include "tools/rpma_sim/hang_report.h"
 #include "tools/rpma_sim/junit.h"
 #include "tools/rpma_sim/process.h"
 #include "tools/rpma_sim/process_ends.h"
@@ -170,8 +171,14 @@ class Sweeper final {
   // Writes the report (--report) and the JUnit XML (--junit) that were asked for; false when
   // one could not be written (said on stderr).
   bool WriteOutputs(const SweepReport& report) const;
+  // The directory of run `run` (0: the clean run), RPMA_SIM_RUN_DIR; made on first use.
+  std::string RunDir(size_t run) const;
+  // What RunChildren asks about runs that hang or are orphaned; `first_run` is the run number of
+  // command 0.
+  RunWatch Watch(size_t first_run, OrphanCheck* orphans) const;
 
   const SweepOptions& options_;
+  std::string scratch_;
   std::FILE* out_;
   LeakChecker checker_ = LeakChecker::kNone;
 };
@@ -214,6 +221,26 @@ ChildCommand Sweeper::Command(const std::optional<std::string>& faults, const st
                      asan != nullptr && *asan != '\0' ? ":" : "", "detect_leaks=1"));
   }
   return command;
+}
+
+std::string Sweeper::RunDir(size_t run) const {
+  const std::string dir = absl::StrCat(scratch_, "/run-", run, ".d");
+  std::error_code ignored;
+  std::filesystem::create_directory(dir, ignored);
+  return dir;
+}
+
+RunWatch Sweeper::Watch(size_t first_run, OrphanCheck* orphans) const {
+  RunWatch watch;
+  watch.before_kill = [this, first_run](size_t index, int group) {
+    return HangReport(group, RunDir(first_run + index), options_.gdb_limit);
+  };
+  if (options_.kill_orphans) {
+    watch.orphaned = [this, first_run, orphans](size_t index, int group) {
+      return orphans->Check(index, group, RunDir(first_run + index));
+    };
+  }
+  return watch;
 }
 
 void Sweeper::Finish(const ChildExit& exit, const std::string& output_path,
@@ -303,6 +330,12 @@ void Sweeper::PrintFailure(const RunRecord& record) const {
   std::fprintf(out_, "%s (%s): %s\n  replay: %s\n", RunClassName(record.verdict.run_class),
                record.verdict.detail.c_str(),
                record.spec.empty() ? "the clean run" : record.spec.c_str(), record.replay.c_str());
+  if (!record.exit.report.empty()) {  // a hung or orphaned run: where its processes were
+    std::fprintf(out_, "  %s\n%s",
+                 record.verdict.run_class == RunClass::kOrphaned ? "stopped, orphaned:"
+                                                                 : "where it hangs:",
+                 LastLines(record.exit.report, 400).c_str());
+  }
   std::fflush(out_);
 }
 
@@ -410,6 +443,11 @@ int Sweeper::Run() {
     std::fprintf(stderr, "rpma-sim: cannot create a scratch directory under $TMPDIR or /tmp\n");
     return kSweepFailed;
   }
+  scratch_ = scratch.path();
+  WriteTracerPid(scratch_);  // gdb may then attach to the runs' simulators (hang_report.h)
+  // A run that would wait out its timeout for a peer that is gone is stopped when it has
+  // looked so for this long (a peer's last messages may still be on their way).
+  OrphanCheck orphans(std::min(absl::Seconds(1), options_.timeout / 4));
 
   std::fprintf(out_, "rpma-sim sweep: %s\n", ShellJoin(options_.program).c_str());
   std::fprintf(out_, "device %s, seed %s, %d at a time, timeout %s per run, leak check: %s%s\n",
@@ -429,11 +467,11 @@ int Sweeper::Run() {
   // One stats file per process of the run (%p: the simulator puts the pid there).
   const std::string stats_path = scratch.path() + "/stats.%p.txt";
   const std::string clean_output = scratch.path() + "/clean.log";
-  const std::string clean_run_dir = scratch.path() + "/clean.ends";
+  const std::string clean_run_dir = RunDir(0);
   std::vector<ChildCommand> clean_command = {
       Command(std::nullopt, stats_path, clean_output, clean_run_dir, 0, &clean.replay)};
   absl::StatusOr<std::vector<ChildExit>> clean_exit =
-      RunChildren(clean_command, 1, options_.timeout, nullptr);
+      RunChildren(clean_command, 1, options_.timeout, nullptr, Watch(0, &orphans));
   if (!clean_exit.ok()) {
     std::fprintf(stderr, "rpma-sim: %s\n", std::string(clean_exit.status().message()).c_str());
     return absl::IsCancelled(clean_exit.status()) ? kSweepInterrupted : kSweepFailed;
@@ -443,6 +481,7 @@ int Sweeper::Run() {
   std::fprintf(out_, "clean run: %s (%s) in %s\n", RunClassName(clean.verdict.run_class),
                clean.verdict.detail.c_str(), Seconds(clean.exit.duration).c_str());
   if (clean.verdict.run_class == RunClass::kCrashed || clean.verdict.run_class == RunClass::kHung ||
+      clean.verdict.run_class == RunClass::kOrphaned ||  // (its survivor's hit counts are lost)
       clean.verdict.run_class == RunClass::kRacy || (options_.leaks && clean.verdict.run_class == RunClass::kLeaked)) {
     PrintFailure(clean);
     std::fprintf(out_, "the program fails without any fault: no sweep\n");
@@ -568,7 +607,7 @@ int Sweeper::Run() {
     outputs.push_back(absl::StrCat(scratch.path(), "/run-", i, ".log"));
     // Its stats files say what the NIC kept (the hit counts were the clean run's business).
     const std::string stats = absl::StrCat(scratch.path(), "/run-", i, ".stats.%p.txt");
-    run_dirs.push_back(absl::StrCat(scratch.path(), "/run-", i, ".ends"));
+    run_dirs.push_back(RunDir(i + 1));
     commands.push_back(
         Command(plan[i].spec, stats, outputs.back(), run_dirs.back(), i + 1, &runs[i].replay));
   }
@@ -584,9 +623,13 @@ int Sweeper::Run() {
         finished[index] = true;
         ++counts[static_cast<int>(runs[index].verdict.run_class)];
         ++done;
-        if (IsFailure(runs[index].verdict.run_class)) PrintFailure(runs[index]);
+        if (IsFailure(runs[index].verdict.run_class) ||
+            runs[index].verdict.run_class == RunClass::kOrphaned) {
+          PrintFailure(runs[index]);
+        }
         DrawProgress(done, plan.size(), counts);
-      });
+      },
+      Watch(1, &orphans));
   ClearProgress();
   bool interrupted = !exits.ok() && absl::IsCancelled(exits.status());
   if (!exits.ok() && !interrupted) {

@@ -46,6 +46,11 @@ struct SweepOptions {
   // Stderr is a terminal: draw a progress bar there; otherwise print a plain progress line at
   // every tenth of the runs (CI logs).
   bool progress = false;
+  // Stop a run whose processes all exited but one that waits in the simulator for a peer that
+  // is gone (`orphaned`, hang_report.h) instead of waiting for its timeout.
+  bool kill_orphans = true;
+  // How long gdb may take for the stacks of one process of a hung run.
+  absl::Duration gdb_limit = absl::Seconds(10);
 };
 
 // Exit statuses of RunSweep.

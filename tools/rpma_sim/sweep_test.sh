@@ -38,7 +38,7 @@ expect_in "crash: replay line" "$out" \
   "  replay: $rpma_sim run --faults='ibv_alloc_pd:fail=EIO:nth=1' -- $victim crash"
 expect_in "crash: verdict" "$out" "sweep FAILED:"
 check "crash: table header" \
-  grep -qE "^point +hits +runs +clean +nonzero +crashed +hung +leaked +kept +racy$" <<<"$out"
+  grep -qE "^point +hits +runs +clean +nonzero +crashed +hung +leaked +kept +racy +orphaned$" <<<"$out"
 if contains "$err" $'\r'; then
   fail "no progress bar when stderr is not a terminal" "a carriage return in stderr"
 else

@@ -15,6 +15,7 @@
 #include "simverbs/sim/nic/qp.h"
 #include "simverbs/sim/sched/sched.h"
 #include "simverbs/sim/trace/trace.h"
+#include "simverbs/sim/waits.h"
 
 namespace softrpma::sim {
 namespace {
@@ -888,10 +889,35 @@ int ConnectionManager::GetEvent(SimEventChannel* channel, rdma_cm_event** event)
     // A DREP that reached this process beats the DREQ's timeout whatever the fabric thread's
     // timing: whether it came is decided by what arrived, not by who read it first.
     if (std::shared_ptr<CmPeer> peer = DrepToSettle(channel); peer != nullptr) peer->Settle();
+    waits::ScopedWait wait("rdma_get_cm_event",
+                           waits::On() ? DescribeChannel(channel) : std::string());
     err = TakeEvent(channel, event, &connect_response);
   }
   if (err == 0 && connect_response != nullptr) ProcessConnectResponse(connect_response);
   return err;
+}
+
+std::string ConnectionManager::DescribeChannel(SimEventChannel* channel) {
+  static const char* const kStates[] = {"idle",      "bound",         "address resolved",
+                                        "route resolved", "listening", "connecting",
+                                        "connect request received", "connected",
+                                        "disconnected", "rejected", "unreachable"};
+  softrpma::MutexLock lock(&mu_);
+  std::string ids;
+  for (const auto& [serial, id] : ids_) {
+    if (id->channel != channel) continue;
+    absl::StrAppend(&ids, ids.empty() ? "" : "; ", "id ", serial, " ",
+                    kStates[static_cast<int>(id->state)]);
+    if (id->state == SimCmId::State::kListening) {
+      absl::StrAppend(&ids, " on ", AddressToString(&id->id.route.addr.src_addr));
+    } else if (id->id.qp != nullptr) {
+      absl::StrAppend(&ids, ", QP ", id->id.qp->qp_num);
+    }
+    if (!id->pending_requests.empty()) {
+      absl::StrAppend(&ids, ", ", id->pending_requests.size(), " requests not yet taken");
+    }
+  }
+  return absl::StrCat("a CM event on the channel of ", ids.empty() ? "no id" : ids);
 }
 
 void ConnectionManager::ProcessConnectResponse(SimCmId* id) {

@@ -384,6 +384,9 @@ class ConnectionManager final {
   std::shared_ptr<CmPeer> DrepToSettle(SimEventChannel* channel) ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the oldest event of `channel` (blocking as rdma_get_cm_event does); *connect_response
   // names its id when it is a connect response to process.
+  // What a thread in rdma_get_cm_event on `channel` waits for: its ids and their states, for
+  // rpma-sim's hang report (waits.h).
+  std::string DescribeChannel(SimEventChannel* channel) ABSL_LOCKS_EXCLUDED(mu_);
   static int TakeEvent(SimEventChannel* channel, rdma_cm_event** event,
                        SimCmId** connect_response);
   // What librdmacm does with a connect response inside rdma_get_cm_event: the active QP to

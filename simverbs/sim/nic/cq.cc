@@ -11,6 +11,7 @@
 
 #include "simverbs/alloc.h"
 #include "simverbs/sim/trace/trace.h"
+#include "simverbs/sim/waits.h"
 
 namespace softrpma::sim {
 namespace {
@@ -467,6 +468,15 @@ int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context,
         return 0;
       }
     }
+    std::string what;
+    if (waits::On()) {  // (built only under rpma-sim, for its hang report)
+      what = "completion channel " + std::to_string(channel->number) + " (CQ";
+      for (size_t i = 0; i < channel->cqs.size(); ++i) {
+        what += (i == 0 ? " " : ", ") + std::to_string(channel->cqs[i]->cq.handle);
+      }
+      what += channel->cqs.empty() ? "s: none)" : ")";
+    }
+    waits::ScopedWait wait("ibv_get_cq_event", std::move(what));
     const int err = channel->signal.Wait(&channel->mu);
     if (err != 0) return err;
   }

@@ -10,6 +10,7 @@
 #include "simverbs/alloc.h"
 #include "simverbs/backend.h"
 #include "simverbs/sim/sched/sched.h"
+#include "simverbs/sim/waits.h"
 
 namespace softrpma::sim {
 
@@ -141,6 +142,7 @@ int SimDevice::GetAsyncEvent(ibv_async_event* event) {
   if (async_open_error_ != 0) return async_open_error_;
   softrpma::MutexLock lock(&async_mu_);
   while (async_events_.empty()) {
+    waits::ScopedWait wait("ibv_get_async_event", "the device's asynchronous events");
     if (const int err = async_signal_.Wait(&async_mu_); err != 0) return err;
   }
   *event = async_events_.front();

@@ -19,6 +19,7 @@
 #include "simverbs/alloc.h"
 #include "simverbs/sim/nic/nic_internal.h"
 #include "simverbs/sim/trace/trace.h"
+#include "simverbs/sim/waits.h"
 
 namespace softrpma::sim {
 
@@ -228,11 +229,14 @@ int CreateQp(ibv_qp_init_attr_ex* attr_ex, const std::shared_ptr<SimLink>& join,
   if (sim_qp->srq != nullptr) sim_qp->srq->users.fetch_add(1, std::memory_order_acq_rel);
   sim_qp->send_ops_flags = send_ops_flags;
   attr_ex->cap = plain.cap;
+  waits::AddQp({&sim_qp->qp, &sim_qp->sq_in_use, &sim_qp->rq_in_use, sim_qp->cap.max_send_wr,
+                sim_qp->cap.max_recv_wr, sim_qp->send_cq->cq.handle, sim_qp->recv_cq->cq.handle});
   *qp = sim_qp;
   return 0;
 }
 
 void DestroyQp(SimQp* qp) {
+  waits::RemoveQp(&qp->qp);
   {
     SimLink* link = qp->link.get();
     softrpma::MutexLock lock(&link->mu);

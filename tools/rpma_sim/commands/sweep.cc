@@ -46,6 +46,10 @@ ABSL_FLAG(std::string, kinds, "fail,wc,conn,kill",
 ABSL_FLAG(bool, leaks, false,
           "also look for leaks: with LeakSanitizer when the program is built with "
           "AddressSanitizer, else under valgrind when it is installed (rpma-sim says which)");
+ABSL_FLAG(bool, kill_orphans, true,
+          "stop a run whose processes all exited but one that waits in the simulator for a "
+          "peer that is gone (orphaned) instead of waiting for --timeout; --kill-orphans=false "
+          "lets it time out (hung)");
 ABSL_FLAG(std::string, shard, "",
           "run part K of N of the plan (K/N, 1 <= K <= N): every run belongs to exactly one "
           "part, so N sweeps with 1/N to N/N make the whole sweep; `rpma-sim report merge` "
@@ -124,6 +128,7 @@ int Sweep(const CommandLine& line, const char* argv0) {
   if (!shard.has_value()) return kExitUsage;
   options.shard = *shard;
   options.leaks = absl::GetFlag(FLAGS_leaks);
+  options.kill_orphans = absl::GetFlag(FLAGS_kill_orphans);
   std::optional<Libraries> libraries = ResolveLibraries(argv0);
   if (!libraries.has_value()) return kExitUsage;
   options.library_flags = libraries->flags;
@@ -163,14 +168,14 @@ const Command& SweepCommand() {
   static const Command command{
       {"sweep",
        {"seed", "j", "timeout", "max_runs", "points", "kinds", "report", "junit", "shard", "leaks",
-        "lib",
+        "kill_orphans", "lib",
         "verbs_lib", "upstream_librpma", "upstream_lib", "device", "execution", "races"},
        true,
        0,
        0},
       "rpma-sim sweep [--device=D,...] [--seed=S] [-j N] [--timeout=T] [--max-runs=M]\n"
       "               [--points=P,...] [--kinds=fail,wc,conn,kill] [--report=FILE]\n"
-      "               [--junit=FILE] [--shard=K/N] [--leaks]\n"
+      "               [--junit=FILE] [--shard=K/N] [--leaks] [--kill-orphans=false]\n"
       "               [--lib=DIR] [--verbs-lib=DIR] [--upstream-librpma] -- PROGRAM [ARGS...]",
       "Runs PROGRAM once with no fault to count how often each fault point is hit\n"
       "(RPMA_SIM_STATS), then once per hit of every point that can fail and per fault of\n"
@@ -187,7 +192,10 @@ const Command& SweepCommand() {
       "Default: every kind. With --max-runs, the runs are shared fairly between the\n"
       "points, then each point's between its kinds, and spread over the hits.\n"
       "N runs at a time; a run still going after --timeout is killed with its process\n"
-      "group. Each run is clean (exit 0), nonzero (exit > 0: the program reported the\n"
+      "group, after rpma-sim printed where each of its processes waits (gdb's stacks when\n"
+      "installed, the simulator's waits and outstanding WRs). A run whose processes all\n"
+      "exited but one that waits in the simulator for a gone peer is stopped as orphaned\n"
+      "(--kill-orphans=false: it times out). Each run is clean (exit 0), nonzero (exit > 0: the program reported the\n"
       "fault), crashed (a signal or a sanitizer error), hung (timed out), leaked (with\n"
       "--leaks) or kept (a destroy call failed and the NIC kept its object, as a real\n"
       "provider does: no leak of the program's). Each run that crashed, hung or leaked\n"
