@@ -8,6 +8,14 @@ set -uo pipefail
 # shellcheck source=tools/rpma_sim/testdata/testlib.sh
 source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/rpma_sim/testdata/testlib.sh"
 victim="$root/tools/rpma_sim/wc_victim"
+# How the victim's NULL dereference ends it: SIGSEGV; under --config=asan, the
+# UndefinedBehaviorSanitizer stops it first, and the simulator's end record takes its report.
+if [[ "$(sanitizer_flags "$victim")" == *address* ]]; then
+  segv="UndefinedBehaviorSanitizer: runtime error: member access within null pointer"
+  segv+=" of type 'struct result'"
+else
+  segv="SIGSEGV"
+fi
 
 # --- fail only: every failed call is reported, the sweep passes ---
 run "$rpma_sim" sweep --kinds=fail --timeout=30s -- "$victim"
@@ -22,7 +30,7 @@ run "$rpma_sim" sweep --kinds=wc --timeout=30s --report="$work/wc.json" --junit=
 echo "$out" | grep -v 'fault injected'
 expect_status "wc: the sweep fails" 1 "$status"
 expect_in "wc: the run names the status" "$out" \
-  "crashed (SIGSEGV): ibv_post_send:wc_status=IBV_WC_REM_ACCESS_ERR:nth=1"
+  "crashed ($segv): ibv_post_send:wc_status=IBV_WC_REM_ACCESS_ERR:nth=1"
 expect_in "wc: its replay line" "$out" \
   "  replay: $rpma_sim run --faults='ibv_post_send:wc_status=IBV_WC_REM_ACCESS_ERR:nth=1' -- $victim"
 expect_in "wc: every status of a post on mlx5" "$out" "ibv_post_send:wc_status=IBV_WC_RNR_RETRY_EXC_ERR:nth=1"
