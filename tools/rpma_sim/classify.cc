@@ -161,7 +161,7 @@ RunVerdict Classify(const ChildExit& exit, absl::string_view output, LeakChecker
     return {RunClass::kCrashed, absl::StrCat("UndefinedBehaviorSanitizer: ",
                                              Shorten(line.substr(line.find("runtime error: "))))};
   }
-  if (absl::string_view line = LineWith(output, "ERROR: LeakSanitizer"); !line.empty()) {
+  if (absl::string_view line = LineWith(output, kLeakReport); !line.empty()) {
     return {RunClass::kLeaked, SanitizerHeadline(line)};
   }
   if (exit.orphaned) {

@@ -41,6 +41,9 @@ const char* RunClassName(RunClass run_class);
 // could not have freed what the provider refused to destroy.
 bool IsFailure(RunClass run_class);
 
+// The line a LeakSanitizer report opens with (after its "==<pid>==").
+inline constexpr absl::string_view kLeakReport = "ERROR: LeakSanitizer";
+
 // How leaks are detected.
 enum class LeakChecker {
   kNone,

@@ -135,10 +135,20 @@ std::vector<ProcessEnd> TakeProcessEnds(const std::string& dir,
 }
 
 RunVerdict WithProcessEnds(const RunVerdict& verdict, const std::vector<ProcessEnd>& ends,
-                           int top_pid) {
+                           int top_pid, absl::string_view output) {
+  size_t leak_aborts = 0;
+  for (size_t at = output.find(kLeakReport); at != absl::string_view::npos;
+       at = output.find(kLeakReport, at + 1)) {
+    ++leak_aborts;
+  }
   std::vector<std::string> crashes;
   for (const ProcessEnd& end : ends) {
     if (!end.Crashed()) continue;
+    if (leak_aborts > 0 && end.signal == "SIGABRT" && end.message.empty() &&
+        end.sanitizer.empty()) {
+      --leak_aborts;  // LeakSanitizer's abort: the leak is the verdict's
+      continue;
+    }
     const std::string text = CrashText(end);
     crashes.push_back(end.pid == top_pid ? text : absl::StrCat(end.prog, ": ", text));
   }

@@ -50,8 +50,11 @@ std::vector<ProcessEnd> TakeProcessEnds(const std::string& dir, std::vector<std:
 // detected in tcache 2", "client: AddressSanitizer: heap-use-after-free"; the program's name is
 // left out for `top_pid`, the command rpma-sim started ("SIGSEGV", as without records). A hang
 // is said after the crash. Otherwise `verdict` as it is.
+// `output` is the run's output: each LeakSanitizer report in it (kLeakReport) accounts for one
+// bare SIGABRT record (no abort message, no sanitizer line), which is LeakSanitizer's own abort
+// under ASAN_OPTIONS=abort_on_error=1: a leak (Classify's verdict), not a crash.
 RunVerdict WithProcessEnds(const RunVerdict& verdict, const std::vector<ProcessEnd>& ends,
-                           int top_pid);
+                           int top_pid, absl::string_view output);
 
 }  // namespace softrpma::rpma_sim
 

@@ -70,13 +70,15 @@ TEST(WithProcessEnds, ChildAborted_RunCrashedNamingIt) {
   ok.prog = "client";
   ok.exit_code = 1;
   RunVerdict v = WithProcessEnds({RunClass::kNonzero, "exit 1"},
-                                 {ok, Crash(11, "server", "SIGABRT", "free(): double free")}, 9);
+                                 {ok, Crash(11, "server", "SIGABRT", "free(): double free")}, 9,
+                                 "");
   EXPECT_EQ(v.run_class, RunClass::kCrashed);
   EXPECT_EQ(v.detail, "server: SIGABRT: free(): double free");
 }
 
 TEST(WithProcessEnds, TopProcess_NotNamed) {
-  RunVerdict v = WithProcessEnds({RunClass::kCrashed, "SIGSEGV"}, {Crash(9, "app", "SIGSEGV")}, 9);
+  RunVerdict v =
+      WithProcessEnds({RunClass::kCrashed, "SIGSEGV"}, {Crash(9, "app", "SIGSEGV")}, 9, "");
   EXPECT_EQ(v.run_class, RunClass::kCrashed);
   EXPECT_EQ(v.detail, "SIGSEGV");
 }
@@ -87,13 +89,13 @@ TEST(WithProcessEnds, SanitizerReport_Headline) {
   end.prog = "client";
   end.signal = "SIGABRT";
   end.sanitizer = "==5==ERROR: AddressSanitizer: heap-use-after-free on address 0x1 at pc 0x2";
-  RunVerdict v = WithProcessEnds({RunClass::kNonzero, "exit 1"}, {end}, 1);
+  RunVerdict v = WithProcessEnds({RunClass::kNonzero, "exit 1"}, {end}, 1, "");
   EXPECT_EQ(v.detail, "client: AddressSanitizer: heap-use-after-free");
 }
 
 TEST(WithProcessEnds, CrashThenHang_Crashed) {
   RunVerdict v = WithProcessEnds({RunClass::kHung, "timed out after 10s"},
-                                 {Crash(4, "server", "SIGSEGV")}, 1);
+                                 {Crash(4, "server", "SIGSEGV")}, 1, "");
   EXPECT_EQ(v.run_class, RunClass::kCrashed);
   EXPECT_EQ(v.detail, "server: SIGSEGV; then the run hung (timed out after 10s)");
 }
@@ -102,9 +104,28 @@ TEST(WithProcessEnds, NoCrash_VerdictUnchanged) {
   ProcessEnd ok;
   ok.pid = 4;
   ok.exit_code = 0;
-  RunVerdict v = WithProcessEnds({RunClass::kNonzero, "exit 1"}, {ok}, 1);
+  RunVerdict v = WithProcessEnds({RunClass::kNonzero, "exit 1"}, {ok}, 1, "");
   EXPECT_EQ(v.run_class, RunClass::kNonzero);
   EXPECT_EQ(v.detail, "exit 1");
+}
+
+TEST(WithProcessEnds, LeakSanitizersAbort_IsALeakNotACrash) {
+  // ASAN_OPTIONS=abort_on_error=1: LeakSanitizer aborts the process it found leaking.
+  const std::string output = "==7==ERROR: LeakSanitizer: detected memory leaks\n...\n";
+  RunVerdict v = WithProcessEnds({RunClass::kLeaked, "LeakSanitizer: detected memory leaks"},
+                                 {Crash(7, "client", "SIGABRT")}, 1, output);
+  EXPECT_EQ(v.run_class, RunClass::kLeaked);
+  EXPECT_EQ(v.detail, "LeakSanitizer: detected memory leaks");
+}
+
+TEST(WithProcessEnds, OneLeakReport_ExcusesOneBareAbortOnly) {
+  const std::string output = "==7==ERROR: LeakSanitizer: detected memory leaks\n";
+  RunVerdict v = WithProcessEnds({RunClass::kLeaked, "LeakSanitizer: detected memory leaks"},
+                                 {Crash(7, "client", "SIGABRT"), Crash(8, "server", "SIGABRT"),
+                                  Crash(9, "peer", "SIGABRT", "free(): invalid pointer")},
+                                 1, output);
+  EXPECT_EQ(v.run_class, RunClass::kCrashed);
+  EXPECT_EQ(v.detail, "server: SIGABRT; peer: SIGABRT: free(): invalid pointer");
 }
 
 TEST(TakeProcessEnds, ReadsInTimeOrder_ReportsBadOnes_RemovesDir) {

@@ -273,7 +273,7 @@ void Sweeper::Finish(const ChildExit& exit, const std::string& output_path,
     std::fprintf(stderr, "rpma-sim: a process's end record (%s) of %s: %s\n", kRunDirVar,
                  record->spec.empty() ? "the clean run" : record->spec.c_str(), error.c_str());
   }
-  record->verdict = WithProcessEnds(record->verdict, ends, exit.pid);
+  record->verdict = WithProcessEnds(record->verdict, ends, exit.pid, output);
   // (The clean run's output is kept when it failed in any way: a sweep stops then. A nonzero
   // run's is kept too: whether the program reported the fault is read there.)
   const bool clean_run_failed =

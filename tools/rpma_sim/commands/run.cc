@@ -87,7 +87,8 @@ int RunWithJunit(SimConfig config, const LibraryFlags& library_flags,
   }
   const ChildExit& exit = (*exits)[0];
   const RunVerdict verdict = WithProcessEnds(
-      Classify(exit, output, LeakChecker::kNone, absl::InfiniteDuration()), ends, exit.pid);
+      Classify(exit, output, LeakChecker::kNone, absl::InfiniteDuration()), ends, exit.pid,
+      output);
   const int status = exit.signal != 0 ? 128 + exit.signal : exit.exit_code;
   const std::string spec = config.faults.value_or("");
   JunitCase c;
