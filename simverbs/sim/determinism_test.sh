@@ -31,15 +31,16 @@ cmp -s "$dir/a.out" "$dir/c.out" && fail "seeds 1 and 2 gave the same interleavi
 grep -q '^round 0:' "$dir/a.out" || fail "no completion order printed"
 
 # Header and end line.
-[[ "$(sed -n 1p "$dir/a.trace")" == "softrpma-sim-trace 1" ]] || fail "header line 1"
+[[ "$(sed -n 1p "$dir/a.trace")" == "softrpma-sim-trace 2" ]] || fail "header line 1"
 [[ "$(sed -n 2p "$dir/a.trace")" == "seed 0x0000000000000001" ]] || fail "header seed"
 [[ "$(sed -n 2p "$dir/c.trace")" == "seed 0x0000000000000002" ]] || fail "header seed (hex)"
 [[ "$(sed -n 3p "$dir/a.trace")" == "faults -" ]] || fail "header faults"
+[[ "$(sed -n 4p "$dir/a.trace")" == "process sim_trace_program" ]] || fail "header process"
 last="$(tail -n 1 "$dir/a.trace")"
 [[ "$last" =~ ^end\ events=([0-9]+)\ fingerprint=0x[0-9a-f]{16}$ ]] || fail "end line: $last"
-events=$(($(wc -l <"$dir/a.trace") - 4))
+events=$(($(wc -l <"$dir/a.trace") - 5))
 [[ "$last" == "end events=$events "* ]] || fail "end line counts $events events: $last"
-awk 'NR > 3 && !/^end / { if ($1 != NR - 3) { print "bad seq on line " NR; exit 1 } }' \
+awk 'NR > 4 && !/^end / { if ($1 != NR - 4) { print "bad seq on line " NR; exit 1 } }' \
   "$dir/a.trace" || fail "sequence numbers"
 grep -q ' wc cq=1 qp=17 wr_id=0x64 status=IBV_WC_SUCCESS opcode=IBV_WC_RDMA_WRITE byte_len=0$' \
   "$dir/a.trace" || fail "no wc line for wr_id 100 on qp 17"

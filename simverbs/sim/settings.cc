@@ -117,7 +117,7 @@ absl::Status ApplyEnvironment() {
   std::FILE* stats = nullptr;
   std::string stats_path;
   if (const char* path_env = PathEnv(kStatsEnvVar)) {
-    const std::string path = TracePathForProcess(path_env, g_forked_child.load());
+    const std::string path = TracePathForProcess(path_env, g_forked_child.load(), ProcessName());
     stats = std::fopen(path.c_str(), "w");
     if (stats == nullptr) {
       const int err = errno;
@@ -140,8 +140,9 @@ absl::Status ApplyEnvironment() {
   if (stats != nullptr) WriteStatsAtExit(stats, stats_path);
   if (const char* path = PathEnv(kTraceEnvVar)) {
     const FaultPlan* plan = GlobalFaultInjector().current();
-    absl::Status status = StartTrace(TracePathForProcess(path, g_forked_child.load()),
-                                     CurrentSeed(), plan != nullptr ? plan->Text(";") : "");
+    absl::Status status =
+        StartTrace(TracePathForProcess(path, g_forked_child.load(), ProcessName()), CurrentSeed(),
+                   plan != nullptr ? plan->Text(";") : "", ProcessName());
     if (!status.ok()) return EnvError(kTraceEnvVar, status.message());
   }
   return absl::OkStatus();

@@ -108,7 +108,7 @@ uint64_t SimClockNs() { return GlobalClock().now_ns(); }
 
 absl::Status StartSimTrace(const std::string& path) {
   const FaultPlan* plan = GlobalFaultInjector().current();
-  return StartTrace(path, CurrentSeed(), plan != nullptr ? plan->Text(";") : "");
+  return StartTrace(path, CurrentSeed(), plan != nullptr ? plan->Text(";") : "", ProcessName());
 }
 
 void FinishSimTrace() { FinishTrace(); }

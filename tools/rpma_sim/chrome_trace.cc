@@ -10,9 +10,11 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <queue>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -607,7 +609,10 @@ std::string ChromeTraceJson(const Trace& trace) {
   ChromeBuilder builder(trace);
   JsonWriter w;
   BeginTraceEvents(w);
-  builder.Write(w, 1, absl::StrCat("softrpma-sim (seed ", trace.seed, ")"), /*merged=*/false);
+  builder.Write(w, 1,
+                absl::StrCat(trace.process.empty() ? "softrpma-sim" : trace.process, " (seed ",
+                             trace.seed, ")"),
+                /*merged=*/false);
   BeginOtherData(w);
   builder.WriteSummary(w);
   w.EndObject();
@@ -641,6 +646,25 @@ std::string ChromeTraceJson(const std::vector<NamedTrace>& traces) {
   w.EndObject();
   w.EndObject();
   return w.text();
+}
+
+std::vector<std::string> TraceProcessNames(const std::vector<Trace>& traces,
+                                           const std::vector<std::string>& files) {
+  std::map<std::string, int> uses;
+  for (const Trace& trace : traces) ++uses[trace.process];
+  std::vector<std::string> names;
+  for (size_t i = 0; i < traces.size(); ++i) {
+    const std::string file = std::filesystem::path(files[i]).filename().string();
+    const std::string& process = traces[i].process;
+    if (process.empty()) {
+      names.push_back(file);
+    } else if (uses[process] > 1) {
+      names.push_back(absl::StrCat(process, " (", file, ")"));
+    } else {
+      names.push_back(process);
+    }
+  }
+  return names;
 }
 
 }  // namespace softrpma::rpma_sim

@@ -1,7 +1,8 @@
 // chrome_trace.h: a parsed simulator trace (trace.h) as Chrome Trace Event JSON, for
 // https://ui.perfetto.dev and chrome://tracing.
 //
-// The view has one process ("softrpma-sim") with one track (tid) per QP and per CQ, plus an
+// The view has one process (named as the trace names it, RPMA_SIM_ROLE or the executable's name;
+// "softrpma-sim" for a version 1 trace) with one track (tid) per QP and per CQ, plus an
 // "rdma_cm" track for connection-manager events and a "faults" track for injected faults not
 // tied to a QP. Each work request is a complete slice ("ph":"X") on its QP's track from its post
 // to its completion (the `ready` time of its CQE); each completion is also a slice on its CQ's
@@ -31,10 +32,16 @@ std::string ChromeTraceJson(const Trace& trace);
 // Each process's times are its own simulated clock, which starts at 0 when its NIC starts:
 // the processes' timelines are side by side, not on one clock.
 struct NamedTrace {
-  std::string name;  // e.g. the file name
+  std::string name;  // its process's name (TraceProcessNames)
   const Trace* trace;
 };
 std::string ChromeTraceJson(const std::vector<NamedTrace>& traces);
+
+// The names of the processes of `traces` (read from `files`) in one timeline: each trace's process
+// (its role), or its file's name for a version 1 trace; a role that two traces share (two
+// clients) is followed by the file's name: "client (run.client.42.trace)".
+std::vector<std::string> TraceProcessNames(const std::vector<Trace>& traces,
+                                           const std::vector<std::string>& files);
 
 }  // namespace softrpma::rpma_sim
 

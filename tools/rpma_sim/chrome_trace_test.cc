@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -79,6 +80,27 @@ TEST(ChromeTraceJson, InOrderWorkNeedsOneLanePerQp) {
   EXPECT_THAT(json, HasSubstr("\"args\":{\"name\":\"QP 17\"}"));
   EXPECT_THAT(json, Not(HasSubstr("QP 17 (2)")));
   EXPECT_THAT(json, Not(HasSubstr("CQ 1 (2)")));
+}
+
+TEST(ChromeTraceJson, ProcessNamedByItsRole) {
+  absl::StatusOr<Trace> trace =
+      ParseTrace("softrpma-sim-trace 2\nseed 0x1\nfaults -\nprocess server\n");
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_THAT(ChromeTraceJson(*trace), HasSubstr("\"args\":{\"name\":\"server (seed 0x1)\"}"));
+}
+
+TEST(TraceProcessNames, RoleElseFileName_ASharedRoleWithItsFile) {
+  auto parse = [](const std::string& text) {
+    absl::StatusOr<Trace> trace = ParseTrace(text);
+    EXPECT_TRUE(trace.ok()) << trace.status();
+    return trace.ok() ? *trace : Trace();
+  };
+  const std::string v2 = "softrpma-sim-trace 2\nseed 0x1\nfaults -\nprocess ";
+  const std::vector<Trace> traces = {parse(v2 + "server\n"), parse(v2 + "client\n"),
+                                     parse(v2 + "client\n"), parse(kHeader)};
+  EXPECT_EQ(TraceProcessNames(traces, {"d/a.trace", "d/b.trace", "d/c.trace", "d/old.trace"}),
+            (std::vector<std::string>{"server", "client (b.trace)", "client (c.trace)",
+                                      "old.trace"}));
 }
 
 }  // namespace

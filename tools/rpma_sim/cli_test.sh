@@ -127,6 +127,6 @@ printf 'softrpma-sim-trace 9\nseed 0x1\nfaults -\n' >"$work/v9.trace"
 run "$rpma_sim" trace "$work/v9.trace"
 expect_status "trace of an unknown version: exit 1" 1 "$status"
 expect_in "trace of an unknown version: message" "$err" \
-  "v9.trace: line 1: trace format version 9; rpma-sim reads version 1"
+  "v9.trace: line 1: trace format version 9; rpma-sim reads versions 1 to 2"
 
 finish

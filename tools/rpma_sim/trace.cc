@@ -97,9 +97,11 @@ absl::StatusOr<Trace> ParseTrace(absl::string_view text) {
       return LineError(1, absl::StrCat("not a softrpma-sim trace (expected \"", kMagic,
                                        " <version>\", got \"", lines[0], "\")"));
     }
-    if (!absl::SimpleAtoi(magic[1], &trace.version) || trace.version != kTraceVersion) {
+    if (!absl::SimpleAtoi(magic[1], &trace.version) || trace.version < kOldestTraceVersion ||
+        trace.version > kTraceVersion) {
       return LineError(1, absl::StrCat("trace format version ", magic[1],
-                                       "; rpma-sim reads version ", kTraceVersion));
+                                       "; rpma-sim reads versions ", kOldestTraceVersion, " to ",
+                                       kTraceVersion));
     }
   }
   absl::string_view seed = lines[1];
@@ -112,10 +114,20 @@ absl::StatusOr<Trace> ParseTrace(absl::string_view text) {
     return LineError(3, absl::StrCat("expected `faults <plan>`, got \"", lines[2], "\""));
   }
   trace.faults = std::string(faults);
+  size_t first_event = 3;
+  if (trace.version >= 2) {
+    absl::string_view process = lines.size() > 3 ? lines[3] : absl::string_view();
+    if (!absl::ConsumePrefix(&process, "process ") || process.empty()) {
+      return LineError(4, absl::StrCat("expected `process <name>`, got \"",
+                                       lines.size() > 3 ? lines[3] : "", "\""));
+    }
+    trace.process = std::string(process);
+    first_event = 4;
+  }
 
   uint64_t hash = kFnvOffsetBasis;
   uint64_t last_time = 0;
-  for (size_t i = 3; i < lines.size(); ++i) {
+  for (size_t i = first_event; i < lines.size(); ++i) {
     int number = static_cast<int>(i) + 1;
     absl::string_view line = lines[i];
     if (trace.has_end) {
@@ -285,7 +297,9 @@ std::pair<std::string, std::string> Describe(const TraceEvent& e) {
 
 std::string FormatTrace(const Trace& trace) {
   std::string out =
-      absl::StrCat("trace format ", trace.version, ", seed ", trace.seed,
+      absl::StrCat("trace format ", trace.version,
+                   trace.process.empty() ? "" : absl::StrCat(", process ", trace.process),
+                   ", seed ", trace.seed,
                    ", faults at start: ", trace.faults == "-" ? "none" : trace.faults, "\n");
   if (trace.has_end) {
     bool count_ok = trace.end_events == trace.events.size();

@@ -17,8 +17,10 @@
 
 namespace softrpma::rpma_sim {
 
-// The trace format versions this reader knows.
-inline constexpr int kTraceVersion = 1;
+// The trace format versions this reader knows: 1, and 2 (a `process <name>` header line and
+// the librpma API calls' events).
+inline constexpr int kTraceVersion = 2;
+inline constexpr int kOldestTraceVersion = 1;
 
 // One event line: `<seq> <time_ns> <type> <key>=<value> ...`.
 struct TraceEvent {
@@ -41,6 +43,7 @@ struct Trace {
   int version = 0;
   std::string seed;    // "0x736f667472706d61"
   std::string faults;  // the plan at start, "-" for none
+  std::string process;  // the process's name (RPMA_SIM_ROLE, else the executable's); "" in v1
   std::vector<TraceEvent> events;
   bool has_end = false;               // the end line was there (the run exited normally)
   uint64_t end_events = 0;            // its events=

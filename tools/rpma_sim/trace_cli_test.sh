@@ -15,7 +15,7 @@ check "the trace was written" test -s "$work/demo.trace"
 
 run "$rpma_sim" trace "$work/demo.trace"
 expect_status "trace: exit 0" 0 "$status"
-expect_in "trace: header" "$out" "trace format 1, seed 0x0000000000000007, faults at start: none"
+expect_in "trace: header" "$out" "trace format 2, process demo, seed 0x0000000000000007, faults at start: none"
 expect_in "trace: the fingerprint checks" "$out" "(matches the events)"
 expect_in "trace: a write" "$out" "post_send RDMA_WRITE wr_id=0x1"
 expect_in "trace: its completion" "$out" "polled: QP 17 wr_id=0x1 RDMA_WRITE IBV_WC_SUCCESS"

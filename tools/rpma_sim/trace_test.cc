@@ -95,12 +95,29 @@ TEST(ParseTrace, SeqGapAndTimeGoingBack_Warnings) {
   EXPECT_THAT(trace->warnings[1], HasSubstr("line 5: time goes back from 10 to 5 ns"));
 }
 
+TEST(ParseTrace, Version2_NamesItsProcess_EventsAfterIt) {
+  absl::StatusOr<Trace> trace = ParseTrace(
+      "softrpma-sim-trace 2\nseed 0x1\nfaults -\nprocess server\n1 0 create_cq cq=1\n");
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->version, 2);
+  EXPECT_EQ(trace->process, "server");
+  ASSERT_EQ(trace->events.size(), 1u);
+  EXPECT_EQ(trace->events[0].line, 5);
+  EXPECT_THAT(FormatTrace(*trace), HasSubstr("trace format 2, process server, seed 0x1"));
+}
+
 TEST(ParseTrace, Errors) {
   EXPECT_THAT(ParseError(""), HasSubstr("line 1: missing header"));
   EXPECT_THAT(ParseError("hello 1\nseed 0x1\nfaults -\n"),
               HasSubstr("line 1: not a softrpma-sim trace"));
+  EXPECT_THAT(ParseError("softrpma-sim-trace 3\nseed 0x1\nfaults -\nprocess a\n"),
+              HasSubstr("line 1: trace format version 3; rpma-sim reads versions 1 to 2"));
+  EXPECT_THAT(ParseError("softrpma-sim-trace 0\nseed 0x1\nfaults -\n"),
+              HasSubstr("line 1: trace format version 0; rpma-sim reads versions 1 to 2"));
+  EXPECT_THAT(ParseError("softrpma-sim-trace 2\nseed 0x1\nfaults -\n1 0 x\n"),
+              HasSubstr("line 4: expected `process <name>`, got \"1 0 x\""));
   EXPECT_THAT(ParseError("softrpma-sim-trace 2\nseed 0x1\nfaults -\n"),
-              HasSubstr("line 1: trace format version 2; rpma-sim reads version 1"));
+              HasSubstr("line 4: expected `process <name>`"));
   EXPECT_THAT(ParseError("softrpma-sim-trace 1\nfaults -\nseed 0x1\n"),
               HasSubstr("line 2: expected `seed <seed>`"));
   EXPECT_THAT(ParseError("softrpma-sim-trace 1\nseed 0x1\nfault -\n"),

@@ -181,7 +181,8 @@ void TraceEvent(const char* format, ...) {
   CheckWrite(tracer, std::fwrite(line, 1, size, tracer.file) == size);
 }
 
-absl::Status StartTrace(const std::string& path, uint64_t seed, absl::string_view faults) {
+absl::Status StartTrace(const std::string& path, uint64_t seed, absl::string_view faults,
+                        absl::string_view process) {
   Tracer& tracer = GetTracer();
   softrpma::MutexLock lock(&tracer.mu);
   if (tracer.file != nullptr) return absl::FailedPreconditionError("a trace is open already");
@@ -198,9 +199,11 @@ absl::Status StartTrace(const std::string& path, uint64_t seed, absl::string_vie
   tracer.events = 0;
   tracer.fingerprint = kFnvOffsetBasis;
   errno = 0;
-  CheckWrite(tracer, std::fprintf(file, "softrpma-sim-trace %d\nseed 0x%016llx\nfaults %s\n",
-                                  kTraceFormatVersion, static_cast<unsigned long long>(seed),
-                                  faults.empty() ? "-" : std::string(faults).c_str()) >= 0);
+  CheckWrite(tracer,
+             std::fprintf(file, "softrpma-sim-trace %d\nseed 0x%016llx\nfaults %s\nprocess %s\n",
+                          kTraceFormatVersion, static_cast<unsigned long long>(seed),
+                          faults.empty() ? "-" : std::string(faults).c_str(),
+                          FileNamePart(process).c_str()) >= 0);
   if (!tracer.atexit_registered) {
     tracer.atexit_registered = true;
     std::atexit(&FinishTraceAtExit);
@@ -232,20 +235,36 @@ void AbandonTraceInChild() {
   tracer.file = nullptr;
 }
 
-std::string TracePathForProcess(const std::string& path, bool forked_child) {
+std::string TracePathForProcess(const std::string& path, bool forked_child,
+                                absl::string_view role) {
   const std::string pid = std::to_string(static_cast<long>(getpid()));
   std::string out;
-  bool substituted = false;
+  bool has_pid = false;
   for (size_t i = 0; i < path.size(); ++i) {
-    if (path[i] == '%' && i + 1 < path.size() && path[i + 1] == 'p') {
+    const char next = i + 1 < path.size() ? path[i + 1] : '\0';
+    if (path[i] == '%' && next == 'p') {
       out += pid;
-      substituted = true;
+      has_pid = true;
+      ++i;
+    } else if (path[i] == '%' && next == 'r') {
+      out += FileNamePart(role);
       ++i;
     } else {
       out += path[i];
     }
   }
-  if (forked_child && !substituted) out += "." + pid;
+  if (forked_child && !has_pid) out += "." + pid;
+  return out;
+}
+
+std::string FileNamePart(absl::string_view name) {
+  if (name.empty()) return "_";
+  std::string out(name);
+  for (char& c : out) {
+    const bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '.' || c == '_' || c == '-';
+    if (!safe) c = '_';
+  }
   return out;
 }
 

@@ -31,7 +31,7 @@
 namespace softrpma::sim {
 
 inline constexpr char kTraceEnvVar[] = "RPMA_SIM_TRACE";
-inline constexpr int kTraceFormatVersion = 1;
+inline constexpr int kTraceFormatVersion = 2;
 
 namespace trace_internal {
 extern std::atomic<bool> g_trace_on;
@@ -46,14 +46,16 @@ inline bool TraceOn() {
 // than 1 KiB is cut. Does nothing when no trace is open.
 void TraceEvent(const char* format, ...) ABSL_PRINTF_ATTRIBUTE(1, 2);
 
-// Opens `path` (created or truncated), writes the header (docs/TRACE.md) with `seed` and
-// `faults` (the plan's canonical text, "" for no plan) and starts tracing; the end line is
+// Opens `path` (created or truncated), writes the header (docs/TRACE.md) with `seed`, `faults`
+// (the plan's canonical text, "" for no plan) and `process` (the process's name, RPMA_SIM_ROLE
+// else the executable's: FileNamePart makes it one word) and starts tracing; the end line is
 // written by FinishTrace, which runs at exit.
 // Errors: FailedPrecondition (a trace is open already), InvalidArgument naming the path and the
 // reason when it cannot be opened.
 // A write that fails later (a full disk, /dev/full) does not stop the program: it is said once
 // on stderr, "softrpma-sim: RPMA_SIM_TRACE: cannot write ...", with the first event lost.
-absl::Status StartTrace(const std::string& path, uint64_t seed, absl::string_view faults);
+absl::Status StartTrace(const std::string& path, uint64_t seed, absl::string_view faults,
+                        absl::string_view process);
 
 // Writes the end line and closes the trace. Does nothing when none is open.
 void FinishTrace();
@@ -62,10 +64,16 @@ void FinishTrace();
 // without writing to it (the parent goes on writing its own).
 void AbandonTraceInChild();
 
-// The trace file of this process for RPMA_SIM_TRACE=`path`: every "%p" replaced by the pid;
-// in a child of fork() (`forked_child`) a path without "%p" gets ".<pid>" appended, so that
-// parent and child never write one file.
-std::string TracePathForProcess(const std::string& path, bool forked_child);
+// The trace (or stats) file of this process for RPMA_SIM_TRACE=`path`: every "%p" replaced by
+// the pid, every "%r" by the process's `role` (FileNamePart of it); in a child of fork()
+// (`forked_child`) a path without "%p" gets ".<pid>" appended, so that parent and child (one
+// role) never write one file.
+std::string TracePathForProcess(const std::string& path, bool forked_child,
+                                absl::string_view role);
+
+// `name` as one word that is safe in a file name and a trace header: every byte but
+// [A-Za-z0-9._-] becomes '_'; "" becomes "_".
+std::string FileNamePart(absl::string_view name);
 
 // The number of event lines and the fingerprint so far of the open (or last closed) trace.
 uint64_t TraceEventCount();

@@ -4,6 +4,8 @@
 
 #include "simverbs/sim/trace/trace.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -112,25 +114,27 @@ TEST(TraceTest, HeaderEventsEndLine_FingerprintOfTheEventLines) {
 
   const std::vector<std::string> lines = ReadLines(path);
   ASSERT_GE(lines.size(), 5u);
-  EXPECT_EQ(lines[0], "softrpma-sim-trace 1");
+  EXPECT_EQ(lines[0], "softrpma-sim-trace 2");
   EXPECT_EQ(lines[1], "seed 0x0000000000001234");
   EXPECT_EQ(lines[2],
             "faults ibv_post_send:wc_status=IBV_WC_REM_OP_ERR:nth=2;rdma_listen:fail=EIO:nth=9");
   uint64_t hash = kFnvOffsetBasis;
   uint64_t previous_time = 0;
   std::vector<std::string> bodies;  // lines without seq and time
-  for (size_t i = 3; i + 1 < lines.size(); ++i) {
+  // RPMA_SIM_ROLE unset: the executable's name.
+  EXPECT_EQ(lines[3], "process trace_test");
+  for (size_t i = 4; i + 1 < lines.size(); ++i) {
     uint64_t seq = 0;
     uint64_t time = 0;
     size_t prefix = 0;
     ASSERT_TRUE(ParseEventLine(lines[i], &seq, &time, &prefix)) << lines[i];
-    EXPECT_EQ(seq, i - 2) << lines[i];
+    EXPECT_EQ(seq, i - 3) << lines[i];
     EXPECT_GE(time, previous_time) << lines[i];
     previous_time = time;
     hash = Fnv1a64(lines[i] + "\n", hash);
     bodies.push_back(lines[i].substr(prefix));
   }
-  EXPECT_EQ(lines.size() - 4, events);
+  EXPECT_EQ(lines.size() - 5, events);
   EXPECT_EQ(hash, fingerprint);
   char end[80];
   std::snprintf(end, sizeof(end), "end events=%llu fingerprint=0x%016llx",
@@ -164,6 +168,23 @@ TEST(TraceTest, HeaderEventsEndLine_FingerprintOfTheEventLines) {
   EXPECT_THAT(all, HasSubstr("plan faults=-"));
   EXPECT_THAT(all, ContainsRegex("destroy_qp qp=[0-9]+"));
   EXPECT_THAT(all, ContainsRegex("destroy_cq cq=[0-9]+"));
+}
+
+TEST(TracePathTest, PidAndRole) {
+  const std::string pid = std::to_string(static_cast<long>(getpid()));
+  EXPECT_EQ(TracePathForProcess("run.%r.%p.trace", false, "server"),
+            "run.server." + pid + ".trace");
+  EXPECT_EQ(TracePathForProcess("run.%r.trace", false, "server"), "run.server.trace");
+  EXPECT_EQ(TracePathForProcess("run.trace", false, "server"), "run.trace");
+  // A role is one file-name word: a slash or a blank cannot reach another directory.
+  EXPECT_EQ(TracePathForProcess("t/%r", false, "../x y"), "t/.._x_y");
+  EXPECT_EQ(TracePathForProcess("t/%r", false, ""), "t/_");
+  // %% and a lone % stay as they are.
+  EXPECT_EQ(TracePathForProcess("a%%b%", false, "r"), "a%%b%");
+  // A forked child has its parent's role: without %p its file gets its pid.
+  EXPECT_EQ(TracePathForProcess("run.%r.trace", true, "server"),
+            "run.server.trace." + pid);
+  EXPECT_EQ(TracePathForProcess("run.%r.%p", true, "server"), "run.server." + pid);
 }
 
 }  // namespace

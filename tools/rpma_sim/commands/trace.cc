@@ -2,7 +2,6 @@
 // JSON.
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -56,11 +55,9 @@ int RunTrace(const CommandLine& line, const char* argv0) {
   if (traces.size() == 1) {
     json = ChromeTraceJson(traces[0]);
   } else {
+    const std::vector<std::string> names = TraceProcessNames(traces, line.args);
     std::vector<NamedTrace> named;
-    for (size_t i = 0; i < traces.size(); ++i) {
-      named.push_back(
-          NamedTrace{std::filesystem::path(line.args[i]).filename().string(), &traces[i]});
-    }
+    for (size_t i = 0; i < traces.size(); ++i) named.push_back(NamedTrace{names[i], &traces[i]});
     json = ChromeTraceJson(named);
   }
   if (chrome == "-") {
