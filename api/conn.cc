@@ -15,6 +15,7 @@
 #include "api/internal/mr.h"
 #include "api/internal/peer.h"
 #include "api/internal/private_data.h"
+#include "api/internal/traced_call.h"
 #include "librpma.h"
 #include "simverbs/alloc.h"
 #include "simverbs/backend.h"
@@ -73,6 +74,9 @@ int ConnNew(const ConnParts& parts, rpma_conn** conn_ptr) {
 Backend* ConnBackend(const rpma_conn* conn) { return conn->backend; }
 rdma_cm_id* ConnCmId(const rpma_conn* conn) { return conn->id; }
 ibv_qp* ConnQp(const rpma_conn* conn) { return conn->id->qp; }
+uint32_t ConnQpNum(const rpma_conn* conn) {
+  return conn != nullptr && conn->id->qp != nullptr ? conn->id->qp->qp_num : 0;
+}
 bool ConnNativeAtomicWrite(const rpma_conn* conn) { return PeerNativeAtomicWrite(conn->peer); }
 bool ConnDirectWriteToPmem(const rpma_conn* conn) {
   return conn->direct_write_to_pmem.load(std::memory_order_relaxed);
@@ -115,17 +119,18 @@ int rpma_conn_get_event_fd(const struct rpma_conn* conn, int* fd) {
 }
 
 int rpma_conn_next_event(struct rpma_conn* conn, enum rpma_conn_event* event) {
+  softrpma::api::TracedCall call("rpma_conn_next_event", "qp=%u", softrpma::api::ConnQpNum(conn));
   using softrpma::api::RpmaErrorFromBackend;
-  if (conn == nullptr || event == nullptr) return RPMA_E_INVAL;
+  if (conn == nullptr || event == nullptr) return call.Return(RPMA_E_INVAL);
   rdma_cm_event* cm_event = nullptr;
   int err = conn->backend->RdmaGetCmEvent(conn->event_channel, &cm_event);
   if (err != 0) {
     if (err == EAGAIN || err == ENODATA) {
       // A non-blocking event channel with nothing in it (see docs/STATUS.md).
-      return RPMA_E_NO_EVENT;
+      return call.Return(RPMA_E_NO_EVENT);
     }
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_get_cm_event");
-    return RpmaErrorFromBackend(err);
+    return call.Return(RpmaErrorFromBackend(err));
   }
   const rdma_cm_event_type type = cm_event->event;
   const rpma_conn_event conn_event = ConnEventOf(type);
@@ -148,10 +153,10 @@ int rpma_conn_next_event(struct rpma_conn* conn, enum rpma_conn_event* event) {
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_ack_cm_event");
     softrpma::api::KeepFirstError(&ret, RpmaErrorFromBackend(err));
   }
-  if (ret != 0) return ret;
+  if (ret != 0) return call.Return(ret);
   RPMA_LOG_NOTICE("%s", rpma_utils_conn_event_2str(conn_event));
   *event = conn_event;
-  return 0;
+  return call.Return(0);
 }
 
 int rpma_conn_get_private_data(const struct rpma_conn* conn,
@@ -196,14 +201,16 @@ int rpma_conn_get_compl_fd(const struct rpma_conn* conn, int* fd) {
 }
 
 int rpma_conn_wait(struct rpma_conn* conn, int flags, struct rpma_cq** cq, bool* is_rcq) {
-  if (conn == nullptr || cq == nullptr) return RPMA_E_INVAL;
-  if (conn->shared_channel == nullptr) return RPMA_E_NOT_SHARED_CHNL;
+  softrpma::api::TracedCall call("rpma_conn_wait", "qp=%u flags=0x%x",
+                                 softrpma::api::ConnQpNum(conn), flags);
+  if (conn == nullptr || cq == nullptr) return call.Return(RPMA_E_INVAL);
+  if (conn->shared_channel == nullptr) return call.Return(RPMA_E_NOT_SHARED_CHNL);
   // flags are reserved for later use: as upstream (conn.c), every value waits for a completion
   // event (the man page names no flags error).
   (void)flags;
   ibv_cq* ev_cq = nullptr;
   int ret = softrpma::api::CqGetEvent(conn->backend, conn->shared_channel, &ev_cq);
-  if (ret != 0) return ret;
+  if (ret != 0) return call.Return(ret);
   rpma_cq* event_cq = nullptr;
   if (ev_cq == softrpma::api::CqIbvCq(conn->cq)) {
     event_cq = conn->cq;
@@ -214,35 +221,39 @@ int rpma_conn_wait(struct rpma_conn* conn, int flags, struct rpma_cq** cq, bool*
                    "connection's");
     conn->backend->IbvAckCqEvents(ev_cq, 1);
     *cq = nullptr;
-    return RPMA_E_UNKNOWN;
+    return call.Return(RPMA_E_UNKNOWN);
   }
   ret = softrpma::api::CqAckAndRearm(event_cq);
   if (ret != 0) {
     *cq = nullptr;
-    return ret;
+    return call.Return(ret);
   }
   *cq = event_cq;
   if (is_rcq != nullptr) *is_rcq = (event_cq == conn->rcq);
-  return 0;
+  return call.Return(0);
 }
 
 int rpma_conn_disconnect(struct rpma_conn* conn) {
-  if (conn == nullptr) return RPMA_E_INVAL;
+  softrpma::api::TracedCall call("rpma_conn_disconnect", "qp=%u", softrpma::api::ConnQpNum(conn));
+  if (conn == nullptr) return call.Return(RPMA_E_INVAL);
   int err = conn->backend->RdmaDisconnect(conn->id);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_disconnect");
-    return softrpma::api::RpmaErrorFromBackend(err);
+    return call.Return(softrpma::api::RpmaErrorFromBackend(err));
   }
   RPMA_LOG_NOTICE("requesting disconnection");
-  return 0;
+  return call.Return(0);
 }
 
 int rpma_conn_delete(struct rpma_conn** conn_ptr) {
+  softrpma::api::TracedCall call(
+      "rpma_conn_delete", "qp=%u",
+      softrpma::api::ConnQpNum(conn_ptr != nullptr ? *conn_ptr : nullptr));
   using softrpma::api::KeepFirstError;
   using softrpma::api::RpmaErrorFromBackend;
-  if (conn_ptr == nullptr) return RPMA_E_INVAL;
+  if (conn_ptr == nullptr) return call.Return(RPMA_E_INVAL);
   rpma_conn* conn = *conn_ptr;
-  if (conn == nullptr) return 0;
+  if (conn == nullptr) return call.Return(0);
   softrpma::Backend* backend = conn->backend;
   int ret = 0;
   // The QP goes first (it uses the CQs and reads into the flush scratch), the CQs before their
@@ -267,7 +278,7 @@ int rpma_conn_delete(struct rpma_conn** conn_ptr) {
   softrpma::api::PrivateDataDelete(conn->private_data.load(std::memory_order_acquire));
   softrpma::Delete(conn);
   *conn_ptr = nullptr;
-  return ret;
+  return call.Return(ret);
 }
 
 }  // extern "C"

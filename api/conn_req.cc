@@ -25,6 +25,7 @@
 #include "api/internal/peer.h"
 #include "api/internal/private_data.h"
 #include "api/internal/srq.h"
+#include "api/internal/traced_call.h"
 #include "librpma.h"
 #include "simverbs/alloc.h"
 #include "simverbs/backend.h"
@@ -311,14 +312,17 @@ extern "C" {
 
 int rpma_conn_req_new(struct rpma_peer* peer, const char* addr, const char* port,
                       const struct rpma_conn_cfg* cfg, struct rpma_conn_req** req_ptr) {
+  softrpma::api::TracedCall call("rpma_conn_req_new", "addr=%s port=%s",
+                                 softrpma::api::TraceWord(addr).c_str(),
+                                 softrpma::api::TraceWord(port).c_str());
   using softrpma::api::RpmaErrorFromBackend;
   if (peer == nullptr || addr == nullptr || port == nullptr || req_ptr == nullptr) {
-    return RPMA_E_INVAL;
+    return call.Return(RPMA_E_INVAL);
   }
   const softrpma::api::ConnCfgValues values = softrpma::api::GetConnCfgValues(cfg);
   softrpma::Backend* backend = softrpma::api::PeerBackend(peer);
   rpma_conn_req* req = softrpma::New<rpma_conn_req>();
-  if (req == nullptr) return RPMA_E_NOMEM;
+  if (req == nullptr) return call.Return(RPMA_E_NOMEM);
   req->backend = backend;
   req->peer = peer;
 
@@ -331,14 +335,14 @@ int rpma_conn_req_new(struct rpma_peer* peer, const char* addr, const char* port
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_getaddrinfo");
     softrpma::Delete(req);
-    return RpmaErrorFromBackend(err);
+    return call.Return(RpmaErrorFromBackend(err));
   }
   err = backend->RdmaCreateId(nullptr, &req->id, nullptr, RDMA_PS_TCP);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_create_id");
     backend->RdmaFreeaddrinfo(rai);
     softrpma::Delete(req);
-    return RpmaErrorFromBackend(err);
+    return call.Return(RpmaErrorFromBackend(err));
   }
   int ret = 0;
   err = backend->RdmaResolveAddr(req->id, rai->ai_src_addr, rai->ai_dst_addr, values.timeout_ms);
@@ -357,36 +361,39 @@ int rpma_conn_req_new(struct rpma_peer* peer, const char* addr, const char* port
   if (ret != 0) {
     (void)softrpma::api::DestroyId(req);
     softrpma::Delete(req);
-    return ret;
+    return call.Return(ret);
   }
   *req_ptr = req;
   softrpma::api::LogGids(req->id);
   RPMA_LOG_NOTICE("requesting a connection to %s:%s", addr, port);
-  return 0;
+  return call.Return(0);
 }
 
 int rpma_conn_req_connect(struct rpma_conn_req** req_ptr,
                           const struct rpma_conn_private_data* pdata,
                           struct rpma_conn** conn_ptr) {
-  if (req_ptr == nullptr || *req_ptr == nullptr) return RPMA_E_INVAL;
+  softrpma::api::TracedCall call("rpma_conn_req_connect");
+  if (req_ptr == nullptr || *req_ptr == nullptr) return call.Return(RPMA_E_INVAL);
   rpma_conn_req* req = *req_ptr;
   if (conn_ptr == nullptr || (pdata != nullptr && (pdata->ptr == nullptr || pdata->len == 0))) {
     // The request is consumed on every failure but a missing request (rpma_conn_req_connect(3)).
     (void)softrpma::api::ReleaseRequest(req);
     *req_ptr = nullptr;
-    return RPMA_E_INVAL;
+    return call.Return(RPMA_E_INVAL);
   }
   *req_ptr = nullptr;
-  return softrpma::api::IsIncoming(req) ? softrpma::api::ConnectPassive(req, pdata, conn_ptr)
-                                        : softrpma::api::ConnectActive(req, pdata, conn_ptr);
+  return call.Return(softrpma::api::IsIncoming(req)
+                         ? softrpma::api::ConnectPassive(req, pdata, conn_ptr)
+                         : softrpma::api::ConnectActive(req, pdata, conn_ptr));
 }
 
 int rpma_conn_req_delete(struct rpma_conn_req** req_ptr) {
-  if (req_ptr == nullptr) return RPMA_E_INVAL;
+  softrpma::api::TracedCall call("rpma_conn_req_delete");
+  if (req_ptr == nullptr) return call.Return(RPMA_E_INVAL);
   rpma_conn_req* req = *req_ptr;
-  if (req == nullptr) return 0;
+  if (req == nullptr) return call.Return(0);
   *req_ptr = nullptr;
-  return softrpma::api::ReleaseRequest(req);
+  return call.Return(softrpma::api::ReleaseRequest(req));
 }
 
 int rpma_conn_req_get_private_data(const struct rpma_conn_req* req,
@@ -398,20 +405,22 @@ int rpma_conn_req_get_private_data(const struct rpma_conn_req* req,
 
 int rpma_conn_req_recv(struct rpma_conn_req* req, struct rpma_mr_local* dst, size_t offset,
                        size_t len, const void* op_context) {
+  softrpma::api::TracedCall call("rpma_conn_req_recv", "offset=%zu len=%zu op_context=%p", offset,
+                                 len, op_context);
   // rpma_conn_req_recv(3) also names a NULL op_context as RPMA_E_INVAL, but librpma accepts it
   // (its wr_id is then 0) and servers rely on that: so do we (docs/STATUS.md).
-  if (req == nullptr || dst == nullptr) return RPMA_E_INVAL;
+  if (req == nullptr || dst == nullptr) return call.Return(RPMA_E_INVAL);
   ibv_sge sge = {};
   ibv_recv_wr wr;
   int ret = softrpma::api::MrRecvWr(dst, offset, len, op_context, &sge, &wr);
-  if (ret != 0) return ret;
+  if (ret != 0) return call.Return(ret);
   ibv_recv_wr* bad_wr = nullptr;
   int err = req->backend->IbvPostRecv(req->id->qp, &wr, &bad_wr);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_post_recv");
-    return softrpma::api::RpmaErrorFromBackend(err);
+    return call.Return(softrpma::api::RpmaErrorFromBackend(err));
   }
-  return 0;
+  return call.Return(0);
 }
 
 }  // extern "C"

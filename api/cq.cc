@@ -11,6 +11,7 @@
 #include "api/internal/cq.h"
 #include "api/internal/errors.h"
 #include "api/internal/log.h"
+#include "api/internal/traced_call.h"
 #include "librpma.h"
 #include "simverbs/alloc.h"
 #include "simverbs/backend.h"
@@ -87,6 +88,7 @@ int CqDelete(rpma_cq** cq_ptr) {
 }
 
 ibv_cq* CqIbvCq(const rpma_cq* cq) { return cq->cq; }
+uint32_t CqHandle(const rpma_cq* cq) { return cq != nullptr ? cq->cq->handle : 0; }
 
 int CqAckAndRearm(rpma_cq* cq) {
   cq->backend->IbvAckCqEvents(cq->cq, 1);
@@ -124,23 +126,26 @@ int rpma_cq_get_fd(const struct rpma_cq* cq, int* fd) {
 }
 
 int rpma_cq_wait(struct rpma_cq* cq) {
-  if (cq == nullptr) return RPMA_E_INVAL;
-  if (cq->shared_channel) return RPMA_E_SHARED_CHANNEL;
+  softrpma::api::TracedCall call("rpma_cq_wait", "cq=%u", softrpma::api::CqHandle(cq));
+  if (cq == nullptr) return call.Return(RPMA_E_INVAL);
+  if (cq->shared_channel) return call.Return(RPMA_E_SHARED_CHANNEL);
   ibv_cq* ev_cq = nullptr;
   int ret = softrpma::api::CqGetEvent(cq->backend, cq->channel, &ev_cq);
-  if (ret != 0) return ret;
+  if (ret != 0) return call.Return(ret);
   if (ev_cq != cq->cq) {
     RPMA_LOG_ERROR("ibv_get_cq_event() returned an event of another CQ");
     cq->backend->IbvAckCqEvents(ev_cq, 1);
-    return RPMA_E_UNKNOWN;
+    return call.Return(RPMA_E_UNKNOWN);
   }
-  return softrpma::api::CqAckAndRearm(cq);
+  return call.Return(softrpma::api::CqAckAndRearm(cq));
 }
 
 int rpma_cq_get_wc(struct rpma_cq* cq, int num_entries, struct ibv_wc* wc,
                    int* num_entries_got) {
-  if (cq == nullptr || wc == nullptr || num_entries < 1) return RPMA_E_INVAL;
-  if (num_entries > 1 && num_entries_got == nullptr) return RPMA_E_INVAL;
+  softrpma::api::TracedCall call("rpma_cq_get_wc", "cq=%u num_entries=%d",
+                                 softrpma::api::CqHandle(cq), num_entries);
+  if (cq == nullptr || wc == nullptr || num_entries < 1) return call.Return(RPMA_E_INVAL);
+  if (num_entries > 1 && num_entries_got == nullptr) return call.Return(RPMA_E_INVAL);
   int polled = 0;
   int err = cq->backend->IbvPollCq(cq->cq, num_entries, wc, &polled);
   if (err != 0) {
@@ -148,20 +153,20 @@ int rpma_cq_get_wc(struct rpma_cq* cq, int num_entries, struct ibv_wc* wc,
     // ibv_poll_cq(3) reports no errno, so "no provider error available" is its normal failure
     // on a real NIC, and both backends must answer the same.
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_poll_cq");
-    return softrpma::api::RpmaErrorFromBackend(err);
+    return call.Return(softrpma::api::RpmaErrorFromBackend(err));
   }
   if (polled == 0) {
     // There may be an event with no completion behind it (as librpma notes, at DEBUG).
     RPMA_LOG_DEBUG("no completion in the CQ");
-    return RPMA_E_NO_COMPLETION;
+    return call.Return(RPMA_E_NO_COMPLETION);
   }
   if (polled > num_entries) {
     RPMA_LOG_ERROR("ibv_poll_cq() returned %d completions, more than the %d asked for", polled,
                    num_entries);
-    return RPMA_E_UNKNOWN;
+    return call.Return(RPMA_E_UNKNOWN);
   }
   if (num_entries_got != nullptr) *num_entries_got = polled;
-  return 0;
+  return call.Return(0);
 }
 
 }  // extern "C"

@@ -17,6 +17,7 @@
 #include "api/internal/errors.h"
 #include "api/internal/log.h"
 #include "api/internal/peer.h"
+#include "api/internal/traced_call.h"
 #include "librpma.h"
 #include "simverbs/alloc.h"
 #include "simverbs/backend.h"
@@ -143,26 +144,29 @@ extern "C" {
 
 int rpma_ep_listen(struct rpma_peer* peer, const char* addr, const char* port,
                    struct rpma_ep** ep_ptr) {
+  softrpma::api::TracedCall call("rpma_ep_listen", "addr=%s port=%s",
+                                 softrpma::api::TraceWord(addr).c_str(),
+                                 softrpma::api::TraceWord(port).c_str());
   using softrpma::api::RpmaErrorFromBackend;
   if (peer == nullptr || addr == nullptr || port == nullptr || ep_ptr == nullptr) {
-    return RPMA_E_INVAL;
+    return call.Return(RPMA_E_INVAL);
   }
   rpma_ep* ep = softrpma::New<rpma_ep>();
-  if (ep == nullptr) return RPMA_E_NOMEM;
+  if (ep == nullptr) return call.Return(RPMA_E_NOMEM);
   ep->backend = softrpma::api::PeerBackend(peer);
   ep->peer = peer;
   int err = ep->backend->RdmaCreateEventChannel(&ep->event_channel);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_create_event_channel");
     softrpma::Delete(ep);
-    return RpmaErrorFromBackend(err);
+    return call.Return(RpmaErrorFromBackend(err));
   }
   err = ep->backend->RdmaCreateId(ep->event_channel, &ep->id, nullptr, RDMA_PS_TCP);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_create_id");
     ep->backend->RdmaDestroyEventChannel(ep->event_channel);
     softrpma::Delete(ep);
-    return RpmaErrorFromBackend(err);
+    return call.Return(RpmaErrorFromBackend(err));
   }
   int ret = softrpma::api::BindAndListen(ep, addr, port);
   if (ret != 0) {
@@ -170,17 +174,18 @@ int rpma_ep_listen(struct rpma_peer* peer, const char* addr, const char* port,
     if (err != 0) RPMA_LOG_PROVIDER_ERROR(err, "rdma_destroy_id");
     ep->backend->RdmaDestroyEventChannel(ep->event_channel);
     softrpma::Delete(ep);
-    return ret;
+    return call.Return(ret);
   }
   *ep_ptr = ep;
   RPMA_LOG_NOTICE("waiting for incoming connections on %s:%s", addr, port);
-  return 0;
+  return call.Return(0);
 }
 
 int rpma_ep_shutdown(struct rpma_ep** ep_ptr) {
-  if (ep_ptr == nullptr) return RPMA_E_INVAL;
+  softrpma::api::TracedCall call("rpma_ep_shutdown");
+  if (ep_ptr == nullptr) return call.Return(RPMA_E_INVAL);
   rpma_ep* ep = *ep_ptr;
-  if (ep == nullptr) return 0;
+  if (ep == nullptr) return call.Return(0);
   int ret = softrpma::api::FinishUnacked(ep);
   // Events whose acknowledgement failed twice are given up with the endpoint.
   softrpma::api::DropUnacked(ep);
@@ -193,7 +198,7 @@ int rpma_ep_shutdown(struct rpma_ep** ep_ptr) {
   ep->backend->RdmaDestroyEventChannel(ep->event_channel);
   softrpma::Delete(ep);
   *ep_ptr = nullptr;
-  return ret;
+  return call.Return(ret);
 }
 
 int rpma_ep_get_fd(const struct rpma_ep* ep, int* fd) {
@@ -204,26 +209,27 @@ int rpma_ep_get_fd(const struct rpma_ep* ep, int* fd) {
 
 int rpma_ep_next_conn_req(struct rpma_ep* ep, const struct rpma_conn_cfg* cfg,
                           struct rpma_conn_req** req_ptr) {
-  if (ep == nullptr || req_ptr == nullptr) return RPMA_E_INVAL;
+  softrpma::api::TracedCall call("rpma_ep_next_conn_req");
+  if (ep == nullptr || req_ptr == nullptr) return call.Return(RPMA_E_INVAL);
   rdma_cm_event* event = nullptr;
   int err = ep->backend->RdmaGetCmEvent(ep->event_channel, &event);
   if (err != 0) {
-    if (err == EAGAIN || err == ENODATA) return RPMA_E_NO_EVENT;
+    if (err == EAGAIN || err == ENODATA) return call.Return(RPMA_E_NO_EVENT);
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_get_cm_event");
-    return softrpma::api::RpmaErrorFromBackend(err);
+    return call.Return(softrpma::api::RpmaErrorFromBackend(err));
   }
   if (event->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
     RPMA_LOG_ERROR("rdma_get_cm_event() returned event %d, not a connection request",
                    static_cast<int>(event->event));
     // Kept for rpma_ep_shutdown when its acknowledgement fails; its id is no one's to destroy.
     (void)softrpma::api::AckThenDestroyId(ep, event, nullptr);
-    return RPMA_E_INVAL;
+    return call.Return(RPMA_E_INVAL);
   }
   rpma_conn_req* req = nullptr;
   int ret = softrpma::api::ConnReqFromCmEvent(ep->peer, event, cfg, &req);
   if (ret != 0) {
     softrpma::api::DropConnectRequest(ep, event);
-    return ret;
+    return call.Return(ret);
   }
   // Acknowledged here, as librpma does: the request keeps a copy of the private data.
   err = ep->backend->RdmaAckCmEvent(event);
@@ -232,10 +238,10 @@ int rpma_ep_next_conn_req(struct rpma_ep* ep, const struct rpma_conn_cfg* cfg,
     // are kept, to be acknowledged and destroyed at rpma_ep_shutdown().
     RPMA_LOG_PROVIDER_ERROR(err, "rdma_ack_cm_event");
     softrpma::api::KeepUnacked(ep, event, softrpma::api::ConnReqDeleteKeepingId(req));
-    return softrpma::api::RpmaErrorFromBackend(err);
+    return call.Return(softrpma::api::RpmaErrorFromBackend(err));
   }
   *req_ptr = req;
-  return 0;
+  return call.Return(0);
 }
 
 }  // extern "C"

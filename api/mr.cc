@@ -19,6 +19,7 @@
 #include "api/internal/log.h"
 #include "api/internal/mr.h"
 #include "api/internal/peer.h"
+#include "api/internal/traced_call.h"
 #include "librpma.h"
 #include "simverbs/alloc.h"
 #include "simverbs/backend.h"
@@ -168,34 +169,38 @@ extern "C" {
 
 int rpma_mr_reg(struct rpma_peer* peer, void* ptr, size_t size, int usage,
                 struct rpma_mr_local** mr_ptr) {
-  if (peer == nullptr || ptr == nullptr || mr_ptr == nullptr || size == 0) return RPMA_E_INVAL;
+  softrpma::api::TracedCall call("rpma_mr_reg", "size=%zu usage=0x%x", size, usage);
+  if (peer == nullptr || ptr == nullptr || mr_ptr == nullptr || size == 0) {
+    return call.Return(RPMA_E_INVAL);
+  }
   if (usage == 0) {
     RPMA_LOG_ERROR("usage is 0: name at least one RPMA_MR_USAGE_* bit");
-    return RPMA_E_INVAL;
+    return call.Return(RPMA_E_INVAL);
   }
   // As librpma (mr.c): a bit that is no RPMA_MR_USAGE_* value is an invalid argument.
   if ((usage & ~kAllUsages) != 0) {
     RPMA_LOG_ERROR("usage 0x%x has bits that are no RPMA_MR_USAGE_* value", usage);
-    return RPMA_E_INVAL;
+    return call.Return(RPMA_E_INVAL);
   }
   rpma_mr_local* mr = softrpma::New<rpma_mr_local>();
-  if (mr == nullptr) return RPMA_E_NOMEM;
+  if (mr == nullptr) return call.Return(RPMA_E_NOMEM);
   softrpma::Backend* backend = softrpma::api::PeerBackend(peer);
   ibv_mr* ibv_mr = nullptr;
   int ret = softrpma::api::PeerRegMr(peer, ptr, size, usage, &ibv_mr);
   if (ret != 0) {
     softrpma::Delete(mr);
-    return ret;
+    return call.Return(ret);
   }
   *mr = rpma_mr_local{backend, ibv_mr, ptr, size, usage};
   *mr_ptr = mr;
-  return 0;
+  return call.Return(0);
 }
 
 int rpma_mr_dereg(struct rpma_mr_local** mr_ptr) {
-  if (mr_ptr == nullptr) return RPMA_E_INVAL;
+  softrpma::api::TracedCall call("rpma_mr_dereg");
+  if (mr_ptr == nullptr) return call.Return(RPMA_E_INVAL);
   rpma_mr_local* mr = *mr_ptr;
-  if (mr == nullptr) return 0;
+  if (mr == nullptr) return call.Return(0);
   // As librpma: the object is released and *mr_ptr cleared even when the provider fails.
   int ret = 0;
   int err = mr->backend->IbvDeregMr(mr->mr);
@@ -205,7 +210,7 @@ int rpma_mr_dereg(struct rpma_mr_local** mr_ptr) {
   }
   softrpma::Delete(mr);
   *mr_ptr = nullptr;
-  return ret;
+  return call.Return(ret);
 }
 
 int rpma_mr_get_descriptor(const struct rpma_mr_local* mr, void* desc) {
@@ -288,17 +293,19 @@ int rpma_mr_remote_delete(struct rpma_mr_remote** mr_ptr) {
 
 int rpma_mr_advise(struct rpma_mr_local* mr, size_t offset, size_t len, int advice,
                    uint32_t flags) {
+  softrpma::api::TracedCall call("rpma_mr_advise", "offset=%zu len=%zu advice=%d flags=0x%x",
+                                 offset, len, advice, flags);
   // A NULL mr is beyond the man page's list; it is an invalid argument like the others.
-  if (mr == nullptr) return RPMA_E_INVAL;
+  if (mr == nullptr) return call.Return(RPMA_E_INVAL);
   if (offset > mr->size || len > mr->size - offset) {
-    RPMA_LOG_ERROR("range [%zu, %zu + %zu) is out of the memory registration (%zu bytes)",
-                   offset, offset, len, mr->size);
-    return RPMA_E_INVAL;
+    RPMA_LOG_ERROR("range [%zu, %zu + %zu) is out of the memory registration (%zu bytes)", offset,
+                   offset, len, mr->size);
+    return call.Return(RPMA_E_INVAL);
   }
   // (A len above kMaxSgeLength is rejected by MrLocalSge below, before the provider is asked.)
   if ((flags & ~static_cast<uint32_t>(IBV_ADVISE_MR_FLAG_FLUSH)) != 0) {
     RPMA_LOG_ERROR("invalid flags 0x%x (only IBV_ADVISE_MR_FLAG_FLUSH is valid)", flags);
-    return RPMA_E_INVAL;
+    return call.Return(RPMA_E_INVAL);
   }
   switch (advice) {
     case IBV_ADVISE_MR_ADVICE_PREFETCH:
@@ -312,26 +319,26 @@ int rpma_mr_advise(struct rpma_mr_local* mr, size_t offset, size_t len, int advi
         RPMA_LOG_ERROR("the memory registration usage 0x%x does not allow "
                        "IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE (it is not writable)",
                        mr->usage);
-        return RPMA_E_INVAL;
+        return call.Return(RPMA_E_INVAL);
       }
       break;
     default:
       RPMA_LOG_ERROR("unknown advice %d", advice);
-      return RPMA_E_INVAL;
+      return call.Return(RPMA_E_INVAL);
   }
   ibv_sge sge;
   int ret = softrpma::api::MrLocalSge(mr, offset, len, &sge);
-  if (ret != 0) return ret;
-  int err = mr->backend->IbvAdviseMr(mr->mr->pd, static_cast<ibv_advise_mr_advice>(advice),
-                                     flags, &sge, 1);
+  if (ret != 0) return call.Return(ret);
+  int err = mr->backend->IbvAdviseMr(mr->mr->pd, static_cast<ibv_advise_mr_advice>(advice), flags,
+                                     &sge, 1);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_advise_mr");
     softrpma::api::ErrorMapping mapping;
     mapping.eopnotsupp_is_nosupp = true;
     mapping.efault_einval_is_inval = true;
-    return softrpma::api::RpmaErrorFromBackend(err, mapping);
+    return call.Return(softrpma::api::RpmaErrorFromBackend(err, mapping));
   }
-  return 0;
+  return call.Return(0);
 }
 
 }  // extern "C"

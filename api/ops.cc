@@ -29,6 +29,7 @@
 #include "api/internal/errors.h"
 #include "api/internal/log.h"
 #include "api/internal/mr.h"
+#include "api/internal/traced_call.h"
 #include "librpma.h"
 #include "simverbs/backend.h"
 
@@ -138,69 +139,93 @@ extern "C" {
 int rpma_read(struct rpma_conn* conn, struct rpma_mr_local* dst, size_t dst_offset,
               const struct rpma_mr_remote* src, size_t src_offset, size_t len, int flags,
               const void* op_context) {
-  if (conn == nullptr || flags == 0) return RPMA_E_INVAL;
+  softrpma::api::TracedCall call(
+      "rpma_read", "qp=%u dst_offset=%zu src_offset=%zu len=%zu flags=0x%x op_context=%p",
+      softrpma::api::ConnQpNum(conn), dst_offset, src_offset, len, flags, op_context);
+  if (conn == nullptr || flags == 0) return call.Return(RPMA_E_INVAL);
   if (!softrpma::api::ValidRegionPair(dst, src, dst_offset, src_offset, len)) {
-    return RPMA_E_INVAL;
+    return call.Return(RPMA_E_INVAL);
   }
-  return softrpma::api::PostSend(conn, IBV_WR_RDMA_READ, dst, dst_offset, src, src_offset, len,
-                                 flags, op_context, 0);
+  return call.Return(softrpma::api::PostSend(conn, IBV_WR_RDMA_READ, dst, dst_offset, src,
+                                             src_offset, len, flags, op_context, 0));
 }
 
 int rpma_write(struct rpma_conn* conn, struct rpma_mr_remote* dst, size_t dst_offset,
                const struct rpma_mr_local* src, size_t src_offset, size_t len, int flags,
                const void* op_context) {
-  return softrpma::api::Write(conn, dst, dst_offset, src, src_offset, len, flags, op_context,
-                              IBV_WR_RDMA_WRITE, 0);
+  softrpma::api::TracedCall call(
+      "rpma_write", "qp=%u dst_offset=%zu src_offset=%zu len=%zu flags=0x%x op_context=%p",
+      softrpma::api::ConnQpNum(conn), dst_offset, src_offset, len, flags, op_context);
+  return call.Return(softrpma::api::Write(conn, dst, dst_offset, src, src_offset, len, flags,
+                                          op_context, IBV_WR_RDMA_WRITE, 0));
 }
 
 int rpma_write_with_imm(struct rpma_conn* conn, struct rpma_mr_remote* dst, size_t dst_offset,
                         const struct rpma_mr_local* src, size_t src_offset, size_t len,
                         int flags, uint32_t imm, const void* op_context) {
-  return softrpma::api::Write(conn, dst, dst_offset, src, src_offset, len, flags, op_context,
-                              IBV_WR_RDMA_WRITE_WITH_IMM, imm);
+  softrpma::api::TracedCall call(
+      "rpma_write_with_imm",
+      "qp=%u dst_offset=%zu src_offset=%zu len=%zu flags=0x%x imm=0x%x op_context=%p",
+      softrpma::api::ConnQpNum(conn), dst_offset, src_offset, len, flags, imm, op_context);
+  return call.Return(softrpma::api::Write(conn, dst, dst_offset, src, src_offset, len, flags,
+                                          op_context, IBV_WR_RDMA_WRITE_WITH_IMM, imm));
 }
 
 int rpma_send(struct rpma_conn* conn, const struct rpma_mr_local* src, size_t offset, size_t len,
               int flags, const void* op_context) {
-  return softrpma::api::Send(conn, src, offset, len, flags, op_context, IBV_WR_SEND, 0);
+  softrpma::api::TracedCall call("rpma_send", "qp=%u offset=%zu len=%zu flags=0x%x op_context=%p",
+                                 softrpma::api::ConnQpNum(conn), offset, len, flags, op_context);
+  return call.Return(
+      softrpma::api::Send(conn, src, offset, len, flags, op_context, IBV_WR_SEND, 0));
 }
 
 int rpma_send_with_imm(struct rpma_conn* conn, const struct rpma_mr_local* src, size_t offset,
                        size_t len, int flags, uint32_t imm, const void* op_context) {
-  return softrpma::api::Send(conn, src, offset, len, flags, op_context, IBV_WR_SEND_WITH_IMM,
-                             imm);
+  softrpma::api::TracedCall call(
+      "rpma_send_with_imm", "qp=%u offset=%zu len=%zu flags=0x%x imm=0x%x op_context=%p",
+      softrpma::api::ConnQpNum(conn), offset, len, flags, imm, op_context);
+  return call.Return(
+      softrpma::api::Send(conn, src, offset, len, flags, op_context, IBV_WR_SEND_WITH_IMM, imm));
 }
 
 int rpma_recv(struct rpma_conn* conn, struct rpma_mr_local* dst, size_t offset, size_t len,
               const void* op_context) {
-  if (conn == nullptr) return RPMA_E_INVAL;
-  if (dst == nullptr && (offset != 0 || len != 0)) return RPMA_E_INVAL;
+  softrpma::api::TracedCall call("rpma_recv", "qp=%u offset=%zu len=%zu op_context=%p",
+                                 softrpma::api::ConnQpNum(conn), offset, len, op_context);
+  if (conn == nullptr) return call.Return(RPMA_E_INVAL);
+  if (dst == nullptr && (offset != 0 || len != 0)) return call.Return(RPMA_E_INVAL);
   ibv_sge sge = {};
   ibv_recv_wr wr;
   int ret = softrpma::api::MrRecvWr(dst, offset, len, op_context, &sge, &wr);
-  if (ret != 0) return ret;
+  if (ret != 0) return call.Return(ret);
   ibv_recv_wr* bad_wr = nullptr;
   softrpma::Backend* backend = softrpma::api::ConnBackend(conn);
   int err = backend->IbvPostRecv(softrpma::api::ConnQp(conn), &wr, &bad_wr);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_post_recv");
-    return softrpma::api::RpmaErrorFromBackend(err);
+    return call.Return(softrpma::api::RpmaErrorFromBackend(err));
   }
-  return 0;
+  return call.Return(0);
 }
 
 int rpma_atomic_write(struct rpma_conn* conn, struct rpma_mr_remote* dst, size_t dst_offset,
                       const char src[8], int flags, const void* op_context) {
-  if (conn == nullptr || dst == nullptr || src == nullptr || flags == 0) return RPMA_E_INVAL;
+  softrpma::api::TracedCall call("rpma_atomic_write",
+                                 "qp=%u dst_offset=%zu flags=0x%x op_context=%p",
+                                 softrpma::api::ConnQpNum(conn), dst_offset, flags, op_context);
+  if (conn == nullptr || dst == nullptr || src == nullptr || flags == 0) {
+    return call.Return(RPMA_E_INVAL);
+  }
   if (dst_offset % RPMA_ATOMIC_WRITE_ALIGNMENT != 0) {
     RPMA_LOG_ERROR("dst_offset %zu is not aligned to %d bytes", dst_offset,
                    RPMA_ATOMIC_WRITE_ALIGNMENT);
-    return RPMA_E_INVAL;
+    return call.Return(RPMA_E_INVAL);
   }
   const uint64_t remote_addr = softrpma::api::MrRemoteAddress(dst, dst_offset);
   const uint32_t rkey = softrpma::api::MrRemoteRkey(dst);
   if (softrpma::api::ConnNativeAtomicWrite(conn)) {
-    return softrpma::api::PostAtomicWriteEx(conn, rkey, remote_addr, src, flags, op_context);
+    return call.Return(
+        softrpma::api::PostAtomicWriteEx(conn, rkey, remote_addr, src, flags, op_context));
   }
   ibv_sge sge;
   sge.addr = reinterpret_cast<uint64_t>(src);
@@ -215,17 +240,20 @@ int rpma_atomic_write(struct rpma_conn* conn, struct rpma_mr_remote* dst, size_t
   wr.wr.rdma.remote_addr = remote_addr;
   wr.wr.rdma.rkey = rkey;
   wr.send_flags = IBV_SEND_INLINE | IBV_SEND_FENCE | softrpma::api::SignaledIf(flags);
-  return softrpma::api::Post(conn, &wr);
+  return call.Return(softrpma::api::Post(conn, &wr));
 }
 
 int rpma_flush(struct rpma_conn* conn, struct rpma_mr_remote* dst, size_t dst_offset, size_t len,
                enum rpma_flush_type type, int flags, const void* op_context) {
+  softrpma::api::TracedCall call(
+      "rpma_flush", "qp=%u dst_offset=%zu len=%zu type=%d flags=0x%x op_context=%p",
+      softrpma::api::ConnQpNum(conn), dst_offset, len, static_cast<int>(type), flags, op_context);
   using softrpma::api::kFlushScratchSize;
   // The checks and their order are librpma's (conn.c): arguments, then the connection's and
   // the region's support of the type asked for. A type that is neither PERSISTENT nor
   // VISIBILITY is documented as RPMA_E_INVAL but accepted by librpma (it flushes as the others
   // do), so it is accepted here too (docs/STATUS.md).
-  if (conn == nullptr || dst == nullptr || flags == 0) return RPMA_E_INVAL;
+  if (conn == nullptr || dst == nullptr || flags == 0) return call.Return(RPMA_E_INVAL);
   int usage_needed = 0;
   if (type == RPMA_FLUSH_TYPE_PERSISTENT) usage_needed = RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT;
   if (type == RPMA_FLUSH_TYPE_VISIBILITY) usage_needed = RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY;
@@ -233,7 +261,7 @@ int rpma_flush(struct rpma_conn* conn, struct rpma_mr_remote* dst, size_t dst_of
     RPMA_LOG_ERROR("the connection does not support flushing to persistence: the remote peer "
                    "configuration applied to it (rpma_conn_apply_remote_peer_cfg) does not "
                    "declare direct write to PMem");
-    return RPMA_E_NOSUPP;
+    return call.Return(RPMA_E_NOSUPP);
   }
   // The flush types the remote region supports (rpma_mr_remote_get_flush_type(3)): flushing
   // it in another way is not supported either (as in librpma).
@@ -242,7 +270,7 @@ int rpma_flush(struct rpma_conn* conn, struct rpma_mr_remote* dst, size_t dst_of
                    "no RPMA_MR_USAGE_FLUSH_TYPE_%s)",
                    type == RPMA_FLUSH_TYPE_PERSISTENT ? "persistence" : "global visibility",
                    type == RPMA_FLUSH_TYPE_PERSISTENT ? "PERSISTENT" : "VISIBILITY");
-    return RPMA_E_NOSUPP;
+    return call.Return(RPMA_E_NOSUPP);
   }
   // Always 8 bytes at dst_offset, as librpma reads (flush.c): not trimmed at the region's end,
   // so a flush of a region's last 7 bytes, or of a region under 8 bytes, completes with a
@@ -260,7 +288,7 @@ int rpma_flush(struct rpma_conn* conn, struct rpma_mr_remote* dst, size_t dst_of
   wr.wr.rdma.remote_addr = softrpma::api::MrRemoteAddress(dst, dst_offset);
   wr.wr.rdma.rkey = softrpma::api::MrRemoteRkey(dst);
   wr.send_flags = softrpma::api::SignaledIf(flags);
-  return softrpma::api::Post(conn, &wr);
+  return call.Return(softrpma::api::Post(conn, &wr));
 }
 
 }  // extern "C"

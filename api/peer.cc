@@ -9,6 +9,7 @@
 #include "api/internal/log.h"
 #include "api/internal/mr.h"
 #include "api/internal/peer.h"
+#include "api/internal/traced_call.h"
 #include "librpma.h"
 #include "simverbs/alloc.h"
 #include "simverbs/backend.h"
@@ -68,12 +69,13 @@ int PeerRegMr(const rpma_peer* peer, void* addr, size_t length, int usage, ibv_m
 extern "C" {
 
 int rpma_peer_new(struct ibv_context* ibv_ctx, struct rpma_peer** peer_ptr) {
-  if (ibv_ctx == nullptr || peer_ptr == nullptr) return RPMA_E_INVAL;
+  softrpma::api::TracedCall call("rpma_peer_new");
+  if (ibv_ctx == nullptr || peer_ptr == nullptr) return call.Return(RPMA_E_INVAL);
   softrpma::Backend* backend = softrpma::BackendForContext(ibv_ctx);
   if (backend == nullptr) {
     RPMA_LOG_ERROR("no backend serves this device context (was it opened by "
                    "rpma_utils_get_ibv_context()?)");
-    return RPMA_E_PROVIDER;
+    return call.Return(RPMA_E_PROVIDER);
   }
   // As librpma: the device's capabilities first, one query each: native atomic write (which
   // decides how rpma_atomic_write posts, and how the connections' QPs are made), then
@@ -84,9 +86,10 @@ int rpma_peer_new(struct ibv_context* ibv_ctx, struct rpma_peer** peer_ptr) {
   int err = backend->IbvQueryDeviceEx(ibv_ctx, &attr);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_query_device_ex");
-    return softrpma::api::RpmaErrorFromBackend(err);
+    return call.Return(softrpma::api::RpmaErrorFromBackend(err));
   }
-  const bool native_atomic_write = (attr.device_cap_flags_ex & softrpma::kDeviceCapAtomicWrite) != 0;
+  const bool native_atomic_write =
+      (attr.device_cap_flags_ex & softrpma::kDeviceCapAtomicWrite) != 0;
   if (!native_atomic_write) {
     RPMA_LOG_INFO("the device has no native atomic write: rpma_atomic_write posts an 8-byte "
                   "inline, fenced RDMA write instead");
@@ -95,7 +98,7 @@ int rpma_peer_new(struct ibv_context* ibv_ctx, struct rpma_peer** peer_ptr) {
   err = backend->IbvQueryDeviceEx(ibv_ctx, &attr);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_query_device_ex");
-    return softrpma::api::RpmaErrorFromBackend(err);
+    return call.Return(softrpma::api::RpmaErrorFromBackend(err));
   }
   const bool odp_capable = softrpma::api::DeviceIsOdpCapable(attr);
   const bool iwarp =
@@ -106,25 +109,26 @@ int rpma_peer_new(struct ibv_context* ibv_ctx, struct rpma_peer** peer_ptr) {
   err = backend->IbvAllocPd(ibv_ctx, &pd);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_alloc_pd");
-    return softrpma::api::RpmaErrorFromBackend(
-        err, softrpma::api::ErrorMapping{/*enomem_is_nomem=*/true, /*no_errno_is_unknown=*/true});
+    return call.Return(softrpma::api::RpmaErrorFromBackend(
+        err, softrpma::api::ErrorMapping{/*enomem_is_nomem=*/true, /*no_errno_is_unknown=*/true}));
   }
   rpma_peer* peer = softrpma::New<rpma_peer>(
       rpma_peer{backend, ibv_ctx, pd, odp_capable, iwarp, native_atomic_write});
   if (peer == nullptr) {
     err = backend->IbvDeallocPd(pd);
     if (err != 0) RPMA_LOG_PROVIDER_ERROR(err, "ibv_dealloc_pd");
-    return RPMA_E_NOMEM;
+    return call.Return(RPMA_E_NOMEM);
   }
   *peer_ptr = peer;
-  return 0;
+  return call.Return(0);
 }
 
 int rpma_peer_delete(struct rpma_peer** peer_ptr) {
+  softrpma::api::TracedCall call("rpma_peer_delete");
   // The man page is silent on a NULL peer_ptr; librpma rejects it, as every other delete does.
-  if (peer_ptr == nullptr) return RPMA_E_INVAL;
+  if (peer_ptr == nullptr) return call.Return(RPMA_E_INVAL);
   rpma_peer* peer = *peer_ptr;
-  if (peer == nullptr) return 0;
+  if (peer == nullptr) return call.Return(0);
   // As librpma: the peer is freed and *peer_ptr cleared even when the provider fails.
   int ret = 0;
   int err = peer->backend->IbvDeallocPd(peer->pd);
@@ -134,7 +138,7 @@ int rpma_peer_delete(struct rpma_peer** peer_ptr) {
   }
   softrpma::Delete(peer);
   *peer_ptr = nullptr;
-  return ret;
+  return call.Return(ret);
 }
 
 }  // extern "C"

@@ -13,6 +13,7 @@
 #include "api/internal/peer.h"
 #include "api/internal/srq.h"
 #include "api/internal/srq_cfg.h"
+#include "api/internal/traced_call.h"
 #include "librpma.h"
 #include "simverbs/alloc.h"
 #include "simverbs/backend.h"
@@ -33,10 +34,11 @@ rpma_cq* SrqRcq(const rpma_srq* srq) { return srq->rcq; }
 extern "C" {
 
 int rpma_srq_new(struct rpma_peer* peer, struct rpma_srq_cfg* cfg, struct rpma_srq** srq_ptr) {
-  if (peer == nullptr || srq_ptr == nullptr) return RPMA_E_INVAL;
+  softrpma::api::TracedCall call("rpma_srq_new");
+  if (peer == nullptr || srq_ptr == nullptr) return call.Return(RPMA_E_INVAL);
   const softrpma::api::SrqCfgValues values = softrpma::api::GetSrqCfgValues(cfg);
   rpma_srq* srq = softrpma::New<rpma_srq>();
-  if (srq == nullptr) return RPMA_E_NOMEM;
+  if (srq == nullptr) return call.Return(RPMA_E_NOMEM);
   srq->backend = softrpma::api::PeerBackend(peer);
 
   ibv_srq_init_attr attr;
@@ -47,7 +49,7 @@ int rpma_srq_new(struct rpma_peer* peer, struct rpma_srq_cfg* cfg, struct rpma_s
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_create_srq");
     softrpma::Delete(srq);
-    return softrpma::api::RpmaErrorFromBackend(err);
+    return call.Return(softrpma::api::RpmaErrorFromBackend(err));
   }
   if (values.rcq_size > 0) {
     int ret = softrpma::api::CqNew(srq->backend, softrpma::api::PeerContext(peer),
@@ -56,17 +58,18 @@ int rpma_srq_new(struct rpma_peer* peer, struct rpma_srq_cfg* cfg, struct rpma_s
       err = srq->backend->IbvDestroySrq(srq->srq);
       if (err != 0) RPMA_LOG_PROVIDER_ERROR(err, "ibv_destroy_srq");
       softrpma::Delete(srq);
-      return ret;
+      return call.Return(ret);
     }
   }
   *srq_ptr = srq;
-  return 0;
+  return call.Return(0);
 }
 
 int rpma_srq_delete(struct rpma_srq** srq_ptr) {
-  if (srq_ptr == nullptr) return RPMA_E_INVAL;
+  softrpma::api::TracedCall call("rpma_srq_delete");
+  if (srq_ptr == nullptr) return call.Return(RPMA_E_INVAL);
   rpma_srq* srq = *srq_ptr;
-  if (srq == nullptr) return 0;
+  if (srq == nullptr) return call.Return(0);
   int ret = softrpma::api::CqDelete(&srq->rcq);
   int err = srq->backend->IbvDestroySrq(srq->srq);
   if (err != 0) {
@@ -75,24 +78,26 @@ int rpma_srq_delete(struct rpma_srq** srq_ptr) {
   }
   softrpma::Delete(srq);
   *srq_ptr = nullptr;
-  return ret;
+  return call.Return(ret);
 }
 
 int rpma_srq_recv(struct rpma_srq* srq, struct rpma_mr_local* dst, size_t offset, size_t len,
                   const void* op_context) {
-  if (srq == nullptr) return RPMA_E_INVAL;
-  if (dst == nullptr && (offset != 0 || len != 0)) return RPMA_E_INVAL;
+  softrpma::api::TracedCall call("rpma_srq_recv", "offset=%zu len=%zu op_context=%p", offset, len,
+                                 op_context);
+  if (srq == nullptr) return call.Return(RPMA_E_INVAL);
+  if (dst == nullptr && (offset != 0 || len != 0)) return call.Return(RPMA_E_INVAL);
   ibv_sge sge = {};
   ibv_recv_wr wr;
   int ret = softrpma::api::MrRecvWr(dst, offset, len, op_context, &sge, &wr);
-  if (ret != 0) return ret;
+  if (ret != 0) return call.Return(ret);
   ibv_recv_wr* bad_wr = nullptr;
   int err = srq->backend->IbvPostSrqRecv(srq->srq, &wr, &bad_wr);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_post_srq_recv");
-    return softrpma::api::RpmaErrorFromBackend(err);
+    return call.Return(softrpma::api::RpmaErrorFromBackend(err));
   }
-  return 0;
+  return call.Return(0);
 }
 
 int rpma_srq_get_rcq(const struct rpma_srq* srq, struct rpma_cq** rcq_ptr) {

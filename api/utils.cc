@@ -13,6 +13,7 @@
 #include "api/internal/errors.h"
 #include "api/internal/log.h"
 #include "api/internal/peer.h"
+#include "api/internal/traced_call.h"
 #include "librpma.h"
 #include "simverbs/backend.h"
 #include "simverbs/backend_registry.h"
@@ -88,40 +89,43 @@ extern "C" {
 
 int rpma_utils_get_ibv_context(const char* addr, enum rpma_util_ibv_context_type type,
                                struct ibv_context** ibv_ctx_ptr) {
+  softrpma::api::TracedCall call("rpma_utils_get_ibv_context", "addr=%s type=%d",
+                                 softrpma::api::TraceWord(addr).c_str(), static_cast<int>(type));
   if (addr == nullptr || ibv_ctx_ptr == nullptr ||
       (type != RPMA_UTIL_IBV_CONTEXT_LOCAL && type != RPMA_UTIL_IBV_CONTEXT_REMOTE)) {
-    return RPMA_E_INVAL;
+    return call.Return(RPMA_E_INVAL);
   }
   absl::StatusOr<softrpma::Backend*> backend = softrpma::SelectedBackend();
   if (!backend.ok()) {
     const std::string message(backend.status().message());
     RPMA_LOG_ERROR("cannot start the RDMA backend: %s", message.c_str());
-    return absl::IsInvalidArgument(backend.status()) ? RPMA_E_INVAL : RPMA_E_PROVIDER;
+    return call.Return(absl::IsInvalidArgument(backend.status()) ? RPMA_E_INVAL : RPMA_E_PROVIDER);
   }
   ibv_context* ctx = nullptr;
   int ret = softrpma::api::FindDevice(*backend, addr, type, &ctx);
-  if (ret != 0) return ret;
+  if (ret != 0) return call.Return(ret);
   softrpma::RegisterContext(ctx, *backend);
   *ibv_ctx_ptr = ctx;
-  return 0;
+  return call.Return(0);
 }
 
 int rpma_utils_ibv_context_is_odp_capable(struct ibv_context* ibv_ctx, int* is_odp_capable) {
-  if (ibv_ctx == nullptr || is_odp_capable == nullptr) return RPMA_E_INVAL;
+  softrpma::api::TracedCall call("rpma_utils_ibv_context_is_odp_capable");
+  if (ibv_ctx == nullptr || is_odp_capable == nullptr) return call.Return(RPMA_E_INVAL);
   softrpma::Backend* backend = softrpma::BackendForContext(ibv_ctx);
   if (backend == nullptr) {
     RPMA_LOG_ERROR("no backend serves this device context");
-    return RPMA_E_PROVIDER;
+    return call.Return(RPMA_E_PROVIDER);
   }
   ibv_device_attr_ex attr;
   std::memset(&attr, 0, sizeof(attr));
   int err = backend->IbvQueryDeviceEx(ibv_ctx, &attr);
   if (err != 0) {
     RPMA_LOG_PROVIDER_ERROR(err, "ibv_query_device_ex");
-    return softrpma::api::RpmaErrorFromBackend(err);
+    return call.Return(softrpma::api::RpmaErrorFromBackend(err));
   }
   *is_odp_capable = softrpma::api::DeviceIsOdpCapable(attr);
-  return 0;
+  return call.Return(0);
 }
 
 const char* rpma_utils_conn_event_2str(enum rpma_conn_event conn_event) {

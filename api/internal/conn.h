@@ -40,6 +40,9 @@ int ConnNew(const ConnParts& parts, rpma_conn** conn_ptr);
 Backend* ConnBackend(const rpma_conn* conn);
 rdma_cm_id* ConnCmId(const rpma_conn* conn);
 ibv_qp* ConnQp(const rpma_conn* conn);
+// The connection's QP number, as the trace names the connection (internal/traced_call.h); 0 for
+// a NULL conn.
+uint32_t ConnQpNum(const rpma_conn* conn);
 // Whether the connection's QP was made for native atomic write (PeerNativeAtomicWrite).
 bool ConnNativeAtomicWrite(const rpma_conn* conn);
 // Whether the other side declared direct write to PMem (rpma_conn_apply_remote_peer_cfg(3)).

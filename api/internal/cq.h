@@ -30,6 +30,8 @@ int CqDelete(rpma_cq** cq_ptr);
 
 // The verbs CQ. REQUIRES: cq != nullptr.
 ibv_cq* CqIbvCq(const rpma_cq* cq);
+// The CQ's handle, as the trace names the CQ (internal/traced_call.h); 0 for a NULL cq.
+uint32_t CqHandle(const rpma_cq* cq);
 
 // After IbvGetCqEvent reported an event of `cq`: acknowledges it and arms the CQ again.
 // Returns 0 or RPMA_E_PROVIDER (ibv_req_notify_cq failed; logged).

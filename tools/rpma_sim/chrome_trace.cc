@@ -34,11 +34,11 @@ bool IsRecvOpcode(absl::string_view wc_opcode) {
 std::string F(const TraceEvent& e, absl::string_view key) { return e.Field(key); }
 
 // A track kind, in display order.
-enum class TrackKind { kQp = 0, kCq = 1, kCm = 2, kFaults = 3 };
+enum class TrackKind { kApi, kQp, kCq, kCm, kFaults };
 
 struct TrackKey {
   TrackKind kind;
-  uint64_t number;  // QP number / CQ handle; 0 for the CM and faults tracks
+  uint64_t number;  // thread number / QP number / CQ handle; 0 for the CM and faults tracks
   bool operator<(const TrackKey& o) const {
     return std::tie(kind, number) < std::tie(o.kind, o.number);
   }
@@ -46,6 +46,7 @@ struct TrackKey {
 
 std::string TrackName(const TrackKey& key) {
   switch (key.kind) {
+    case TrackKind::kApi: return absl::StrCat("librpma (thread ", key.number, ")");
     case TrackKind::kQp: return absl::StrCat("QP ", key.number);
     case TrackKind::kCq: return absl::StrCat("CQ ", key.number);
     case TrackKind::kCm: return "rdma_cm";
@@ -69,6 +70,14 @@ struct Item {
   std::vector<Arg> args;
   uint64_t seq = 0;   // the event that made it (order among equals)
   std::string cname;  // a color name of the viewer's palette, "" for the default
+};
+
+// A librpma call waiting for its return (api_call, docs/TRACE.md).
+struct PendingCall {
+  std::string fn;
+  uint64_t start_ns;
+  uint64_t seq;
+  std::vector<Arg> args;
 };
 
 // A work request waiting for its completion.
@@ -259,6 +268,8 @@ class ChromeBuilder final {
     for (const auto& [k, v] : e.fields) item.args.push_back({k, v});
     Add(key, std::move(item));
   }
+  // A call's slice on its thread's track, from its api_call to `end_ns`.
+  void CloseCall(uint64_t thread, PendingCall call, uint64_t end_ns, Arg result, bool failed);
   void OnCqe(const TraceEvent& e);
   void OnWc(const TraceEvent& e);
   void CloseWr(uint64_t qp, const PendingWr& wr, uint64_t end_ns, const std::vector<Arg>& extra,
@@ -271,10 +282,28 @@ class ChromeBuilder final {
   std::map<uint64_t, PendingWrQueue> recvs_;       // by QP, keyed by wr_id
   std::map<uint64_t, PendingWrQueue> srq_recvs_;   // by SRQ, keyed by wr_id
   std::map<uint64_t, uint64_t> srq_of_qp_;         // QP -> SRQ
+  std::map<uint64_t, std::vector<PendingCall>> calls_;  // by thread: the calls it is in
   std::map<uint64_t, PendingQueue<PendingCqe>> cqes_;  // by CQ, keyed by CqeKey()
   uint64_t max_ns_ = 0;
   uint64_t unhandled_ = 0;
 };
+
+void ChromeBuilder::CloseCall(uint64_t thread, PendingCall call, uint64_t end_ns, Arg result,
+                              bool failed) {
+  Item item;
+  item.slice = true;
+  item.start_ns = call.start_ns;
+  item.end_ns = std::max(end_ns, call.start_ns);
+  item.name = std::move(call.fn);
+  if (failed) {
+    absl::StrAppend(&item.name, " ", result.value);
+    item.cname = "terrible";
+  }
+  item.seq = call.seq;
+  item.args = std::move(call.args);
+  item.args.push_back(std::move(result));
+  Add(TrackKey{TrackKind::kApi, thread}, std::move(item));
+}
 
 void ChromeBuilder::CloseWr(uint64_t qp, const PendingWr& wr, uint64_t end_ns,
                             const std::vector<Arg>& extra, const std::string& status,
@@ -382,7 +411,26 @@ void ChromeBuilder::Write(JsonWriter& w, int pid, absl::string_view process_name
     const std::string& t = e.type;
     std::optional<uint64_t> qp = e.GetNumber("qp");
     std::optional<uint64_t> cq = e.GetNumber("cq");
-    if (t == "post_send" || t == "post_recv") {
+    if (t == "api_call" || t == "api_return") {
+      std::optional<uint64_t> thread = e.GetNumber("thread");
+      if (!thread.has_value()) continue;
+      std::vector<PendingCall>& stack = calls_[*thread];
+      if (t == "api_call") {
+        PendingCall call{F(e, "fn"), e.time_ns, e.seq, {}};
+        for (const auto& [k, v] : e.fields) {
+          if (k != "thread" && k != "fn") call.args.push_back({k, v});
+        }
+        stack.push_back(std::move(call));
+      } else if (!stack.empty() && stack.back().fn == F(e, "fn")) {
+        const std::string ret = F(e, "ret");
+        PendingCall call = std::move(stack.back());
+        stack.pop_back();
+        CloseCall(*thread, std::move(call), e.time_ns, {"ret", ret},
+                  absl::StartsWith(ret, "RPMA_E_"));
+      } else {
+        ++unhandled_;  // a return without its call
+      }
+    } else if (t == "post_send" || t == "post_recv") {
       if (!qp.has_value()) continue;
       PendingWr wr{e.time_ns,     e.seq,
                    F(e, "wr_id"), t == "post_send" ? F(e, "opcode") : "RECV",
@@ -445,6 +493,12 @@ void ChromeBuilder::Write(JsonWriter& w, int pid, absl::string_view process_name
       }
     }
   };
+  // Calls that never returned (the process ended, or hung, inside them): to the end.
+  for (auto& [thread, stack] : calls_) {
+    for (PendingCall& call : stack) {
+      CloseCall(thread, std::move(call), max_ns_, {"ret", "none in the trace"}, false);
+    }
+  }
   for (auto& [qp, queue] : sends_) close_rest(qp, queue);
   for (auto& [qp, queue] : recvs_) close_rest(qp, queue);
   // SRQ receives never taken: on the lowest-numbered QP that uses the SRQ. (This used to be

@@ -2,9 +2,12 @@
 // https://ui.perfetto.dev and chrome://tracing.
 //
 // The view has one process (named as the trace names it, RPMA_SIM_ROLE or the executable's name;
-// "softrpma-sim" for a version 1 trace) with one track (tid) per QP and per CQ, plus an
-// "rdma_cm" track for connection-manager events and a "faults" track for injected faults not
-// tied to a QP. Each work request is a complete slice ("ph":"X") on its QP's track from its post
+// "softrpma-sim" for a version 1 trace) with one track (tid) per thread that called librpma
+// ("librpma (thread 1)"), per QP and per CQ, plus an "rdma_cm" track for connection-manager
+// events and a "faults" track for injected faults not tied to a QP. Each librpma call is a slice
+// on its thread's track from its api_call to its api_return (named with its error code when it
+// failed; to the trace's end when it never returned), around the verbs events it caused on the
+// other tracks. Each work request is a complete slice ("ph":"X") on its QP's track from its post
 // to its completion (the `ready` time of its CQE); each completion is also a slice on its CQ's
 // track from ready to the poll that took it. CM events and faults are instant events ("ph":"i").
 // Slices on one track must nest (a viewer drops slices that overlap partially), so a slice that

@@ -82,6 +82,29 @@ TEST(ChromeTraceJson, InOrderWorkNeedsOneLanePerQp) {
   EXPECT_THAT(json, Not(HasSubstr("CQ 1 (2)")));
 }
 
+TEST(ChromeTraceJson, LibrpmaCallsAreSlicesOnTheirThreadsTrack) {
+  absl::StatusOr<Trace> trace = ParseTrace(
+      "softrpma-sim-trace 2\nseed 0x1\nfaults -\nprocess client\n"
+      "1 0 api_call thread=1 fn=rpma_conn_wait qp=17 flags=0x0\n"
+      "2 0 api_call thread=1 fn=rpma_cq_get_wc cq=1 num_entries=1\n"
+      "3 5000 api_return thread=1 fn=rpma_cq_get_wc ret=RPMA_E_NO_COMPLETION\n"
+      "4 7000 api_return thread=1 fn=rpma_conn_wait ret=0\n"
+      "5 7000 api_call thread=2 fn=rpma_conn_next_event qp=18\n");
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  const std::string json = ChromeTraceJson(*trace);
+  EXPECT_THAT(json, HasSubstr("\"name\":\"librpma (thread 1)\""));
+  EXPECT_THAT(json, HasSubstr("\"name\":\"librpma (thread 2)\""));
+  // The outer call contains the inner one; the failed one is named with its code and colored.
+  EXPECT_THAT(json, HasSubstr("{\"name\":\"rpma_conn_wait\",\"ph\":\"X\",\"ts\":0,\"dur\":7"));
+  EXPECT_THAT(json, HasSubstr("{\"name\":\"rpma_cq_get_wc RPMA_E_NO_COMPLETION\",\"ph\":\"X\","
+                              "\"ts\":0,\"dur\":5"));
+  EXPECT_THAT(json, HasSubstr("\"cname\":\"terrible\""));
+  EXPECT_THAT(json, HasSubstr("\"qp\":\"17\""));
+  // A call that never returned runs to the end of the trace.
+  EXPECT_THAT(json, HasSubstr("\"ret\":\"none in the trace\""));
+  EXPECT_THAT(json, HasSubstr("\"events_not_shown\":0"));
+}
+
 TEST(ChromeTraceJson, ProcessNamedByItsRole) {
   absl::StatusOr<Trace> trace =
       ParseTrace("softrpma-sim-trace 2\nseed 0x1\nfaults -\nprocess server\n");

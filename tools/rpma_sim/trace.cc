@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "simverbs/sim/read_file.h"
@@ -284,6 +285,15 @@ std::pair<std::string, std::string> Describe(const TraceEvent& e) {
     return {qp.has_value() ? "QP " + *qp : "fault",
             absl::StrCat("FAULT injected: ", F(e, "point"), " ", F(e, "action"), " (hit ",
                          F(e, "hit"), ")")};
+  }
+  if (t == "api_call" || t == "api_return") {
+    const std::string subject = "thread " + F(e, "thread");
+    if (t == "api_return") return {subject, F(e, "fn") + " returned " + F(e, "ret")};
+    std::vector<std::string> args;
+    for (const auto& [key, value] : e.fields) {
+      if (key != "thread" && key != "fn") args.push_back(key + "=" + value);
+    }
+    return {subject, F(e, "fn") + "(" + absl::StrJoin(args, " ") + ")"};
   }
   if (t == "plan") return {"sim", "fault plan now: " + F(e, "faults")};
   if (t == "seed") return {"sim", "seed now " + F(e, "value")};

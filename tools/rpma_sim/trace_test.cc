@@ -13,6 +13,7 @@
 namespace softrpma::rpma_sim {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
 // testdata/sample.trace: two QPs, a send with an unsignaled write before it, a receive, a read
@@ -104,6 +105,17 @@ TEST(ParseTrace, Version2_NamesItsProcess_EventsAfterIt) {
   ASSERT_EQ(trace->events.size(), 1u);
   EXPECT_EQ(trace->events[0].line, 5);
   EXPECT_THAT(FormatTrace(*trace), HasSubstr("trace format 2, process server, seed 0x1"));
+}
+
+TEST(FormatTrace, LibrpmaCalls) {
+  absl::StatusOr<Trace> trace = ParseTrace(
+      "softrpma-sim-trace 2\nseed 0x1\nfaults -\nprocess client\n"
+      "1 0 api_call thread=1 fn=rpma_write qp=17 len=26 flags=0x3\n"
+      "2 0 api_return thread=1 fn=rpma_write ret=RPMA_E_PROVIDER\n");
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  const std::string text = FormatTrace(*trace);
+  EXPECT_THAT(text, ContainsRegex("thread 1 +rpma_write\\(qp=17 len=26 flags=0x3\\)"));
+  EXPECT_THAT(text, ContainsRegex("thread 1 +rpma_write returned RPMA_E_PROVIDER"));
 }
 
 TEST(ParseTrace, Errors) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "simverbs/api_calls.h"
 #include "simverbs/mutex.h"
 #include "simverbs/sim/sched/sched.h"
 
@@ -148,6 +150,35 @@ const char* FindIn(const NamedValue (&table)[N], int value) {
   return Find(table, N, value);
 }
 
+
+// The librpma API layer's calls (simverbs/api_calls.h) as api_call / api_return events. A thread
+// is numbered at its first call (1, 2, ... in the order threads first call librpma), so that a
+// single-threaded program's lines are the same in every run.
+class ApiTraceSink final : public ApiCallSink {
+ public:
+  void Enter(const char* fn, const char* args) override {
+    TraceEvent("api_call thread=%u fn=%s%s%s", ThreadNumber(), fn, *args != '\0' ? " " : "", args);
+  }
+  void Return(const char* fn, int ret, const char* ret_name) override {
+    if (ret_name != nullptr) {
+      TraceEvent("api_return thread=%u fn=%s ret=%s", ThreadNumber(), fn, ret_name);
+    } else {
+      TraceEvent("api_return thread=%u fn=%s ret=%d", ThreadNumber(), fn, ret);
+    }
+  }
+
+ private:
+  static unsigned ThreadNumber() {
+    static std::atomic<unsigned> next{1};
+    thread_local unsigned number = next.fetch_add(1, std::memory_order_relaxed);
+    return number;
+  }
+};
+
+ApiTraceSink& GetApiTraceSink() {
+  static ApiTraceSink* sink = new ApiTraceSink;  // never destroyed (api_calls.h)
+  return *sink;
+}
 }  // namespace
 
 uint64_t Fnv1a64(absl::string_view bytes, uint64_t hash) {
@@ -209,6 +240,7 @@ absl::Status StartTrace(const std::string& path, uint64_t seed, absl::string_vie
     std::atexit(&FinishTraceAtExit);
   }
   trace_internal::g_trace_on.store(true, std::memory_order_release);
+  SetApiCallSink(&GetApiTraceSink());
   return absl::OkStatus();
 }
 
@@ -217,6 +249,7 @@ void FinishTrace() {
   softrpma::MutexLock lock(&tracer.mu);
   if (tracer.file == nullptr) return;
   trace_internal::g_trace_on.store(false, std::memory_order_release);
+  SetApiCallSink(nullptr);
   errno = 0;
   CheckWrite(tracer, std::fprintf(tracer.file, "end events=%llu fingerprint=0x%016llx\n",
                                   static_cast<unsigned long long>(tracer.events),
@@ -228,6 +261,7 @@ void FinishTrace() {
 
 void AbandonTraceInChild() {
   trace_internal::g_trace_on.store(false, std::memory_order_release);
+  SetApiCallSink(nullptr);
   Tracer& tracer = GetTracer();
   // No lock: this runs in the child right after fork(), with one thread, and the parent's
   // FILE must not be written or flushed from here.
