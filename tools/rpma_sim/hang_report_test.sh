@@ -13,7 +13,8 @@ prog="$root/tools/rpma_sim/hang_pair"
 pair="$testdata/hang_pair.sh"
 
 # 1. The hung pair: the clean run times out, the sweep stops there with the hang report.
-run "$rpma_sim" sweep --timeout=3s -- "$pair" "$prog" 7711 deadlock
+run "$rpma_sim" sweep --timeout=3s --report="$work/hung.json" --junit="$work/hung.xml" \
+  -- "$pair" "$prog" 7711 deadlock
 echo "$out"
 echo "$err"
 expect_status "a hung clean run fails the sweep" 1 "$status"
@@ -31,6 +32,12 @@ else
   expect_in "without gdb's stacks, the report says why" "$out" "gdb: "
 fi
 check "nothing of the run is left" bash -c "! pgrep -f '$prog (server|client) 127.0.0.1 7711'"
+got="$(python3 -c '
+import json, sys
+print(json.load(open(sys.argv[1]))["clean_run"].get("hang_report", "(none)"))' "$work/hung.json")" ||
+  got="(no report)"
+expect_in "the JSON report keeps where it hung" "$got" "waits in rdma_get_cm_event for a CM event"
+expect_in "JUnit's case output has it too" "$(cat "$work/hung.xml" 2>/dev/null)" "where it hangs:"
 
 # 2. The orphan: the client exits at once, the listener would wait for ever; stopped quickly.
 start=$SECONDS

@@ -80,6 +80,16 @@ void WriteRun(JsonWriter& w, const ReportRun& r) {
     w.Key("output_tail");
     w.String(r.output_tail);
   }
+  if (!r.hang_report.empty()) {
+    w.Key("hang_report");
+    w.String(r.hang_report);
+  }
+  if (!r.traces.empty()) {
+    w.Key("traces");
+    w.BeginArray();
+    for (const std::string& trace : r.traces) w.String(trace);
+    w.EndArray();
+  }
   w.EndObject();
 }
 
@@ -193,6 +203,18 @@ ReportRun ParseRun(const JsonValue& value, const std::string& path, std::string*
   r.duration_ms = f.Number("duration_ms");
   r.replay = f.String("replay");
   if (value.Find("output_tail") != nullptr) r.output_tail = f.String("output_tail");
+  if (value.Find("hang_report") != nullptr) r.hang_report = f.String("hang_report");
+  if (value.Find("traces") != nullptr) {
+    if (const JsonValue* traces = f.Array("traces"); traces != nullptr) {
+      for (size_t i = 0; i < traces->elements.size(); ++i) {
+        if (traces->elements[i].kind != JsonValue::Kind::kString) {
+          if (error->empty()) *error = absl::StrCat(path, ".traces[", i, "]: expected a string");
+          break;
+        }
+        r.traces.push_back(traces->elements[i].text);
+      }
+    }
+  }
   if (error->empty() && r.class_name.empty()) *error = absl::StrCat(path, ".class: empty");
   return r;
 }
@@ -639,6 +661,15 @@ JunitSuite ReportJunit(const SweepReport& report) {
                                     "\n  replay: ", r.replay, "\n");
     }
     c.system_out = r.output_tail;
+    if (!r.hang_report.empty()) {
+      absl::StrAppend(&c.system_out, c.system_out.empty() ? "" : "\n",
+                      r.class_name == "orphaned" ? "stopped, orphaned:\n" : "where it hangs:\n",
+                      r.hang_report);
+    }
+    if (!r.traces.empty()) {
+      absl::StrAppend(&c.system_out, c.system_out.empty() ? "" : "\n", "traces kept: ",
+                      absl::StrJoin(r.traces, " "), "\n");
+    }
     suite.cases.push_back(std::move(c));
   };
   add(report.clean_run, "clean run");

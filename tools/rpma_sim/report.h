@@ -40,6 +40,10 @@ struct ReportRun {
   double duration_ms = 0;
   std::string replay;
   std::string output_tail;   // failing runs only, else ""
+  std::vector<std::string> traces;  // the traces kept of a failing run (--keep-traces), else none
+  // A hung or orphaned run: where its processes waited when it was stopped (hang_report.h:
+  // stacks, the simulator's waits and outstanding WRs), as printed; else "".
+  std::string hang_report;
   bool fails_sweep = false;  // this run makes the sweep fail (crashed, hung; leaked with --leaks)
 };
 

@@ -123,6 +123,7 @@ struct RunRecord {
   RunVerdict verdict;
   std::string replay;
   std::string output_tail;  // failing runs only
+  std::vector<std::string> traces;  // kept (--keep-traces): failing runs only
 };
 
 // The sweep of one program.
@@ -173,6 +174,12 @@ class Sweeper final {
   bool WriteOutputs(const SweepReport& report) const;
   // The directory of run `run` (0: the clean run), RPMA_SIM_RUN_DIR; made on first use.
   std::string RunDir(size_t run) const;
+  // Where the processes of the run of `run_dir` write their traces (--keep-traces): beside it,
+  // as RunDir is removed when the run is read.
+  static std::string TraceDir(const std::string& run_dir) { return run_dir + ".traces"; }
+  // --keep-traces: moves the traces of `record`'s run (`run_dir`) to the kept directory when the
+  // run fails the sweep (`keep`), else removes them.
+  void KeepTraces(const std::string& run_dir, bool keep, RunRecord* record) const;
   // What RunChildren asks about runs that hang or are orphaned; `first_run` is the run number of
   // command 0.
   RunWatch Watch(size_t first_run, OrphanCheck* orphans) const;
@@ -211,6 +218,10 @@ ChildCommand Sweeper::Command(const std::optional<std::string>& faults, const st
   std::filesystem::create_directory(run_dir, ignored);
   config.run_dir = run_dir;
   *replay = ReplayCommand(options_.tool, config, options_.library_flags, program);
+  if (!options_.keep_traces.empty()) {  // not in the replay line: it reproduces without
+    std::filesystem::create_directory(TraceDir(run_dir), ignored);
+    config.trace = TraceDir(run_dir) + "/%r.%p.trace";
+  }
   ChildCommand command = SimCommand(config, program);
   command.output_path = output;
   if (checker_ == LeakChecker::kAsan) {
@@ -221,6 +232,32 @@ ChildCommand Sweeper::Command(const std::optional<std::string>& faults, const st
                      asan != nullptr && *asan != '\0' ? ":" : "", "detect_leaks=1"));
   }
   return command;
+}
+
+void Sweeper::KeepTraces(const std::string& run_dir, bool keep, RunRecord* record) const {
+  const std::string from = TraceDir(run_dir);
+  std::error_code error;
+  if (keep) {
+    std::string name = std::filesystem::path(run_dir).filename().string();  // run-N.d
+    if (absl::EndsWith(name, ".d")) name.resize(name.size() - 2);
+    const std::filesystem::path to = std::filesystem::path(options_.keep_traces) / name;
+    std::filesystem::create_directories(to, error);
+    std::vector<std::string> moved;
+    for (const auto& entry : std::filesystem::directory_iterator(from, error)) {
+      const std::filesystem::path target = to / entry.path().filename();
+      std::error_code move_error;
+      std::filesystem::rename(entry.path(), target, move_error);
+      if (move_error) {
+        std::fprintf(stderr, "rpma-sim: --keep-traces: cannot move %s to %s: %s\n",
+                     entry.path().c_str(), target.c_str(), move_error.message().c_str());
+        continue;
+      }
+      moved.push_back(target.string());
+    }
+    std::sort(moved.begin(), moved.end());
+    record->traces = std::move(moved);
+  }
+  std::filesystem::remove_all(from, error);
 }
 
 std::string Sweeper::RunDir(size_t run) const {
@@ -278,6 +315,10 @@ void Sweeper::Finish(const ChildExit& exit, const std::string& output_path,
   // run's is kept too: whether the program reported the fault is read there.)
   const bool clean_run_failed =
       record->spec.empty() && record->verdict.run_class != RunClass::kClean;
+  if (!options_.keep_traces.empty()) {
+    // A failing run's, and a failed clean run's (it stops the sweep).
+    KeepTraces(run_dir, FailsSweep(*record) || clean_run_failed, record);
+  }
   if (IsFailure(record->verdict.run_class) || record->verdict.run_class == RunClass::kNonzero ||
       clean_run_failed) {
     record->output_tail =
@@ -330,6 +371,9 @@ void Sweeper::PrintFailure(const RunRecord& record) const {
   std::fprintf(out_, "%s (%s): %s\n  replay: %s\n", RunClassName(record.verdict.run_class),
                record.verdict.detail.c_str(),
                record.spec.empty() ? "the clean run" : record.spec.c_str(), record.replay.c_str());
+  if (!record.traces.empty()) {
+    std::fprintf(out_, "  traces: %s\n", absl::StrJoin(record.traces, " ").c_str());
+  }
   if (!record.exit.report.empty()) {  // a hung or orphaned run: where its processes were
     std::fprintf(out_, "  %s\n%s",
                  record.verdict.run_class == RunClass::kOrphaned ? "stopped, orphaned:"
@@ -363,6 +407,8 @@ ReportRun Sweeper::ToReportRun(const RunRecord& r) const {
   out.duration_ms = absl::ToDoubleMilliseconds(r.exit.duration);
   out.replay = r.replay;
   out.output_tail = r.output_tail;
+  out.traces = r.traces;
+  out.hang_report = LastLines(r.exit.report, 400);  // as PrintFailure prints it
   out.fails_sweep = FailsSweep(r);
   return out;
 }
@@ -685,6 +731,24 @@ int Sweeper::Run() {
 }
 
 }  // namespace
+
+absl::Status PrepareKeepTracesDir(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (!std::filesystem::is_directory(dir, error)) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", dir, "\" is not a directory",
+                                                   error ? absl::StrCat(" (", error.message(), ")")
+                                                         : ""));
+  }
+  if (!std::filesystem::is_empty(dir, error) || error) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", dir, "\" is not empty: give each sweep a directory of its own"));
+  }
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", dir, "\" is not writable"));
+  }
+  return absl::OkStatus();
+}
 
 int RunSweep(const SweepOptions& options, std::FILE* out) {
   Sweeper sweeper(options, out);

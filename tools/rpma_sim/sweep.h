@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "tools/rpma_sim/shard.h"
 #include "tools/rpma_sim/sim_env.h"
@@ -37,6 +38,10 @@ struct SweepOptions {
   std::string junit_path;                      // JUnit XML, a test case per run; "" for none
   std::optional<Shard> shard;                  // run only this part of the plan; none: all
   bool leaks = false;                          // look for leaks (ASan's LeakSanitizer or valgrind)
+  // Trace every run (RPMA_SIM_TRACE=<scratch>/%r.%p.trace) and keep the traces of each run that
+  // fails the sweep in <keep_traces>/run-N/ (N: the run's number, 0 for the clean run); "": off.
+  // REQUIRES: an empty directory (PrepareKeepTracesDir).
+  std::string keep_traces;
   std::string lib_dir;                         // softrpma's librpma.so.0 directory, "" for none
   std::string verbs_lib_dir;                   // the verbs shim's directory, "" for none
   bool upstream_librpma = false;               // SimConfig::upstream_librpma of every run
@@ -58,6 +63,11 @@ inline constexpr int kSweepPassed = 0;  // no run crashed or hung (or leaked, wi
 inline constexpr int kSweepFailed = 1;  // some did, or the sweep could not be made
 inline constexpr int kSweepUsage = 2;   // the program or leak checker could not be found
 inline constexpr int kSweepInterrupted = 130;
+
+// Makes `dir` (and its parents) for --keep-traces. Errors: InvalidArgument naming it when it
+// cannot be made, is no directory, or is not empty (a sweep's run-N directories must not mix
+// with another's).
+absl::Status PrepareKeepTracesDir(const std::string& dir);
 
 // Runs the sweep that `options` describes; prints to `out` (progress to stderr). Returns one of
 // the exit statuses above.

@@ -60,6 +60,45 @@ else
   fail "wc: the replay line crashes again" "exit status $status"
 fi
 
+# --- --keep-traces: the traces of each failing run are kept, the others removed ---
+kept="$work/kept"
+run "$rpma_sim" sweep --kinds=wc --timeout=30s --keep-traces="$kept" --report="$work/kept.json" \
+  --junit="$work/kept.xml" -- "$victim"
+expect_status "keep-traces: the sweep fails" 1 "$status"
+check "keep-traces: a directory per failing run, none for the clean one" \
+  test "$(find "$kept" -mindepth 1 -maxdepth 1 -name 'run-*' | wc -l)" = 5
+check "keep-traces: not the clean run's" test ! -e "$kept/run-0"
+first="$(find "$kept" -name 'wc_victim.*.trace' | sort | head -1)"
+check "keep-traces: each process's trace named by its role" test -n "$first"
+expect_in "keep-traces: named under the replay line" "$out" "  traces: $kept/run-"
+got="$(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(sum(1 for x in r["runs"] if x.get("traces")), "clean" if "traces" in r["clean_run"] else "-")
+print(r["runs"][0]["traces"][0])' "$work/kept.json")" || got="(no report)"
+expect_in "keep-traces: the report names them" "$got" "5 -"
+check "keep-traces: the report's file exists" test -s "$(sed -n 2p <<<"$got")"
+expect_in "keep-traces: JUnit names them" "$(cat "$work/kept.xml" 2>/dev/null)" "traces kept: $kept/run-"
+if [[ -n "$first" ]]; then
+  expect_in "keep-traces: the trace has the fault and the librpma call it failed" \
+    "$(cat "$first")" "fault point=ibv_post_send action=wc_status="
+  expect_in "keep-traces: ... with the librpma calls" "$(cat "$first")" "api_call thread=1 fn=rpma_write"
+fi
+check "keep-traces: one trace in each (the victim is one process)" \
+  test "$(find "$kept" -name '*.trace' | wc -l)" = 5
+# A directory that holds something already (another sweep's runs) is refused before any run.
+run "$rpma_sim" sweep --kinds=wc --keep-traces="$kept" -- "$victim"
+expect_status "keep-traces: a non-empty directory is a usage error" 2 "$status"
+expect_in "keep-traces: ... that says so" "$err" "--keep-traces: \"$kept\" is not empty"
+touch "$work/a-file"
+run "$rpma_sim" sweep --kinds=wc --keep-traces="$work/a-file" -- "$victim"
+expect_status "keep-traces: a file is a usage error" 2 "$status"
+expect_in "keep-traces: ... that says so" "$err" "is not a directory"
+# A sweep that passes keeps nothing.
+run "$rpma_sim" sweep --kinds=fail --timeout=30s --keep-traces="$work/kept-pass" -- "$victim"
+expect_status "keep-traces: a passing sweep" 0 "$status"
+check "keep-traces: ... keeps no trace" test -z "$(ls -A "$work/kept-pass")"
+
 # --- siw: iWARP has no RNR retries ---
 run "$rpma_sim" sweep --device=siw --kinds=wc --timeout=30s -- "$victim"
 expect_status "wc on siw: the sweep fails" 1 "$status"

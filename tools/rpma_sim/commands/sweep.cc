@@ -46,6 +46,10 @@ ABSL_FLAG(std::string, kinds, "fail,wc,conn,kill",
 ABSL_FLAG(bool, leaks, false,
           "also look for leaks: with LeakSanitizer when the program is built with "
           "AddressSanitizer, else under valgrind when it is installed (rpma-sim says which)");
+ABSL_FLAG(std::string, keep_traces, "",
+          "trace every run (RPMA_SIM_TRACE, a file per process named by its role) and keep the "
+          "traces of each run that fails the sweep in DIR/run-N/ (DIR: made when missing; must "
+          "be empty)");
 ABSL_FLAG(bool, kill_orphans, true,
           "stop a run whose processes all exited but one that waits in the simulator for a "
           "peer that is gone (orphaned) instead of waiting for --timeout; --kill-orphans=false "
@@ -128,6 +132,13 @@ int Sweep(const CommandLine& line, const char* argv0) {
   if (!shard.has_value()) return kExitUsage;
   options.shard = *shard;
   options.leaks = absl::GetFlag(FLAGS_leaks);
+  options.keep_traces = absl::GetFlag(FLAGS_keep_traces);
+  if (line.given.contains("keep_traces")) {
+    if (options.keep_traces.empty()) return Usage("--keep-traces needs a directory");
+    if (absl::Status status = PrepareKeepTracesDir(options.keep_traces); !status.ok()) {
+      return Usage(absl::StrCat("--keep-traces: ", status.message()));
+    }
+  }
   options.kill_orphans = absl::GetFlag(FLAGS_kill_orphans);
   std::optional<Libraries> libraries = ResolveLibraries(argv0);
   if (!libraries.has_value()) return kExitUsage;
@@ -148,10 +159,17 @@ int Sweep(const CommandLine& line, const char* argv0) {
   int status = kSweepPassed;
   const std::string report = options.report_path;
   const std::string junit = options.junit_path;
+  const std::string keep_traces = options.keep_traces;
   for (size_t i = 0; i < devices->size(); ++i) {
     options.device = (*devices)[i];
     if (!report.empty()) options.report_path = ReportPathFor(report, options.device);
     if (!junit.empty()) options.junit_path = ReportPathFor(junit, options.device);
+    if (!keep_traces.empty()) {
+      options.keep_traces = absl::StrCat(keep_traces, "/", options.device);
+      if (absl::Status status = PrepareKeepTracesDir(options.keep_traces); !status.ok()) {
+        return Usage(absl::StrCat("--keep-traces: ", status.message()));
+      }
+    }
     if (i > 0) std::printf("\n");
     std::printf("== device %s (%zu of %zu) ==\n", options.device.c_str(), i + 1, devices->size());
     std::fflush(stdout);
@@ -168,14 +186,15 @@ const Command& SweepCommand() {
   static const Command command{
       {"sweep",
        {"seed", "j", "timeout", "max_runs", "points", "kinds", "report", "junit", "shard", "leaks",
-        "kill_orphans", "lib",
+        "keep_traces", "kill_orphans", "lib",
         "verbs_lib", "upstream_librpma", "upstream_lib", "device", "execution", "races"},
        true,
        0,
        0},
       "rpma-sim sweep [--device=D,...] [--seed=S] [-j N] [--timeout=T] [--max-runs=M]\n"
       "               [--points=P,...] [--kinds=fail,wc,conn,kill] [--report=FILE]\n"
-      "               [--junit=FILE] [--shard=K/N] [--leaks] [--kill-orphans=false]\n"
+      "               [--junit=FILE] [--shard=K/N] [--leaks] [--keep-traces=DIR]\n"
+      "               [--kill-orphans=false]\n"
       "               [--lib=DIR] [--verbs-lib=DIR] [--upstream-librpma] -- PROGRAM [ARGS...]",
       "Runs PROGRAM once with no fault to count how often each fault point is hit\n"
       "(RPMA_SIM_STATS), then once per hit of every point that can fail and per fault of\n"
@@ -199,7 +218,9 @@ const Command& SweepCommand() {
       "fault), crashed (a signal or a sanitizer error), hung (timed out), leaked (with\n"
       "--leaks) or kept (a destroy call failed and the NIC kept its object, as a real\n"
       "provider does: no leak of the program's). Each run that crashed, hung or leaked\n"
-      "prints the one-line command that replays it. A progress bar is drawn on a terminal\n"
+      "prints the one-line command that replays it; with --keep-traces=DIR its processes'\n"
+      "traces (RPMA_SIM_TRACE=%r.%p.trace) are kept in DIR/run-N/ and named under it, in\n"
+      "the report and in JUnit (the traces of the other runs are removed). A progress bar is drawn on a terminal\n"
       "(plain lines elsewhere); a table per point ends the sweep.\n"
       "--shard=K/N runs part K of N of the runs (by default Bazel's TEST_TOTAL_SHARDS /\n"
       "TEST_SHARD_INDEX when set); `rpma-sim report merge` joins the shards' reports.\n"
