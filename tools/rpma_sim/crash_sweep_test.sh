@@ -58,6 +58,17 @@ expect_status "replay: the script fails" 1 "$status"
 expect_in "replay: the double free aborts the server" "$out$err" "$double_free"
 expect_in "replay: the server died by SIGABRT (134)" "$out" "pair: client 1, server 134"
 
+# --- --keep-traces: the crashed run's traces, one per process, named by role ---
+run "$rpma_sim" sweep --timeout=20s --points=rdma_accept --kinds=fail --keep-traces="$work/kt" \
+  -- "$pair" "$server" 7734 double-free
+expect_status "keep-traces: the sweep fails" 1 "$status"
+check "keep-traces: the server's trace of the crashed run" \
+  bash -c "ls '$work'/kt/run-1/server.*.trace"
+check "keep-traces: the client's too" bash -c "ls '$work'/kt/run-1/client.*.trace"
+server_trace="$(ls "$work"/kt/run-1/server.*.trace 2>/dev/null | head -1)"
+expect_in "keep-traces: the server's trace ends in the failed accept" \
+  "$(cat "$server_trace" 2>/dev/null)" "fault point=rdma_accept action=fail=EIO hit=1"
+
 # --- abort(): no message, still the signal and the program ---
 run "$rpma_sim" sweep --timeout=20s --points=rdma_accept -- "$pair" "$server" 7732 abort
 echo "$out"
