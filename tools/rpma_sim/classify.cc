@@ -93,6 +93,7 @@ const char* LeakCheckerName(LeakChecker checker) {
     case LeakChecker::kNone: return "none";
     case LeakChecker::kAsan: return "asan";
     case LeakChecker::kValgrind: return "valgrind";
+    case LeakChecker::kAsanProcesses: return "asan-processes";
   }
   return "?";
 }
@@ -118,6 +119,12 @@ absl::StatusOr<LeakChecker> DetectLeakChecker(const std::string& program_path,
   }
   std::ifstream file(program_path, std::ios::binary);
   if (!file) return absl::NotFoundError(absl::StrCat("cannot read ", program_path));
+  // A script: valgrind would check its interpreter, not the programs it starts.
+  if (char magic[2] = {}; file.read(magic, 2) && magic[0] == '#' && magic[1] == '!') {
+    return LeakChecker::kAsanProcesses;
+  }
+  file.clear();
+  file.seekg(0);
   constexpr absl::string_view kAsanMarker = "__asan_init";
   constexpr absl::string_view kTsanMarker = "__tsan_init";
   bool asan = false;

@@ -49,9 +49,13 @@ enum class LeakChecker {
   kNone,
   kAsan,      // the program is built with AddressSanitizer: its LeakSanitizer reports at exit
   kValgrind,  // the program runs under valgrind --leak-check=full
+  // The program is a script (#!): LeakSanitizer checks each process of the run that is built
+  // with AddressSanitizer (the simulator's end record says which), whatever the script does with
+  // their output (ASAN_OPTIONS log_path into the run's directory).
+  kAsanProcesses,
 };
 
-// "none", "asan", "valgrind".
+// "none", "asan", "valgrind", "asan-processes".
 const char* LeakCheckerName(LeakChecker checker);
 
 // The exit status valgrind is told to use when it found an error (--error-exitcode).
@@ -60,8 +64,8 @@ inline constexpr int kValgrindErrorExitCode = 97;
 // The valgrind command line that `program` is prefixed with under LeakChecker::kValgrind.
 std::vector<std::string> ValgrindPrefix();
 
-// The leak checker for the program at `program_path`: kAsan when the file references ASan's
-// runtime (__asan_init), else kValgrind when `valgrind_path` is non-empty (valgrind is
+// The leak checker for the program at `program_path`: kAsanProcesses for a script ("#!"), kAsan
+// when the file references ASan's runtime (__asan_init), else kValgrind when `valgrind_path` is non-empty (valgrind is
 // installed). Errors: FailedPrecondition saying what to do when neither applies or the program
 // is built with ThreadSanitizer (__tsan_init: no leak checker, and valgrind cannot run it);
 // NotFound when the file cannot be read or is not a regular file (it is searched in blocks,

@@ -69,6 +69,33 @@ server_trace="$(ls "$work"/kt/run-1/server.*.trace 2>/dev/null | head -1)"
 expect_in "keep-traces: the server's trace ends in the failed accept" \
   "$(cat "$server_trace" 2>/dev/null)" "fault point=rdma_accept action=fail=EIO hit=1"
 
+# --- --leaks of a script: LeakSanitizer in each of its processes built with ASan ---
+run "$rpma_sim" sweep --timeout=20s --points=rdma_accept --kinds=fail --leaks \
+  --report="$work/leak.json" -- "$pair" "$server" 7735 leak
+echo "$out"
+echo "$err"
+if [[ "$(sanitizer_flags "$server")" == *address* ]]; then
+  expect_status "leaks of a script: the sweep fails" 1 "$status"
+  expect_in "leaks of a script: the checker is said" "$out" \
+    "LeakSanitizer in each process built with ASan (the program is a script)"
+  check "leaks of a script: the processes it checks are named" \
+    grep -qE "^leak check: LeakSanitizer in (server, client|client, server)$" <<<"$out"
+  expect_in "leaks of a script: the server's leak, named, with its replay line" "$out" \
+    "leaked (server: LeakSanitizer: detected memory leaks): rdma_accept:fail=EIO:nth=1:prog=server"
+  check "leaks of a script: the report says leaked" \
+    test "$(json "$work/leak.json" 'r["runs"][0]["class"]')" = leaked
+  expect_in "leaks of a script: the leak's stack is in the run's output" \
+    "$(json "$work/leak.json" 'r["runs"][0]["output_tail"]')" "aborting_server"
+else
+  # Without ASan no process can be checked: said, before any fault run (valgrind would check
+  # the shell, not the programs it starts).
+  expect_status "leaks of a script without ASan: a usage error" 2 "$status"
+  expect_in "leaks of a script without ASan: said, naming its processes" "$err" \
+    "is a script, and no process of its clean run that used the simulated NIC"
+  expect_in "leaks of a script without ASan: ... and what to do" "$err" \
+    "is built with AddressSanitizer: build its programs with -fsanitize=address"
+fi
+
 # --- abort(): no message, still the signal and the program ---
 run "$rpma_sim" sweep --timeout=20s --points=rdma_accept -- "$pair" "$server" 7732 abort
 echo "$out"

@@ -87,6 +87,8 @@ absl::StatusOr<ProcessEnd> ParseProcessEnd(absl::string_view text) {
       end.message = std::string(value);
     } else if (key == "sanitizer") {
       end.sanitizer = std::string(value);
+    } else if (key == "asan") {
+      end.asan = value == "1";
     }
   }
   if (!marker) return absl::InvalidArgumentError(absl::StrCat("empty, no ", kMarker, "=1"));

@@ -29,6 +29,7 @@ struct ProcessEnd {
   std::string signal;            // "SIGABRT"...: the fatal signal that ended it, else ""
   std::string message;           // glibc's abort message, else ""
   std::string sanitizer;         // the "ERROR: ..." line of an AddressSanitizer report, else ""
+  bool asan = false;             // it ran with AddressSanitizer (LeakSanitizer checked it)
 
   // A fatal signal or a sanitizer report.
   bool Crashed() const { return !signal.empty() || !sanitizer.empty(); }

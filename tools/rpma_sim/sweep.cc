@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "tools/rpma_sim/classify.h"
@@ -32,6 +33,29 @@
 
 namespace softrpma::rpma_sim {
 namespace {
+
+// ASAN_OPTIONS log_path's file name in a run's directory (ASan appends ".<pid>").
+constexpr char kAsanLogName[] = "asan";
+
+// The sanitizer logs of `run_dir` (kAsanLogName.<pid>), by pid, each cut to its last 64 KiB.
+std::vector<std::pair<int, std::string>> ReadAsanLogs(const std::string& run_dir) {
+  std::vector<std::pair<int, std::string>> logs;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir, error)) {
+    const std::string name = entry.path().filename().string();
+    int pid = 0;
+    if (!absl::StartsWith(name, absl::StrCat(kAsanLogName, ".")) ||
+        !absl::SimpleAtoi(name.substr(sizeof(kAsanLogName)), &pid)) {
+      continue;
+    }
+    std::ifstream file(entry.path(), std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    if (text.size() > (64 << 10)) text = text.substr(text.size() - (64 << 10));
+    logs.emplace_back(pid, std::move(text));
+  }
+  std::sort(logs.begin(), logs.end());
+  return logs;
+}
 
 constexpr size_t kOutputTailBytes = 2000;  // of a failing run's output, in the JSON report
 constexpr int kProgressWidth = 30;
@@ -124,6 +148,10 @@ struct RunRecord {
   std::string replay;
   std::string output_tail;  // failing runs only
   std::vector<std::string> traces;  // kept (--keep-traces): failing runs only
+  // The programs of its processes with and without AddressSanitizer (their end records), for
+  // LeakChecker::kAsanProcesses.
+  std::vector<std::string> asan_progs;
+  std::vector<std::string> plain_progs;
 };
 
 // The sweep of one program.
@@ -224,12 +252,17 @@ ChildCommand Sweeper::Command(const std::optional<std::string>& faults, const st
   }
   ChildCommand command = SimCommand(config, program);
   command.output_path = output;
-  if (checker_ == LeakChecker::kAsan) {
+  if (checker_ == LeakChecker::kAsan || checker_ == LeakChecker::kAsanProcesses) {
     const char* asan = std::getenv("ASAN_OPTIONS");
     command.env_set.emplace_back(
         "ASAN_OPTIONS",
         absl::StrCat(asan != nullptr && *asan != '\0' ? asan : "",
-                     asan != nullptr && *asan != '\0' ? ":" : "", "detect_leaks=1"));
+                     asan != nullptr && *asan != '\0' ? ":" : "", "detect_leaks=1",
+                     // Each process's reports into the run's directory (asan.<pid>), read by
+                     // Finish: a script may send its programs' output anywhere.
+                     checker_ == LeakChecker::kAsanProcesses
+                         ? absl::StrCat(":log_path=", run_dir, "/", kAsanLogName)
+                         : ""));
   }
   return command;
 }
@@ -295,13 +328,9 @@ void Sweeper::Finish(const ChildExit& exit, const std::string& output_path,
                    std::string(kept.status().message()).c_str());
     }
   }
-  record->verdict = Classify(exit, output, checker_, options_.timeout, record->kept_objects);
-  if (!record->spec.empty() && record->kind == SweepKind::kKill && !exit.timed_out &&
-      exit.signal == SIGKILL && record->verdict.run_class == RunClass::kCrashed) {
-    // The swept command is the process the kill was for: its death was the fault, not a crash
-    // of the program (its peers' handling of it is what the run is for).
-    record->verdict = {RunClass::kNonzero, "killed by the injected kill (SIGKILL)"};
-  }
+  // Every process's sanitizer reports (kAsanProcesses), before the directory goes with the ends.
+  std::vector<std::pair<int, std::string>> asan_logs;
+  if (checker_ == LeakChecker::kAsanProcesses) asan_logs = ReadAsanLogs(run_dir);
   // The command rpma-sim started is one process of the run; a script's children crash unseen
   // but for their own records.
   std::vector<std::string> errors;
@@ -309,6 +338,29 @@ void Sweeper::Finish(const ChildExit& exit, const std::string& output_path,
   for (const std::string& error : errors) {
     std::fprintf(stderr, "rpma-sim: a process's end record (%s) of %s: %s\n", kRunDirVar,
                  record->spec.empty() ? "the clean run" : record->spec.c_str(), error.c_str());
+  }
+  std::vector<std::string> leakers;  // the programs LeakSanitizer reported
+  for (const auto& [pid, text] : asan_logs) {
+    std::string prog = absl::StrCat("pid ", pid);
+    for (const ProcessEnd& end : ends) {
+      if (end.pid == pid) prog = end.prog;
+    }
+    if (absl::StrContains(text, kLeakReport)) leakers.push_back(prog);
+    absl::StrAppend(&output, output.empty() || output.back() == '\n' ? "" : "\n", text);
+  }
+  for (const ProcessEnd& end : ends) {
+    (end.asan ? record->asan_progs : record->plain_progs).push_back(end.prog);
+  }
+  record->verdict = Classify(exit, output, checker_, options_.timeout, record->kept_objects);
+  if (record->verdict.run_class == RunClass::kLeaked && !leakers.empty()) {
+    record->verdict.detail =
+        absl::StrCat(absl::StrJoin(leakers, ", "), ": ", record->verdict.detail);
+  }
+  if (!record->spec.empty() && record->kind == SweepKind::kKill && !exit.timed_out &&
+      exit.signal == SIGKILL && record->verdict.run_class == RunClass::kCrashed) {
+    // The swept command is the process the kill was for: its death was the fault, not a crash
+    // of the program (its peers' handling of it is what the run is for).
+    record->verdict = {RunClass::kNonzero, "killed by the injected kill (SIGKILL)"};
   }
   record->verdict = WithProcessEnds(record->verdict, ends, exit.pid, output);
   // (The clean run's output is kept when it failed in any way: a sweep stops then. A nonzero
@@ -501,7 +553,9 @@ int Sweeper::Run() {
                options_.seed.has_value() ? absl::StrCat(*options_.seed).c_str()
                                          : "(the simulator's default)",
                options_.jobs, absl::FormatDuration(options_.timeout).c_str(),
-               checker_ == LeakChecker::kAsan       ? "LeakSanitizer (the program has ASan)"
+               checker_ == LeakChecker::kAsan ? "LeakSanitizer (the program has ASan)"
+               : checker_ == LeakChecker::kAsanProcesses
+                   ? "LeakSanitizer in each process built with ASan (the program is a script)"
                : checker_ == LeakChecker::kValgrind ? "valgrind --leak-check=full"
                                                     : "off (--leaks turns it on)",
                options_.shard.has_value()
@@ -526,6 +580,21 @@ int Sweeper::Run() {
   Finish((*clean_exit)[0], clean_output, stats_texts, clean_run_dir, &clean);
   std::fprintf(out_, "clean run: %s (%s) in %s\n", RunClassName(clean.verdict.run_class),
                clean.verdict.detail.c_str(), Seconds(clean.exit.duration).c_str());
+  if (checker_ == LeakChecker::kAsanProcesses) {
+    const std::string plain = absl::StrJoin(clean.plain_progs, ", ");
+    if (clean.asan_progs.empty()) {
+      std::fprintf(stderr,
+                   "rpma-sim: --leaks: %s is a script, and no process of its clean run that used "
+                   "the simulated NIC (%s) is built with AddressSanitizer: build its programs "
+                   "with -fsanitize=address (bazel: --config=asan), or sweep one program binary "
+                   "(valgrind checks a plain build)\n",
+                   options_.program[0].c_str(), plain.empty() ? "none" : plain.c_str());
+      return kSweepUsage;
+    }
+    std::fprintf(out_, "leak check: LeakSanitizer in %s%s%s\n",
+                 absl::StrJoin(clean.asan_progs, ", ").c_str(),
+                 plain.empty() ? "" : "; not checked (no ASan): ", plain.c_str());
+  }
   if (clean.verdict.run_class == RunClass::kCrashed || clean.verdict.run_class == RunClass::kHung ||
       clean.verdict.run_class == RunClass::kOrphaned ||  // (its survivor's hit counts are lost)
       clean.verdict.run_class == RunClass::kRacy || (options_.leaks && clean.verdict.run_class == RunClass::kLeaked)) {

@@ -22,6 +22,8 @@ namespace {
 char g_dir[3072];
 char g_prog[256];
 bool g_installed = false;
+// The process has AddressSanitizer's runtime (so LeakSanitizer checks it at exit).
+bool g_asan = false;
 
 // glibc's abort message: `struct abort_msg_s { unsigned int size; char msg[]; }`, set by
 // __libc_message (malloc's checks) and __assert_fail before they abort. GLIBC_PRIVATE, so looked
@@ -113,6 +115,10 @@ void AddHead(Record* r) {
   r->Add("prog=");
   r->Add(g_prog);
   r->AddLineEnd();
+  if (g_asan) {
+    r->Add("asan=1");
+    r->AddLineEnd();
+  }
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC, &now);
   r->Add("time_ns=");
@@ -212,6 +218,7 @@ absl::Status WatchProcessEnd(const std::string& dir, const std::string& prog) {
   if (auto set = reinterpret_cast<SetReportCallback>(
           dlsym(RTLD_DEFAULT, "__asan_set_error_report_callback"))) {
     set(&OnAsanReport);
+    g_asan = true;
   }
   for (int sig : kWatchedSignals) {
     struct sigaction old {};

@@ -17,6 +17,7 @@
 //   softrpma-sim-end=1
 //   pid=<decimal>
 //   prog=<RPMA_SIM_ROLE, else the executable's file name>
+//   asan=1                                              (when it has AddressSanitizer's runtime)
 //   time_ns=<CLOCK_MONOTONIC>
 //   exit=<status> | signal=<SIGABRT...>
 //   message=<glibc's abort message, one line>          (optional)

@@ -2,11 +2,12 @@
  * aborting_server: a librpma server and client for testing that `rpma-sim sweep` watches every
  * process of a run, not only the command it started. The server has a deliberate bug in one
  * error path: when rpma_conn_req_connect() fails (rdma_accept:fail=... in the server), it frees
- * a buffer twice (glibc aborts: "free(): double free detected") or calls abort(), as HOW says.
+ * a buffer twice (glibc aborts: "free(): double free detected"), calls abort(), or forgets the
+ * buffer (a leak, for `sweep --leaks` of a script), as HOW says.
  * Every other failure is reported properly (exit 1). Started by aborting_pair.sh, so that the
  * crash reaches rpma-sim only as the script's exit status.
  *
- *   aborting_server server PORT double-free|abort
+ *   aborting_server server PORT double-free|abort|leak
  *   aborting_server client PORT
  */
 #include <librpma.h>
@@ -52,6 +53,13 @@ static int server(const char *port, const char *how)
 	int ret = rpma_conn_req_connect(&req, NULL, &conn);
 	if (ret != 0) {
 		fprintf(stderr, "server: rpma_conn_req_connect: %s\n", rpma_err_2str(ret));
+		if (strcmp(how, "leak") == 0) {
+			/* The bug: the error path forgets the block (and releases the rest). */
+			g_block = NULL;
+			(void)rpma_ep_shutdown(&ep);
+			(void)rpma_peer_delete(&peer);
+			return 1;
+		}
 		/* The bug: the error path releases what the cleanup below releases again. */
 		free(g_block);
 		if (strcmp(how, "abort") == 0)
@@ -105,6 +113,6 @@ int main(int argc, char *argv[])
 		role = "client";
 		return client(argv[2]);
 	}
-	fprintf(stderr, "usage: aborting_server server PORT double-free|abort | client PORT\n");
+	fprintf(stderr, "usage: aborting_server server PORT double-free|abort|leak | client PORT\n");
 	return 2;
 }
