@@ -4,6 +4,7 @@
 // changed between post and execution and poisons READ and receive buffers.
 
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "simverbs/backend.h"
+#include "simverbs/sim/nic/qp.h"
 #include "simverbs/sim/sched/sched.h"
 #include "simverbs/sim/test_util.h"
 
@@ -161,6 +163,26 @@ TEST_F(AsyncTest, AnyCallIsAProgressPoint_AWritePostedBeforeItHasExecuted) {
     EXPECT_EQ(p.remote->data()[0], 'w') << "seed " << seed;
     ASSERT_EQ(p.PollSends(), 1u);
   }
+}
+
+// The process's progress point looks at the links with deferred work only: a link whose work
+// ran leaves its set, and a later post lists it again (its write still executes at the next
+// call of the process).
+TEST_F(AsyncTest, ProgressPoint_LooksOnlyAtLinksWithDeferredWork_ALinkIsListedAgain) {
+  std::vector<std::unique_ptr<Peers>> many;
+  for (int i = 0; i < 20; ++i) {
+    many.push_back(std::make_unique<Peers>(backend_));
+    std::memcpy(many.back()->local->data(), "x", 1);
+    ASSERT_EQ(many.back()->Write(1, 0, 1), 0);
+    ASSERT_EQ(many.back()->PollSends(), 1u);
+  }
+  Peers& p = *many.front();
+  std::memcpy(p.local->data(), "y", 1);
+  ASSERT_EQ(p.Write(2, 0, 1), 0);
+  TestBuffer unrelated(backend_, p.conn.active.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+  EXPECT_EQ(p.remote->data()[0], 'y');  // listed again: the call executed it
+  EXPECT_LE(ProcessProgressLinkCount(), 1u);  // not the 20 links that ever deferred a WR
+  ASSERT_EQ(p.PollSends(), 1u);
 }
 
 TEST_F(AsyncTest, InOrderPerQp_ALaterWrWaitsForAnEarlierOne) {

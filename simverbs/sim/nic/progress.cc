@@ -5,13 +5,16 @@
 
 #include "simverbs/sim/nic/qp.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <vector>
 
+#include "absl/base/optimization.h"
 #include "simverbs/sim/fabric/host.h"
 #include "simverbs/sim/nic/nic_internal.h"
 
@@ -106,7 +109,7 @@ void KickLinkLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
 
 namespace {
 
-// THE PROCESS'S LINKS that may hold deferred WRs, inside the process or to another one: the
+// THE PROCESS'S LINKS that hold deferred WRs, inside the process or to another one: the
 // process's progress point (every call) runs what they hold, and THE BACKSTOP
 // (host::CallSoon) sends what a link to another process holds when the program gives the
 // simulator no call to do it at, as a NIC puts a WR on the wire whatever its process does next
@@ -123,9 +126,27 @@ struct OwnedLinkSet {
   LinkSet set;
 };
 
+// This process's pid without a syscall per call (the progress point runs at every verbs
+// call): read once, and again in the child of every fork (pthread_atfork, registered before
+// the first read, so that no fork can come between a read and the registration).
+std::atomic<pid_t> g_self{0};
+
+void RefreshSelfInChild() { g_self.store(getpid(), std::memory_order_release); }
+
+pid_t Self() {
+  pid_t self = g_self.load(std::memory_order_acquire);
+  if (ABSL_PREDICT_TRUE(self != 0)) return self;
+  static const bool registered = (pthread_atfork(nullptr, nullptr, &RefreshSelfInChild), true);
+  (void)registered;
+  self = getpid();
+  pid_t expected = 0;
+  g_self.compare_exchange_strong(expected, self, std::memory_order_acq_rel);
+  return self;
+}
+
 LinkSet& DeferredLinks() {
   static std::atomic<OwnedLinkSet*> current{nullptr};
-  const pid_t self = getpid();
+  const pid_t self = Self();
   OwnedLinkSet* seen = current.load(std::memory_order_acquire);
   while (seen == nullptr || seen->owner != self) {
     auto* fresh = new OwnedLinkSet{self, {}};
@@ -135,7 +156,39 @@ LinkSet& DeferredLinks() {
   return seen->set;
 }
 
-void RunDeferredSends() { RunPollPoint(&DeferredLinks()); }
+// The process's progress point over DeferredLinks: RunPollPoint's work, and the links that hold
+// nothing deferred any more leave the set, their progress_listed cleared under their lock (a
+// post after that lists the link again: ScheduleDeferredSends). So a progress point costs the
+// links with deferred work, not every link the process ever deferred on (1,000 connections
+// taken in turn would otherwise walk 1,000 links at every call).
+void RunProcessLinks() {
+  LinkSet& set = DeferredLinks();
+  softrpma::MutexLock lock(&set.mu);
+  std::vector<std::weak_ptr<SimLink>>& links = set.links;
+  size_t kept = 0;
+  for (size_t i = 0; i < links.size(); ++i) {
+    std::shared_ptr<SimLink> link = links[i].lock();
+    if (link == nullptr) continue;
+    {
+      softrpma::MutexLock link_lock(&link->mu);
+      if (link->unexecuted.load(std::memory_order_acquire) != 0) {
+        for (SimQp* qp : link->side) {
+          if (qp != nullptr) qp->released_seq = qp->posted_seq;
+        }
+        ProgressLinkLocked(link.get());
+      }
+      if (link->unexecuted.load(std::memory_order_acquire) == 0) {
+        link->progress_listed.store(false, std::memory_order_release);
+        continue;
+      }
+    }
+    if (kept != i) links[kept] = std::move(links[i]);
+    ++kept;
+  }
+  links.resize(kept);
+}
+
+void RunDeferredSends() { RunProcessLinks(); }
 
 }  // namespace
 
@@ -146,7 +199,11 @@ namespace nic_internal {
 void ScheduleDeferredSends(const std::shared_ptr<SimLink>& link, bool backstop) {
   if (!link->progress_listed.load(std::memory_order_acquire) &&
       !link->progress_listed.exchange(true, std::memory_order_acq_rel)) {
-    AddLink(&DeferredLinks(), link);
+    // Listed once: the flag, set here and cleared by RunProcessLinks under the set's lock,
+    // says whether it is in the set.
+    LinkSet& set = DeferredLinks();
+    softrpma::MutexLock lock(&set.mu);
+    set.links.push_back(link);
     g_links_listed.store(true, std::memory_order_release);
   }
   if (backstop) host::CallSoon(&RunDeferredSends);
@@ -160,7 +217,13 @@ void RunProcessProgressPoint() {
       g_unexecuted.load(std::memory_order_acquire) == 0) {
     return;
   }
-  RunPollPoint(&DeferredLinks());
+  RunProcessLinks();
+}
+
+size_t ProcessProgressLinkCount() {
+  LinkSet& set = DeferredLinks();
+  softrpma::MutexLock lock(&set.mu);
+  return set.links.size();
 }
 
 void AddLink(LinkSet* set, const std::shared_ptr<SimLink>& link) {

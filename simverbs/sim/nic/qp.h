@@ -267,7 +267,8 @@ struct SimLink final {
   // some. Written under mu.
   std::atomic<uint32_t> unexecuted{0};
   // In the set of links the process's progress point and the backstop look at (progress.cc,
-  // DeferredLinks): once there, for good (the set holds it weakly).
+  // DeferredLinks, weakly): listed by a post that deferred a WR, and dropped (cleared under mu)
+  // by the progress point that finds nothing deferred on it any more.
   std::atomic<bool> progress_listed{false};
 };
 
@@ -497,6 +498,10 @@ void AnswerForNoQp(Transport* conn, const wire::Header& message);
 // has had its chance to execute (inside the process) or is on the wire (to another one), as
 // on a NIC. Between two posts with no other call, the seeded post points still decide.
 void RunProcessProgressPoint();
+
+// For tests: how many links the process's progress point looks at (the links that held deferred
+// WRs at their last look).
+size_t ProcessProgressLinkCount();
 // Whether a link of the set has send WRs that have not executed and, executed now, would
 // complete on `cq` (`solicited`: one would be a solicited receive completion). The kicks'
 // dry run (progress.cc, WouldCompleteLocked): a WR waiting for a receive completes nothing.
