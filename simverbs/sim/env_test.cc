@@ -17,6 +17,17 @@ namespace softrpma::sim::testing {
 namespace {
 
 TEST(EnvTest, MalformedSpecFailsStart_ValidSpecInstalledOnce) {
+  // Upstream librpma's fault injection is refused, never silently ignored.
+  ASSERT_EQ(setenv("RPMA_FAULT_INJECTION", "3", 1), 0);
+  absl::StatusOr<Backend*> upstream = GetSimBackend();
+  ASSERT_FALSE(upstream.ok());
+  EXPECT_EQ(upstream.status().message(),
+            "RPMA_FAULT_INJECTION: \"3\" asks for upstream librpma's debug-build fault "
+            "injection, which softrpma does not have; unset it and name the fault in "
+            "RPMA_SIM_FAULTS instead (docs/FAULTS.md), e.g. "
+            "RPMA_SIM_FAULTS='malloc:fail=ENOMEM:nth=3', or sweep every fault point with "
+            "`rpma-sim sweep`");
+  ASSERT_EQ(unsetenv("RPMA_FAULT_INJECTION"), 0);
   ASSERT_EQ(setenv("RPMA_SIM_SEED", "0x1g", 1), 0);
   absl::StatusOr<Backend*> bad_seed = GetSimBackend();
   ASSERT_FALSE(bad_seed.ok());

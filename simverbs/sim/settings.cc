@@ -55,6 +55,18 @@ absl::Status ReadSwitch(const char* variable, const char* expected, std::optiona
 }  // namespace
 
 absl::Status ApplyEnvironment() {
+  // Upstream librpma's debug builds fail their Nth internal call when RPMA_FAULT_INJECTION=N.
+  // softrpma has no such counter: a program's fault-injection run would silently inject
+  // nothing, so it is refused with what does the job here.
+  if (const char* upstream = std::getenv(kUpstreamFaultInjectionEnvVar)) {
+    return EnvError(kUpstreamFaultInjectionEnvVar,
+                    absl::StrCat("\"", upstream,
+                                 "\" asks for upstream librpma's debug-build fault injection, "
+                                 "which softrpma does not have; unset it and name the fault in ",
+                                 kFaultsEnvVar, " instead (docs/FAULTS.md), e.g. ", kFaultsEnvVar,
+                                 "='malloc:fail=ENOMEM:nth=", upstream,
+                                 "', or sweep every fault point with `rpma-sim sweep`"));
+  }
   std::optional<uint64_t> seed;
   if (const char* text = std::getenv(kSeedEnvVar)) {  // set but empty: malformed
     absl::StatusOr<uint64_t> parsed = ParseSeed(text);

@@ -21,12 +21,17 @@
 
 namespace softrpma::sim {
 
+// Upstream librpma's fault injection (its debug builds), refused by ApplyEnvironment with a
+// pointer to RPMA_SIM_FAULTS.
+inline constexpr char kUpstreamFaultInjectionEnvVar[] = "RPMA_FAULT_INJECTION";
+
 // Reads the RPMA_SIM_* variables and applies them: run directory, seed, device profile, plan,
 // stats, trace.
 // Errors: InvalidArgument when one of them is malformed or its file cannot be opened; the
 // message starts with the variable's name ("RPMA_SIM_FAULTS: fault spec rule 1, column 15:
 // ...", "RPMA_SIM_SCENARIO: f.txt:3:1: ...", "RPMA_SIM_SEED: bad seed ..."). A trace that cannot
-// be started is the last error: the rest is applied by then.
+// be started is the last error: the rest is applied by then. RPMA_FAULT_INJECTION set is an
+// error too (kUpstreamFaultInjectionEnvVar).
 absl::Status ApplyEnvironment();
 
 // In the child of a fork() whose parent had started the NIC: the trace and the stats file are

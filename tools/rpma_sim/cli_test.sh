@@ -6,6 +6,12 @@ set -uo pipefail
 # shellcheck source=tools/rpma_sim/testdata/testlib.sh
 source "${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/rpma_sim/testdata/testlib.sh"
 
+run "$rpma_sim" --version
+expect_status "--version exits 0" 0 "$status"
+check "--version: softrpma's version" grep -qE '^rpma-sim \(softrpma\) [0-9]+\.[0-9]+\.[0-9]+$' <<<"$out"
+expect_in "--version: the librpma API's" "$out" "librpma API 1.3 (librpma.so.0)"
+expect_in "--version: the fabric protocol's" "$out" "fabric protocol 1"
+
 run "$rpma_sim" --help
 expect_status "--help exits 0" 0 "$status"
 for needle in "Usage:" "Subcommands:" "  points  " "  devices " "  run     " "  sweep   " \
@@ -24,7 +30,8 @@ for sub in points devices run sweep trace report; do
 done
 run "$rpma_sim" help sweep
 for flag in "--seed=S" "-j N" "--timeout=T  (default: 10s)" "--max-runs=M" "--points=P,..." \
-  "--report=FILE" "--leaks" "--lib=DIR" "--device=D" "--junit=FILE" "--shard=K/N"; do
+  "--report=FILE" "--leaks" "--lib=DIR" "--device=D" "--junit=FILE" "--shard=K/N" \
+  "--execution=async|eager" "--kinds=fail,wc,conn,kill" "--keep-traces=DIR"; do
   expect_in "help sweep lists $flag" "$out" "$flag"
 done
 
@@ -37,7 +44,18 @@ usage_error() {  # NAME MESSAGE ARGS...
 }
 usage_error "no arguments" \
   "no subcommand given; the subcommands are points, devices, run, sweep, trace, report"
-usage_error "unknown subcommand" 'unknown subcommand "swep"' swep -- true
+usage_error "unknown subcommand" 'unknown subcommand "swep" (did you mean "sweep"?); the subcommands' \
+  swep -- true
+usage_error "unknown subcommand, nothing close" 'unknown subcommand "frobnicate"; the subcommands' \
+  frobnicate -- true
+usage_error "a mistyped flag" 'unknown flag --timout=3s (did you mean "--timeout"?); `rpma-sim sweep`' \
+  sweep --timout=3s -- true
+usage_error "a duration without its unit" \
+  'bad value for --timeout: "10" has no unit; a duration is a number and its unit: 10s, 500ms' \
+  sweep --timeout=10 -- true
+usage_error "a mistyped point in --faults" \
+  'unknown fault point "ibv_post_sned" (did you mean "ibv_post_send"?); known points:' \
+  run --faults=ibv_post_sned:fail=EIO -- true
 usage_error "unknown flag" "unknown flag --jobs=2; \`rpma-sim sweep\` takes --seed, -j" \
   sweep --jobs=2 -- true
 usage_error "flag of another subcommand" 'flag --max-runs=3 is not a flag of `rpma-sim run`' \
@@ -48,8 +66,11 @@ usage_error "run without --" 'unexpected argument "true"; the program to run com
 usage_error "sweep without a program" 'needs the program to run after "--"' sweep --
 usage_error "trace without a file" '`rpma-sim trace` needs 1 argument' trace
 usage_error "-j 0" "-j needs a number >= 1" sweep -j 0 -- true
-usage_error "--points unknown" '--points: no fault point is called "ibv_foo"' \
+usage_error "--points unknown" '--points: no fault point is called "ibv_foo" (`rpma-sim points`' \
   sweep --points=ibv_post_send,ibv_foo -- true
+usage_error "--points mistyped" \
+  '--points: no fault point is called "rdma_acept" (did you mean "rdma_accept"?)' \
+  sweep --points=rdma_acept -- true
 usage_error "--device unknown" \
   '--device: unknown device "mlx4": expected one of mlx5, rxe, siw' run --device=mlx4 -- true
 usage_error "--device unknown in a list" '--device: unknown device "ib"' \

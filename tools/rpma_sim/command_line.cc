@@ -2,15 +2,20 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "simverbs/did_you_mean.h"
 
 namespace softrpma::rpma_sim {
 namespace {
@@ -74,9 +79,11 @@ absl::StatusOr<CommandLine> ParseArgs(const std::vector<SubcommandSpec>& subcomm
   if (!line.subcommand.empty()) {
     sub = FindSubcommand(subcommands, line.subcommand);
     if (sub == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown subcommand \"", line.subcommand,
-                                                     "\"; the subcommands are ",
-                                                     Names(subcommands)));
+      std::vector<std::string> names;
+      for (const SubcommandSpec& spec : subcommands) names.push_back(spec.name);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown subcommand \"", line.subcommand, "\"",
+          DidYouMeanSuffix(line.subcommand, names), "; the subcommands are ", Names(subcommands)));
     }
   }
   if (line.help) return line;
@@ -128,10 +135,14 @@ absl::StatusOr<CommandLine> ParseArgs(const std::vector<SubcommandSpec>& subcomm
                     absl::StrJoin(sub->flags, ", ", [](std::string* out, const std::string& f) {
                       out->append(FlagSpelling(f));
                     }));
+      std::vector<std::string> spellings;
+      for (const std::string& f : sub->flags) spellings.push_back(FlagSpelling(f));
+      const std::string typed = absl::StrCat(name.size() == 1 ? "-" : "--",
+                                             absl::StrReplaceAll(name, {{"_", "-"}}));
       return absl::InvalidArgumentError(absl::StrCat(
           flag == nullptr ? "unknown flag " : "flag ", arg,
-          flag == nullptr ? "" : absl::StrCat(" is not a flag of `rpma-sim ", sub->name, "`"), "; ",
-          known));
+          flag == nullptr ? "" : absl::StrCat(" is not a flag of `rpma-sim ", sub->name, "`"),
+          DidYouMeanSuffix(typed, spellings), "; ", known));
     }
     if (negated) {
       value = "false";
@@ -147,6 +158,14 @@ absl::StatusOr<CommandLine> ParseArgs(const std::vector<SubcommandSpec>& subcomm
     }
     std::string error;
     if (!flag->ParseFrom(*value, &error)) {
+      // A duration without its unit ("10") is the usual slip: say what one looks like.
+      double number = 0;
+      if (flag->IsOfType<absl::Duration>() && absl::SimpleAtod(*value, &number)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("bad value for ", FlagSpelling(name), ": \"", *value,
+                         "\" has no unit; a duration is a number and its unit: ", *value,
+                         "s, 500ms, 2m, 1h"));
+      }
       return absl::InvalidArgumentError(
           absl::StrCat("bad value for ", FlagSpelling(name), ": \"", *value, "\" (", error, ")"));
     }

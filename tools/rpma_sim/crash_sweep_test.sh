@@ -118,6 +118,13 @@ check "nonzero: the run is nonzero" \
 check "nonzero: its output is kept" \
   test "$(json "$work/nonzero.json" '"rpma_peer_new" in r["runs"][0]["output_tail"]')" = True
 
+# --- upstream librpma's RPMA_FAULT_INJECTION: refused with what to use, never ignored ---
+run env RPMA_FAULT_INJECTION=2 "$rpma_sim" run -- "$victim" report
+check "RPMA_FAULT_INJECTION: the program cannot start the NIC" test "$status" -ne 0
+expect_in "RPMA_FAULT_INJECTION: the error says what to use" "$err" \
+  "RPMA_FAULT_INJECTION: \"2\" asks for upstream librpma's debug-build fault injection"
+expect_in "RPMA_FAULT_INJECTION: ... RPMA_SIM_FAULTS" "$err" "RPMA_SIM_FAULTS='malloc:fail=ENOMEM:nth=2'"
+
 # --- a run directory that is no directory: the simulator says so and does not start ---
 run env RPMA_BACKEND=sim RPMA_SIM_RUN_DIR="$work/no-such-dir" "$victim" report
 expect_status "bad RPMA_SIM_RUN_DIR: the program fails" 1 "$status"

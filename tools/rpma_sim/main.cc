@@ -20,6 +20,7 @@
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "simverbs/sim/fabric/wire.h"
 #include "tools/rpma_sim/command_line.h"
 #include "tools/rpma_sim/commands/command.h"
 #include "tools/rpma_sim/commands/common.h"
@@ -44,6 +45,7 @@ Usage:
   rpma-sim trace FILE FILE... --chrome=OUT.json   (the processes of one run, merged)
   rpma-sim report merge [--report=OUT.json] [--junit=OUT.xml] SHARD.json...
   rpma-sim help [SUBCOMMAND]          (or: rpma-sim SUBCOMMAND --help)
+  rpma-sim --version                  (softrpma's, the librpma API's, the fabric protocol's)
 
 Subcommands:
   points  List every fault point of the simulated NIC: the verbs / rdma_cm call it stands for
@@ -138,6 +140,9 @@ const char* ValuePlaceholder(absl::string_view name) {
   if (name == "device") return "D";
   if (name == "chrome") return "OUT.json";
   if (name == "shard") return "K/N";
+  if (name == "execution") return "async|eager";
+  if (name == "kinds") return "fail,wc,conn,kill";
+  if (name == "keep_traces") return "DIR";
   return "FILE";
 }
 
@@ -168,9 +173,19 @@ void PrintHelp(absl::string_view subcommand) {
   std::printf("\nExamples:\n%s", command.examples);
 }
 
+// softrpma's own version (its changes to rpma-sim, the simulator and the shim), beside the
+// librpma API it implements and the fabric protocol its processes speak.
+constexpr char kSoftrpmaVersion[] = "0.29.0";
+constexpr char kLibrpmaApiVersion[] = "1.3";
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kOverview);
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 1 && (args[0] == "--version" || args[0] == "version")) {
+    std::printf("rpma-sim (softrpma) %s\nlibrpma API %s (librpma.so.0)\nfabric protocol %d\n",
+                kSoftrpmaVersion, kLibrpmaApiVersion, sim::wire::kProtocolVersion);
+    return 0;
+  }
   absl::StatusOr<CommandLine> line = ParseArgs(Subcommands(), args);
   if (!line.ok()) return Usage(line.status().message());
   if (line->help) {

@@ -22,6 +22,9 @@
 namespace softrpma::sim::wire {
 
 inline constexpr uint32_t kMagic = 0x52504d31;  // "RPM1"
+// The protocol's version, the "1" of kMagic: processes of two versions do not talk.
+inline constexpr int kProtocolVersion = 1;
+static_assert((kMagic & 0xff) == '0' + kProtocolVersion, "kMagic ends in kProtocolVersion");
 
 enum class Type : uint16_t {
   // Connection management.

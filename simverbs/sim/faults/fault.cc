@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "simverbs/alloc.h"
 #include "simverbs/backend.h"
+#include "simverbs/did_you_mean.h"
 #include "simverbs/sim/read_file.h"
 #include "simverbs/sim/sched/sched.h"
 #include "simverbs/sim/trace/trace.h"
@@ -355,8 +356,9 @@ class RuleParser final {
     std::optional<FaultPoint> point = FaultPointByName(point_token.text);
     if (!point.has_value()) {
       return Error(point_token.offset,
-                   absl::StrCat("unknown fault point \"", point_token.text,
-                                "\"; known points: ", absl::StrJoin(FaultPointNames(), ", ")));
+                   absl::StrCat("unknown fault point \"", point_token.text, "\"",
+                                DidYouMeanSuffix(point_token.text, FaultPointNames()),
+                                "; known points: ", absl::StrJoin(FaultPointNames(), ", ")));
     }
     rule.point = *point;
     // The action.

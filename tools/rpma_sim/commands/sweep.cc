@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "simverbs/did_you_mean.h"
 #include "tools/rpma_sim/command_line.h"
 #include "tools/rpma_sim/commands/command.h"
 #include "tools/rpma_sim/commands/common.h"
@@ -118,8 +119,10 @@ int Sweep(const CommandLine& line, const char* argv0) {
     point = absl::StripAsciiWhitespace(point);
     if (std::none_of(known.begin(), known.end(),
                      [point](const PointInfo& p) { return p.name == point; })) {
-      return Usage(absl::StrCat("--points: no fault point is called \"", point,
-                                "\" (`rpma-sim points` lists them)"));
+      std::vector<std::string> names;
+      for (const PointInfo& p : known) names.push_back(p.name);
+      return Usage(absl::StrCat("--points: no fault point is called \"", point, "\"",
+                                DidYouMeanSuffix(point, names), " (`rpma-sim points` lists them)"));
     }
     options.points.emplace_back(point);
   }
