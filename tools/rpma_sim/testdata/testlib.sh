@@ -9,7 +9,10 @@ rpma_sim="$root/tools/rpma_sim/rpma-sim"
 testdata="$root/tools/rpma_sim/testdata"
 work="${TEST_TMPDIR:-$(mktemp -d)}"
 
-_cases=()     # "name|failure message" ("" when it passed)
+# Each case: its name, the unit separator (a byte no name or message holds; a name may hold
+# "|"), then its failure message ("" when it passed).
+_sep=$'\x1f'
+_cases=()
 _failed=0
 
 xml_escape() {
@@ -18,12 +21,12 @@ xml_escape() {
 
 pass() {
   echo "PASS: $1"
-  _cases+=("$1|")
+  _cases+=("$1$_sep")
 }
 
 fail() {  # NAME WHY
   echo "FAIL: $1: $2"
-  _cases+=("$1|$2")
+  _cases+=("$1$_sep$2")
   _failed=$((_failed + 1))
 }
 
@@ -97,8 +100,8 @@ finish() {
       echo "<testsuites><testsuite name=\"$suite\" tests=\"${#_cases[@]}\"" \
         "failures=\"$_failed\" errors=\"0\">"
       for entry in "${_cases[@]}"; do
-        name="$(xml_escape "${entry%%|*}")"
-        why="${entry#*|}"
+        name="$(xml_escape "${entry%%"$_sep"*}")"
+        why="${entry#*"$_sep"}"
         if [[ -z "$why" ]]; then
           echo "<testcase name=\"$name\" classname=\"$suite\"/>"
         else
