@@ -31,6 +31,23 @@ inline int RpmaErrorFromBackend(int err, ErrorMapping mapping = {}) {
   return RPMA_E_PROVIDER;
 }
 
+// The name of an RPMA_E_* code, or nullptr for any other value.
+inline const char* RpmaErrorName(int ret) {
+  switch (ret) {
+    case RPMA_E_UNKNOWN: return "RPMA_E_UNKNOWN";
+    case RPMA_E_NOSUPP: return "RPMA_E_NOSUPP";
+    case RPMA_E_PROVIDER: return "RPMA_E_PROVIDER";
+    case RPMA_E_NOMEM: return "RPMA_E_NOMEM";
+    case RPMA_E_INVAL: return "RPMA_E_INVAL";
+    case RPMA_E_NO_COMPLETION: return "RPMA_E_NO_COMPLETION";
+    case RPMA_E_NO_EVENT: return "RPMA_E_NO_EVENT";
+    case RPMA_E_AGAIN: return "RPMA_E_AGAIN";
+    case RPMA_E_SHARED_CHANNEL: return "RPMA_E_SHARED_CHANNEL";
+    case RPMA_E_NOT_SHARED_CHNL: return "RPMA_E_NOT_SHARED_CHNL";
+    default: return nullptr;
+  }
+}
+
 // Keeps the first error of a sequence of releases: `*first` is set to `ret` unless it already
 // holds an error.
 inline void KeepFirstError(int* first, int ret) {

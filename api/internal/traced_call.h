@@ -21,27 +21,11 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "api/internal/errors.h"
 #include "librpma.h"
 #include "simverbs/api_calls.h"
 
 namespace softrpma::api {
-
-// The name of an RPMA_E_* code, or nullptr for any other value.
-inline const char* RpmaErrorName(int ret) {
-  switch (ret) {
-    case RPMA_E_UNKNOWN: return "RPMA_E_UNKNOWN";
-    case RPMA_E_NOSUPP: return "RPMA_E_NOSUPP";
-    case RPMA_E_PROVIDER: return "RPMA_E_PROVIDER";
-    case RPMA_E_NOMEM: return "RPMA_E_NOMEM";
-    case RPMA_E_INVAL: return "RPMA_E_INVAL";
-    case RPMA_E_NO_COMPLETION: return "RPMA_E_NO_COMPLETION";
-    case RPMA_E_NO_EVENT: return "RPMA_E_NO_EVENT";
-    case RPMA_E_AGAIN: return "RPMA_E_AGAIN";
-    case RPMA_E_SHARED_CHANNEL: return "RPMA_E_SHARED_CHANNEL";
-    case RPMA_E_NOT_SHARED_CHNL: return "RPMA_E_NOT_SHARED_CHNL";
-    default: return nullptr;
-  }
-}
 
 // A string argument as one trace word: at most 63 bytes, every blank or control byte as '_';
 // "(null)" for NULL. A temporary: TracedCall(..., TraceWord(addr).c_str()).

@@ -34,29 +34,6 @@
 namespace softrpma::rpma_sim {
 namespace {
 
-// ASAN_OPTIONS log_path's file name in a run's directory (ASan appends ".<pid>").
-constexpr char kAsanLogName[] = "asan";
-
-// The sanitizer logs of `run_dir` (kAsanLogName.<pid>), by pid, each cut to its last 64 KiB.
-std::vector<std::pair<int, std::string>> ReadAsanLogs(const std::string& run_dir) {
-  std::vector<std::pair<int, std::string>> logs;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(run_dir, error)) {
-    const std::string name = entry.path().filename().string();
-    int pid = 0;
-    if (!absl::StartsWith(name, absl::StrCat(kAsanLogName, ".")) ||
-        !absl::SimpleAtoi(name.substr(sizeof(kAsanLogName)), &pid)) {
-      continue;
-    }
-    std::ifstream file(entry.path(), std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-    if (text.size() > (64 << 10)) text = text.substr(text.size() - (64 << 10));
-    logs.emplace_back(pid, std::move(text));
-  }
-  std::sort(logs.begin(), logs.end());
-  return logs;
-}
-
 constexpr size_t kOutputTailBytes = 2000;  // of a failing run's output, in the JSON report
 constexpr int kProgressWidth = 30;
 
@@ -88,6 +65,27 @@ std::string ReadOutput(const std::string& path) {
   file.seekg(static_cast<std::streamoff>(size - tail_bytes));
   file.read(tail.data(), tail.size());
   return absl::StrCat(head, "\n[... ", size - kMaxOutputBytes, " bytes not read ...]\n", tail);
+}
+
+// ASAN_OPTIONS log_path's file name in a run's directory (ASan appends ".<pid>").
+constexpr char kAsanLogName[] = "asan";
+
+// The sanitizer logs of `run_dir` (kAsanLogName.<pid>), by pid, each bounded as ReadOutput
+// bounds a run's output.
+std::vector<std::pair<int, std::string>> ReadAsanLogs(const std::string& run_dir) {
+  std::vector<std::pair<int, std::string>> logs;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir, error)) {
+    const std::string name = entry.path().filename().string();
+    int pid = 0;
+    if (!absl::StartsWith(name, absl::StrCat(kAsanLogName, ".")) ||
+        !absl::SimpleAtoi(name.substr(sizeof(kAsanLogName)), &pid)) {
+      continue;
+    }
+    logs.emplace_back(pid, ReadOutput(entry.path().string()));
+  }
+  std::sort(logs.begin(), logs.end());
+  return logs;
 }
 
 // The stats files of one run (one per process; `<dir>/<prefix><pid>.txt`), read in name order

@@ -156,6 +156,14 @@ LinkSet& DeferredLinks() {
   return seen->set;
 }
 
+// A poll point on `link`: everything its QPs posted may execute now, and does.
+void ReleaseAllLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  for (SimQp* qp : link->side) {
+    if (qp != nullptr) qp->released_seq = qp->posted_seq;
+  }
+  ProgressLinkLocked(link);
+}
+
 // The process's progress point over DeferredLinks: RunPollPoint's work, and the links that hold
 // nothing deferred any more leave the set, their progress_listed cleared under their lock (a
 // post after that lists the link again: ScheduleDeferredSends). So a progress point costs the
@@ -171,12 +179,7 @@ void RunProcessLinks() {
     if (link == nullptr) continue;
     {
       softrpma::MutexLock link_lock(&link->mu);
-      if (link->unexecuted.load(std::memory_order_acquire) != 0) {
-        for (SimQp* qp : link->side) {
-          if (qp != nullptr) qp->released_seq = qp->posted_seq;
-        }
-        ProgressLinkLocked(link.get());
-      }
+      if (link->unexecuted.load(std::memory_order_acquire) != 0) ReleaseAllLocked(link.get());
       if (link->unexecuted.load(std::memory_order_acquire) == 0) {
         link->progress_listed.store(false, std::memory_order_release);
         continue;
@@ -187,8 +190,6 @@ void RunProcessLinks() {
   }
   links.resize(kept);
 }
-
-void RunDeferredSends() { RunProcessLinks(); }
 
 }  // namespace
 
@@ -206,7 +207,7 @@ void ScheduleDeferredSends(const std::shared_ptr<SimLink>& link, bool backstop) 
     set.links.push_back(link);
     g_links_listed.store(true, std::memory_order_release);
   }
-  if (backstop) host::CallSoon(&RunDeferredSends);
+  if (backstop) host::CallSoon(&RunProcessLinks);
 }
 
 }  // namespace nic_internal
@@ -244,10 +245,7 @@ void RunPollPoint(LinkSet* set) {
     std::shared_ptr<SimLink> link = weak.lock();
     if (link == nullptr || link->unexecuted.load(std::memory_order_acquire) == 0) continue;
     softrpma::MutexLock link_lock(&link->mu);
-    for (SimQp* qp : link->side) {
-      if (qp != nullptr) qp->released_seq = qp->posted_seq;
-    }
-    ProgressLinkLocked(link.get());
+    ReleaseAllLocked(link.get());
   }
 }
 
