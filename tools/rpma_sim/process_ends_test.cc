@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -33,6 +34,23 @@ TEST(ParseProcessEnd, Exit_NotCrashed_UnknownKeyIgnored) {
   ASSERT_TRUE(end.ok()) << end.status();
   EXPECT_EQ(end->exit_code, 1);
   EXPECT_FALSE(end->Crashed());
+}
+
+TEST(ParseProcessEnd, Asan_OnlyTheValueOne) {
+  // A record is another process's bytes: only "asan=1" says the process has ASan.
+  absl::StatusOr<ProcessEnd> with =
+      ParseProcessEnd("softrpma-sim-end=1\npid=3\nasan=1\nexit=0\n");
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_TRUE(with->asan);
+  for (const char* value : {"0", "yes", "", "11"}) {
+    absl::StatusOr<ProcessEnd> end = ParseProcessEnd(
+        absl::StrCat("softrpma-sim-end=1\npid=3\nasan=", value, "\nexit=0\n"));
+    ASSERT_TRUE(end.ok()) << end.status();
+    EXPECT_FALSE(end->asan) << value;
+  }
+  absl::StatusOr<ProcessEnd> without = ParseProcessEnd("softrpma-sim-end=1\npid=3\nexit=0\n");
+  ASSERT_TRUE(without.ok());
+  EXPECT_FALSE(without->asan);
 }
 
 TEST(ParseProcessEnd, Malformed_SaysWhy) {
