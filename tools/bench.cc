@@ -13,6 +13,8 @@
 // listens (the child uses librpma after fork, with a NIC of its own) and connects to it:
 //   * an 8-byte send/recv ping-pong, both sides busy-polling (latency: half a round trip);
 //   * a 1 MiB send/recv ping-pong (bandwidth as fi_pingpong counts it: 2 x bytes / time);
+//   * an 8-byte send/recv ping-pong, both sides asleep in rpma_conn_wait (a round trip),
+//     against a pipe ping-pong between two processes, both asleep in read(2);
 //   * 1 MiB RDMA writes, 16 in flight (bandwidth);
 //   * the CPU the server uses in one second with a connection open and no traffic.
 // beside libfabric's shm provider (fi_pingpong of Debian's libfabric-bin, the same two
@@ -350,6 +352,7 @@ constexpr int kWindow = 16;
 int kPingPongRounds = 20000;
 int kBigWrites = 2000;
 int kBigPingPongs = 500;
+int kSleepingRounds = 2000;
 
 // Polls cq until one completion arrives; returns it.
 ibv_wc PollOne(rpma_cq* cq) {
@@ -383,9 +386,12 @@ ibv_wc PollOne(rpma_cq* cq) {
   Check(rpma_mr_get_descriptor_size(mr, &desc_size), "desc size");
   std::vector<char> desc(desc_size);
   Check(rpma_mr_get_descriptor(mr, desc.data()), "desc");
+  rpma_conn_cfg* cfg = nullptr;
+  Check(rpma_conn_cfg_new(&cfg), "cfg");
+  Check(rpma_conn_cfg_set_compl_channel(cfg, true), "set_compl_channel");  // rpma_conn_wait
   if (write(ready_fd, "r", 1) != 1) std::_Exit(1);
   rpma_conn_req* req = nullptr;
-  Check(rpma_ep_next_conn_req(ep, nullptr, &req), "next_conn_req");
+  Check(rpma_ep_next_conn_req(ep, cfg, &req), "next_conn_req");
   Check(rpma_conn_req_recv(req, mr, 0, kBigWrite, nullptr), "first recv");
   rpma_conn_private_data pdata{desc.data(), static_cast<uint8_t>(desc_size)};
   rpma_conn* conn = nullptr;
@@ -401,6 +407,11 @@ ibv_wc PollOne(rpma_cq* cq) {
     }
     Check(rpma_recv(conn, mr, 0, kBigWrite, nullptr), "recv");
     Check(rpma_send(conn, out_mr, 0, wc.byte_len, RPMA_F_COMPLETION_ALWAYS, nullptr), "send");
+  }
+  for (int i = 0; i < kSleepingRounds; ++i) {  // the same, asleep between messages
+    AwaitReceive(conn);
+    Check(rpma_recv(conn, mr, 0, kBigWrite, nullptr), "recv");
+    Check(rpma_send(conn, out_mr, 0, 8, RPMA_F_COMPLETION_ALWAYS, nullptr), "send");
   }
   Check(rpma_conn_next_event(conn, &event), "closed");  // sleeps until the client disconnects
   rpma_conn_disconnect(conn);
@@ -429,6 +440,7 @@ double CpuSecondsOf(pid_t pid) {
 struct TwoProcessFigures {
   double latency_us = 0;      // half a round trip
   double pingpong_gbs = 0;    // 1 MiB ping-pong, 2 x bytes / time
+  double sleeping_us = 0;     // a round trip, both sides asleep in rpma_conn_wait
   double bandwidth_gbs = 0;   // 1 MiB writes
   double idle_cpu_pct = 0;    // the server, one idle second
 };
@@ -462,6 +474,7 @@ TwoProcessFigures MeasureTwoProcesses() {
   Check(rpma_conn_cfg_new(&cfg), "cfg");
   Check(rpma_conn_cfg_set_sq_size(cfg, 64), "sq size");
   Check(rpma_conn_cfg_set_cq_size(cfg, 64), "cq size");
+  Check(rpma_conn_cfg_set_compl_channel(cfg, true), "set_compl_channel");  // rpma_conn_wait
   rpma_conn_req* req = nullptr;
   Check(rpma_conn_req_new(peer, kAddress, kTwoProcessPort, cfg, &req), "conn_req_new");
   rpma_conn* conn = nullptr;
@@ -493,6 +506,14 @@ TwoProcessFigures MeasureTwoProcesses() {
   for (int i = 0; i < kBigPingPongs; ++i) round_trip(kBigWrite);
   figures.pingpong_gbs = 2.0 * kBigPingPongs * kBigWrite /
                          std::chrono::duration<double>(Clock::now() - start).count() / 1e9;
+  start = Clock::now();
+  for (int i = 0; i < kSleepingRounds; ++i) {
+    Check(rpma_recv(conn, mr, kBigWrite, kBigWrite, nullptr), "recv");
+    Check(rpma_send(conn, mr, 0, 8, RPMA_F_COMPLETION_ALWAYS, nullptr), "send");
+    AwaitReceive(conn);
+  }
+  figures.sleeping_us =
+      std::chrono::duration<double, std::micro>(Clock::now() - start).count() / kSleepingRounds;
 
   start = Clock::now();
   int in_flight = 0;
@@ -525,6 +546,32 @@ TwoProcessFigures MeasureTwoProcesses() {
   int status = 0;
   waitpid(server, &status, 0);
   return figures;
+}
+
+// The floor of a sleeping round trip between two processes: a byte each way through two pipes,
+// each side asleep in read(2). Microseconds per round trip.
+double PipePingPongUs(int rounds) {
+  int to_child[2], to_parent[2];
+  if (pipe(to_child) != 0 || pipe(to_parent) != 0) std::exit(1);
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child < 0) std::exit(1);
+  char byte = 'p';
+  if (child == 0) {
+    for (int i = 0; i < rounds; ++i) {
+      if (read(to_child[0], &byte, 1) != 1 || write(to_parent[1], &byte, 1) != 1) std::_Exit(1);
+    }
+    std::_Exit(0);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < rounds; ++i) {
+    if (write(to_child[1], &byte, 1) != 1 || read(to_parent[0], &byte, 1) != 1) std::exit(1);
+  }
+  const double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) close(fd);
+  waitpid(child, nullptr, 0);
+  return us / rounds;
 }
 
 // Runs `command` (a shell line) and returns the value of column `column` (1-based) of the
@@ -575,11 +622,15 @@ ShmFigures MeasureLibfabricShm() {
 
 void ReportTwoProcesses() {
   const TwoProcessFigures ours = MeasureTwoProcesses();
+  const double pipe_us = PipePingPongUs(kSleepingRounds);
   const ShmFigures shm = MeasureLibfabricShm();
   std::printf("\nTwo processes on the simulated NIC (host fabric), measured in this run:\n");
   std::printf("  %-44s %8.2f us\n", "8-byte send/recv ping-pong, half round trip", ours.latency_us);
   std::printf("  %-44s %8.2f GB/s\n", "1 MiB send/recv ping-pong (2 x bytes / time)",
               ours.pingpong_gbs);
+  std::printf("  %-44s %8.2f us   %.1fx a pipe ping-pong (%.2f us)\n",
+              "8-byte round trip, both asleep (conn_wait)", ours.sleeping_us,
+              ours.sleeping_us / pipe_us, pipe_us);
   std::printf("  %-44s %8.2f GB/s\n", "1 MiB RDMA write bandwidth (16 in flight)",
               ours.bandwidth_gbs);
   std::printf("  %-44s %8.1f %%\n", "idle server's CPU (1 s, connection open)", ours.idle_cpu_pct);
@@ -607,6 +658,7 @@ int main(int argc, char** argv) {
       kPingPongRounds /= 20;
       kBigWrites /= 20;
       kBigPingPongs /= 20;
+      kSleepingRounds /= 20;
       for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
       --argc;
       break;

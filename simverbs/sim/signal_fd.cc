@@ -37,13 +37,15 @@ void SignalFd::Lower() {
   raised_ = false;
 }
 
-int SignalFd::Wait(softrpma::Mutex* mu) {
+int SignalFd::Wait(softrpma::Mutex* mu, const int* also, int count, int* ready) {
+  if (ready != nullptr) *ready = -1;
   ++waiters_;
   mu->Unlock();
   // Re-takes `mu` and leaves the waiters when the read ends, also when pthread_cancel ends it
-  // (read(2) is a cancellation point, and glibc cancels by unwinding the thread, destructors
-  // run): the caller's lock guard then unlocks a mutex it holds, and no waiter is left counted
-  // that would keep Lower from ever lowering the counter (the fd would stay readable).
+  // (read(2) and poll(2) are cancellation points, and glibc cancels by unwinding the thread,
+  // destructors run): the caller's lock guard then unlocks a mutex it holds, and no waiter is
+  // left counted that would keep Lower from ever lowering the counter (the fd would stay
+  // readable).
   struct Rejoin {
     SignalFd* self;
     softrpma::Mutex* mu;
@@ -57,6 +59,26 @@ int SignalFd::Wait(softrpma::Mutex* mu) {
   int err;
   {
     Rejoin rejoin{this, mu};
+    if (count > 0 && (fcntl(fd_, F_GETFL) & O_NONBLOCK) == 0) {
+      pollfd fds[1 + kMaxAlso];
+      const int watched = count < kMaxAlso ? count : kMaxAlso;
+      fds[0] = pollfd{fd_, POLLIN, 0};
+      for (int i = 0; i < watched; ++i) fds[1 + i] = pollfd{also[i], POLLIN | POLLRDHUP, 0};
+      int got;
+      while ((got = poll(fds, 1 + watched, -1)) < 0 && errno == EINTR) {
+      }
+      if (got < 0) return errno;
+      if (fds[0].revents == 0) {
+        for (int i = 0; i < watched; ++i) {
+          if (fds[1 + i].revents != 0) {
+            *ready = i;
+            return 0;
+          }
+        }
+      }
+      // The counter is 1 (or another waiter takes it first: then this read sleeps until the
+      // next, as a plain Wait does).
+    }
     while ((n = read(fd_, &value, sizeof(value))) < 0 && errno == EINTR) {
     }
     err = n < 0 ? errno : 0;

@@ -48,7 +48,20 @@ class SignalFd final {
   // the queue again), EAGAIN at once when the user set O_NONBLOCK on the fd, or the errno of
   // read(2). A pthread_cancel of the sleeper (read is a cancellation point) re-takes `mu` as
   // the thread unwinds, so the caller's lock guard finds it held.
-  int Wait(softrpma::Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  int Wait(softrpma::Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return Wait(mu, nullptr, 0, nullptr);
+  }
+  // As Wait, also watching the `count` descriptors `also` (readable, or ended): when one of
+  // them becomes ready first, Wait returns 0 with *ready its index and the counter left where
+  // it is; otherwise *ready is -1. So a sleeper can handle what arrives for it itself (a
+  // completion channel's waiter and its connections to other processes: one wake-up per
+  // message instead of the fabric thread's and then the waiter's). On an O_NONBLOCK fd it
+  // behaves as Wait (EAGAIN at once when nothing is there).
+  int Wait(softrpma::Mutex* mu, const int* also, int count, int* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  // The most descriptors a Wait watches besides its own (the rest are left to their owners).
+  static constexpr int kMaxAlso = 8;
 
   // The threads sleeping in Wait now. REQUIRES: the owner's mutex held.
   int waiters() const { return waiters_; }

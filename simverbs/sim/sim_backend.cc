@@ -152,7 +152,8 @@ class SimBackend final : public Backend {
         SpuriousCqEvent(to_sim(channel), cq, cq_context) == 0) {
       return 0;  // (a channel no CQ uses cannot make one up: it waits as usual)
     }
-    return GetCqEvent(to_sim(channel), cq, cq_context, Async() ? &RunPollPoint : nullptr);
+    return GetCqEvent(to_sim(channel), cq, cq_context, Async() ? &RunPollPoint : nullptr,
+                      &WaitCarriersOf);
   }
 
   void IbvAckCqEvents(ibv_cq* cq, unsigned int nevents) override {

@@ -579,6 +579,9 @@ void Quiesce() {
   while (!SelfConnectionsIdle() && NowNs() < deadline_ns) sched_yield();
 }
 
+ScopedFabricThreadHeldForTest::ScopedFabricThreadHeldForTest() { LockWorkForFork(); }
+ScopedFabricThreadHeldForTest::~ScopedFabricThreadHeldForTest() { UnlockWorkAfterFork(); }
+
 void CallSoon(void (*fn)()) {
   if (g_soon_fn.load(std::memory_order_acquire) != fn) g_soon_fn.store(fn, std::memory_order_release);
   if (g_soon_armed.load(std::memory_order_acquire) || g_soon_armed.exchange(true)) return;
@@ -798,6 +801,16 @@ void Conn::Progress() {
   last_poll_ns_.store(NowNs(), std::memory_order_relaxed);
   Internal::Drive(shared_from_this());
 }
+
+int Conn::WaitFd() {
+  softrpma::MutexLock lock(&mu_);
+  if (closing_ || broken_ || generation_ != g_generation.load(std::memory_order_acquire)) {
+    return -1;
+  }
+  return fd_;
+}
+
+void Conn::Serve() { Internal::Drive(shared_from_this()); }
 
 void Conn::Settle() {
   const std::shared_ptr<Conn> self = shared_from_this();

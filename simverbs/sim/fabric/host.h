@@ -182,6 +182,10 @@ class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
   // message that had arrived when it was called has been handled. REQUIRES: no lock of the
   // handler's held.
   void Settle() override ABSL_LOCKS_EXCLUDED(mu_, read_mu_);
+  // The socket, while the connection is open and this process's (transport.h).
+  int WaitFd() override ABSL_LOCKS_EXCLUDED(mu_);
+  // Progress without the busy-poll stamp: the fabric thread keeps serving the connection.
+  void Serve() override ABSL_LOCKS_EXCLUDED(mu_, read_mu_);
 
   // WHO IS AT THE OTHER END, as the kernel says (SO_PEERCRED of the socket: for a connection
   // this process accepted, the process that connected; for one it dialed, the process that
@@ -273,6 +277,17 @@ constexpr uint64_t kCallSoonNs = 1000 * 1000;
 // millisecond between its post and its bug cannot let the backstop send the WR first.
 inline constexpr char kBackstopEnvVar[] = "RPMA_SIM_FABRIC_BACKSTOP_MS";
 void CallSoon(void (*fn)());
+
+// FOR TESTS ONLY: while one lives, the fabric thread does no work (it holds the lock the
+// thread's work takes, as a fork does): what a connection brings is handled by the threads
+// that poll or wait for it, or by nobody.
+class ScopedFabricThreadHeldForTest final {
+ public:
+  ScopedFabricThreadHeldForTest();
+  ScopedFabricThreadHeldForTest(const ScopedFabricThreadHeldForTest&) = delete;
+  ScopedFabricThreadHeldForTest& operator=(const ScopedFabricThreadHeldForTest&) = delete;
+  ~ScopedFabricThreadHeldForTest();
+};
 
 // Called on the fabric thread for each connection a peer makes; returns the connection's
 // handler, or nullptr to refuse it (the peer sees the connection end).

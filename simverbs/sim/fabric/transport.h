@@ -62,6 +62,13 @@ class Transport {
   // As Progress, but when it returns every message that had arrived when it was called has been
   // handled.
   virtual void Settle() = 0;
+  // A descriptor that becomes readable (or ends) when the carrier has news for this side, for
+  // a thread that sleeps waiting for what the carrier brings (a completion channel's waiter,
+  // cq.cc); -1 when there is none (the carrier is closed, broken, or a fork parent's).
+  virtual int WaitFd() = 0;
+  // As Progress, for such a sleeper woken by WaitFd: handles what arrived in the calling
+  // thread, without counting it as a busy poller (it goes back to sleep).
+  virtual void Serve() = 0;
 
  protected:
   // Never destroyed through this interface (its owners hold it by shared_ptr, whose deleter is

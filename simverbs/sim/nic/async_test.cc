@@ -3,7 +3,14 @@
 // point at the latest; eager mode executes inside the post; the detector reports a source
 // changed between post and execution and poisons READ and receive buffers.
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <fstream>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "simverbs/backend.h"
+#include "simverbs/sim/fabric/host.h"
 #include "simverbs/sim/nic/qp.h"
 #include "simverbs/sim/sched/sched.h"
 #include "simverbs/sim/test_util.h"
@@ -276,6 +284,73 @@ TEST_F(AsyncTest, BlockedReceiver_WokenBySendPostedAfterItSlept) {
   EXPECT_EQ(got, p.conn.passive.recv_cq);
   EXPECT_THAT(PollAll(backend_, p.conn.passive.recv_cq),
               ElementsAre(Field(&ibv_wc::byte_len, 2u)));
+  EXPECT_EQ(std::memcmp(p.in->data(), "hi", 2), 0);
+}
+
+// Whether the thread *tid (once it has stored it) is asleep in poll(2) or read(2), within a
+// bound for a hang (Linux: /proc's view of the system call a thread is in).
+bool Asleep(const std::atomic<pid_t>* tid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (tid->load() != 0) {
+      std::ifstream syscall("/proc/self/task/" + std::to_string(tid->load()) + "/syscall");
+      long number = -1;
+      if (syscall >> number && (number == SYS_poll || number == SYS_read)) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+// A thread asleep in ibv_get_cq_event handles what its connections to other processes bring
+// itself (one wake-up per message, not the fabric thread's and then its own): with the fabric
+// thread held, a SEND and its acknowledgement still wake the receiver's and the sender's
+// sleepers, and the bytes arrive.
+TEST_F(AsyncTest, Sleepers_HandleTheirConnectionsMessagesThemselves) {
+  if (CurrentTransport() != TransportKind::kHost) GTEST_SKIP() << "a connection's carrier only";
+  Peers p(backend_);
+  ASSERT_EQ(p.Recv(7), 0);
+  ASSERT_EQ(backend_->IbvReqNotifyCq(p.conn.passive.recv_cq, 0), 0);
+  ASSERT_EQ(backend_->IbvReqNotifyCq(p.conn.active.send_cq, 0), 0);
+  std::optional<host::ScopedFabricThreadHeldForTest> held(std::in_place);
+  auto sleeper = [&](ibv_comp_channel* channel, std::atomic<pid_t>* tid,
+                     std::promise<ibv_cq*>* woke) {
+    tid->store(gettid());
+    ibv_cq* got = nullptr;
+    void* context = nullptr;
+    EXPECT_EQ(backend_->IbvGetCqEvent(channel, &got, &context), 0);
+    woke->set_value(got);
+  };
+  std::atomic<pid_t> receiver_tid{0}, sender_tid{0};
+  std::promise<ibv_cq*> receiver_woke, sender_woke;
+  std::thread receiver(sleeper, p.conn.passive.comp_channel, &receiver_tid, &receiver_woke);
+  std::thread sender(sleeper, p.conn.active.comp_channel, &sender_tid, &sender_woke);
+  // Both asleep first: a call of this process on the host transport waits (at most 5 s) for
+  // its connections to itself to be idle, which only the sleepers can make them now.
+  EXPECT_TRUE(Asleep(&receiver_tid));
+  EXPECT_TRUE(Asleep(&sender_tid));
+  std::memcpy(p.local->data(), "hi", 2);
+  ASSERT_EQ(p.Send(8, 0, 2, IBV_SEND_SIGNALED), 0);
+
+  // A bound for a hang, not a time measured: without the sleepers' own handling, nothing
+  // would wake them while the fabric thread is held.
+  std::future<ibv_cq*> received = receiver_woke.get_future();
+  std::future<ibv_cq*> sent = sender_woke.get_future();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  EXPECT_EQ(received.wait_until(deadline), std::future_status::ready) << "receiver not woken";
+  EXPECT_EQ(sent.wait_until(deadline), std::future_status::ready) << "sender not woken";
+  held.reset();  // (lets a sleeper that missed its message be woken, so that the test ends)
+  receiver.join();
+  sender.join();
+  ibv_cq* received_cq = received.get();
+  ibv_cq* sent_cq = sent.get();
+  EXPECT_EQ(received_cq, p.conn.passive.recv_cq);
+  EXPECT_EQ(sent_cq, p.conn.active.send_cq);
+  if (received_cq != nullptr) backend_->IbvAckCqEvents(received_cq, 1);
+  if (sent_cq != nullptr) backend_->IbvAckCqEvents(sent_cq, 1);
+  EXPECT_THAT(PollAll(backend_, p.conn.passive.recv_cq),
+              ElementsAre(Field(&ibv_wc::byte_len, 2u)));
+  EXPECT_THAT(PollAll(backend_, p.conn.active.send_cq), ElementsAre(Field(&ibv_wc::wr_id, 8u)));
   EXPECT_EQ(std::memcmp(p.in->data(), "hi", 2), 0);
 }
 

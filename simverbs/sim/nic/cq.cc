@@ -445,11 +445,27 @@ int DestroyCq(SimCq* cq) {
 }
 
 int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context,
-               void (*poll_point)(LinkSet*)) {
+               void (*poll_point)(LinkSet*),
+               int (*carriers)(LinkSet*, std::shared_ptr<Transport>*, int)) {
   while (true) {
     if (poll_point != nullptr) poll_point(&channel->links);
-    softrpma::MutexLock lock(&channel->mu);
+    // The channel's connections to other processes: while asleep, this thread handles their
+    // news itself (SignalFd::Wait), so a message wakes it once, not the fabric thread first.
+    std::shared_ptr<Transport> watched[SignalFd::kMaxAlso];
+    int fds[SignalFd::kMaxAlso];
+    int count = 0;
+    if (carriers != nullptr) {
+      const int found = carriers(&channel->links, watched, SignalFd::kMaxAlso);
+      for (int i = 0; i < found; ++i) {
+        const int fd = watched[i]->WaitFd();
+        if (fd < 0) continue;
+        watched[count] = std::move(watched[i]);
+        fds[count++] = fd;
+      }
+    }
+    int ready = -1;
     {
+      softrpma::MutexLock lock(&channel->mu);
       if (!channel->events.empty()) {
         const ChannelEvent event = channel->events.front();
         channel->events.pop_front();
@@ -467,18 +483,20 @@ int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context,
         *cq_context = event.cq->cq.cq_context;
         return 0;
       }
-    }
-    std::string what;
-    if (waits::On()) {  // (built only under rpma-sim, for its hang report)
-      what = "completion channel " + std::to_string(channel->number) + " (CQ";
-      for (size_t i = 0; i < channel->cqs.size(); ++i) {
-        what += (i == 0 ? " " : ", ") + std::to_string(channel->cqs[i]->cq.handle);
+      std::string what;
+      if (waits::On()) {  // (built only under rpma-sim, for its hang report)
+        what = "completion channel " + std::to_string(channel->number) + " (CQ";
+        for (size_t i = 0; i < channel->cqs.size(); ++i) {
+          what += (i == 0 ? " " : ", ") + std::to_string(channel->cqs[i]->cq.handle);
+        }
+        what += channel->cqs.empty() ? "s: none)" : ")";
       }
-      what += channel->cqs.empty() ? "s: none)" : ")";
+      waits::ScopedWait wait("ibv_get_cq_event", std::move(what));
+      const int err = channel->signal.Wait(&channel->mu, fds, count, &ready);
+      if (err != 0) return err;
     }
-    waits::ScopedWait wait("ibv_get_cq_event", std::move(what));
-    const int err = channel->signal.Wait(&channel->mu);
-    if (err != 0) return err;
+    // Handled with no lock held (the carrier's handlers take the NIC's locks).
+    if (ready >= 0) watched[ready]->Serve();
   }
 }
 

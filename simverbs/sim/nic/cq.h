@@ -269,8 +269,11 @@ int DestroyCq(SimCq* cq);
 // the earliest one and moves the clock to its due time. `poll_point` (when not nullptr) runs
 // with the channel's links, no lock held, before each look at the queue: asynchronous
 // execution's poll point before a sleep (a kick wakes the sleeper to run it again).
+// `carriers` (when not nullptr) gives up to its last argument of the links' carriers to other
+// processes (qp.h, WaitCarriersOf): while asleep, the waiter handles their messages itself.
 int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context,
-               void (*poll_point)(LinkSet*) = nullptr);
+               void (*poll_point)(LinkSet*) = nullptr,
+               int (*carriers)(LinkSet*, std::shared_ptr<Transport>*, int) = nullptr);
 // The "spurious" fault: an event, at once, of the channel's oldest CQ, with nothing new in it
 // (counted as delivered: it must be acknowledged). The channel's real events stay queued.
 // Returns 0, or EINVAL when no CQ uses the channel.

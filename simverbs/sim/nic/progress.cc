@@ -249,6 +249,19 @@ void RunPollPoint(LinkSet* set) {
   }
 }
 
+int WaitCarriersOf(LinkSet* set, std::shared_ptr<Transport>* out, int max) {
+  int count = 0;
+  softrpma::MutexLock lock(&set->mu);
+  for (const std::weak_ptr<SimLink>& weak : set->links) {
+    if (count == max) break;
+    std::shared_ptr<SimLink> link = weak.lock();
+    if (link == nullptr) continue;
+    softrpma::MutexLock link_lock(&link->mu);
+    if (link->remote != nullptr && !link->peer_gone) out[count++] = link->remote;
+  }
+  return count;
+}
+
 bool WouldCompleteOn(LinkSet* set, const SimCq* cq, bool* solicited) {
   bool any = false;
   *solicited = false;

@@ -489,6 +489,10 @@ void AddLink(LinkSet* set, const std::shared_ptr<SimLink>& link) ABSL_LOCKS_EXCL
 // A poll point: releases every send WR posted on the set's links and runs their progress step.
 // REQUIRES: no simulator lock held.
 void RunPollPoint(LinkSet* set) ABSL_LOCKS_EXCLUDED(set->mu);
+// The carriers of the set's links to other processes, at most `max` of them, into `out`;
+// returns how many. What a sleeper in GetCqEvent watches (cq.h).
+int WaitCarriersOf(LinkSet* set, std::shared_ptr<Transport>* out, int max)
+    ABSL_LOCKS_EXCLUDED(set->mu);
 // A message of the peer on a connection whose QP here was destroyed (its id lives on): a
 // request is answered IBV_WC_RETRY_EXC_ERR (no responder: the peer's retries run out, as on a
 // NIC); anything else is dropped.
