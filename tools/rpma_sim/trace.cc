@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -45,6 +46,36 @@ std::string Micros(uint64_t ns) { return absl::StrFormat("%.3f", static_cast<dou
 std::string F(const TraceEvent& e, absl::string_view key) { return e.Field(key); }
 
 }  // namespace
+
+std::string RunFingerprint(const std::vector<Trace>& traces) {
+  std::vector<uint64_t> hashes;
+  hashes.reserve(traces.size());
+  for (const Trace& trace : traces) {
+    // Normalized values of the fields that follow the command line or the address space.
+    absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::string>> renamed;
+    auto normal = [&renamed](const std::string& key, const std::string& value) {
+      if (key != "port" && key != "wr_id" && key != "op_context") return value;
+      absl::flat_hash_map<std::string, std::string>& names = renamed[key];
+      auto [it, added] = names.try_emplace(value, "");
+      if (added) it->second = absl::StrCat("#", names.size());
+      return it->second;
+    };
+    uint64_t hash = Fnv1a(absl::StrCat("process ", trace.process, "\n"), kFnvOffsetBasis);
+    for (const TraceEvent& event : trace.events) {
+      std::string line = absl::StrCat(event.time_ns, " ", event.type);
+      for (const auto& [key, value] : event.fields) {
+        absl::StrAppend(&line, " ", key, "=", normal(key, value));
+      }
+      hash = Fnv1a(line, hash);
+      hash = Fnv1a("\n", hash);
+    }
+    hashes.push_back(hash);
+  }
+  std::sort(hashes.begin(), hashes.end());
+  uint64_t run = kFnvOffsetBasis;
+  for (uint64_t hash : hashes) run = Fnv1a(absl::StrFormat("%016x\n", hash), run);
+  return absl::StrFormat("0x%016x", run);
+}
 
 std::string ShortOpcode(absl::string_view opcode) {
   absl::string_view s = opcode;

@@ -77,6 +77,19 @@ absl::StatusOr<Trace> ParseTrace(absl::string_view text);
 // summary (work requests, completions with an error, faults).
 std::string FormatTrace(const Trace& trace);
 
+// THE RUN'S FINGERPRINT: "0x" + 16 hex digits over the events of one or several traces (the
+// processes of one run), so that two runs can be compared wherever they ran. What differs
+// between two runs of the same program that made the same choices is normalized away:
+//   * the files' names and order, and so the processes' pids: each trace is hashed by itself
+//     (its `process` name, then each event's time, type and fields), and the run's hash is
+//     over those hashes sorted;
+//   * ports (`port=`) and the program's pointers (`wr_id=`, `op_context=`), which follow the
+//     command line and the address-space layout: each trace's values become #1, #2, ... in
+//     the order they first appear in it;
+//   * the sequence numbers and the end line (the events are hashed, not their count).
+// Every other byte of an event counts: simulated times, QP and CQ numbers, statuses, lengths.
+std::string RunFingerprint(const std::vector<Trace>& traces);
+
 // "RDMA_WRITE" for IBV_WR_RDMA_WRITE and IBV_WC_RDMA_WRITE: the short name of an opcode.
 std::string ShortOpcode(absl::string_view opcode);
 

@@ -41,6 +41,34 @@ expect_in "chrome: CM track" "$tracks" "rdma_cm"
 "$rpma_sim" run --seed=7 --trace="$work/again.trace" -- "$demo" --once >/dev/null 2>&1
 check "same seed: the same trace, byte for byte" cmp -s "$work/demo.trace" "$work/again.trace"
 
+# The run's fingerprint: its last line, the same for the same run wherever it ran (ports and
+# the program's pointers normalized), another for another seed.
+run "$rpma_sim" trace --fingerprint "$work/demo.trace"
+expect_status "fingerprint: exit 0" 0 "$status"
+expect_in "fingerprint: the file's line" "$out" "$work/demo.trace: process demo, "
+fingerprint="$(echo "$out" | tail -n 1)"
+check "fingerprint: the last line is 'fingerprint 0x<16 hex digits>'" \
+  grep -qxE 'fingerprint 0x[0-9a-f]{16}' <<<"$fingerprint"
+port="$(grep -o -m 1 ' port=[0-9]*' "$work/demo.trace" | cut -d= -f2)"
+check "fingerprint: the demo's trace names its port" test -n "$port"
+# As if run on another port and address-space layout: every port and wr_id rewritten.
+sed -e "s/ port=$port/ port=65001/" -e 's/ wr_id=0x\([0-9a-f]*\)/ wr_id=0xfeed\1/g' \
+  "$work/demo.trace" >"$work/elsewhere.trace"
+check "fingerprint: the rewritten trace differs" bash -c "! cmp -s '$work/demo.trace' '$work/elsewhere.trace'"
+run "$rpma_sim" trace --fingerprint "$work/elsewhere.trace"
+check "fingerprint: same run elsewhere, same fingerprint" test "$fingerprint" = "$(echo "$out" | tail -n 1)"
+"$rpma_sim" run --seed=8 --trace="$work/seed8.trace" -- "$demo" --once >/dev/null 2>&1
+run "$rpma_sim" trace --fingerprint "$work/seed8.trace"
+check "fingerprint: another seed, another fingerprint" \
+  test "$fingerprint" != "$(echo "$out" | tail -n 1)"
+run "$rpma_sim" trace --fingerprint "$work/demo.trace" "$work/seed8.trace"
+expect_status "fingerprint: of two files, exit 0" 0 "$status"
+run "$rpma_sim" trace "$work/demo.trace" "$work/seed8.trace"
+expect_status "two files with neither view: usage error" 2 "$status"
+expect_in "two files with neither view: says both" "$err" "--fingerprint"
+run "$rpma_sim" trace --fingerprint --chrome=- "$work/demo.trace"
+expect_status "--fingerprint with --chrome: usage error" 2 "$status"
+
 # A fault shows in both views.
 run "$rpma_sim" run --faults='ibv_post_send:fail=EIO:nth=2' --trace="$work/fault.trace" -- \
   "$demo" --once

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -105,6 +106,60 @@ TEST(ParseTrace, Version2_NamesItsProcess_EventsAfterIt) {
   ASSERT_EQ(trace->events.size(), 1u);
   EXPECT_EQ(trace->events[0].line, 5);
   EXPECT_THAT(FormatTrace(*trace), HasSubstr("trace format 2, process server, seed 0x1"));
+}
+
+// A version-2 trace of process `name` with `events` (lines without their seq and time: each
+// gets seq i+1, and time `time` for the first, 0 after).
+Trace TraceOf(const std::string& name, const std::vector<std::string>& events,
+              uint64_t first_seq = 1, const std::string& time = "0") {
+  std::string text = absl::StrCat("softrpma-sim-trace 2\nseed 0x1\nfaults -\nprocess ", name, "\n");
+  for (size_t i = 0; i < events.size(); ++i) {
+    absl::StrAppend(&text, first_seq + i, " ", i == 0 ? time : "0", " ", events[i], "\n");
+  }
+  absl::StatusOr<Trace> trace = ParseTrace(text);
+  EXPECT_TRUE(trace.ok()) << trace.status();
+  return trace.ok() ? *std::move(trace) : Trace();
+}
+
+const std::vector<std::string> kServer = {
+    "api_call thread=1 fn=rpma_ep_listen addr=127.0.0.1 port=7301",
+    "post_send qp=1 wr_id=0x5555aaaa opcode=IBV_WR_SEND signaled=1",
+    "cqe cq=1 wr_id=0x5555aaaa status=IBV_WC_SUCCESS",
+    "post_send qp=1 wr_id=0x5555bbbb opcode=IBV_WR_SEND signaled=1"};
+const std::vector<std::string> kClient = {
+    "api_call thread=1 fn=rpma_conn_req_new addr=127.0.0.1 port=7301",
+    "post_recv qp=1 wr_id=0x0 op_context=0x7777"};
+
+TEST(RunFingerprint, SameRunElsewhere_PortsPointersSeqsAndFileOrderNormalized) {
+  const std::string run = RunFingerprint({TraceOf("server", kServer), TraceOf("client", kClient)});
+  EXPECT_THAT(run, ContainsRegex("^0x[0-9a-f]{16}$"));
+  std::vector<std::string> server = kServer;
+  for (std::string& line : server) {
+    line = absl::StrReplaceAll(line, {{"7301", "9000"}, {"0x5555aaaa", "0x1234"},
+                                      {"0x5555bbbb", "0x99"}});
+  }
+  std::vector<std::string> client = kClient;
+  client[0] = absl::StrReplaceAll(client[0], {{"7301", "9000"}});
+  client[1] = absl::StrReplaceAll(client[1], {{"0x7777", "0xabc"}});
+  EXPECT_EQ(RunFingerprint({TraceOf("client", client, 40), TraceOf("server", server, 7)}), run);
+}
+
+TEST(RunFingerprint, WhatTheRunDidCounts) {
+  const std::string run = RunFingerprint({TraceOf("server", kServer), TraceOf("client", kClient)});
+  // Another time, status, QP, event, process name: another run.
+  EXPECT_NE(RunFingerprint({TraceOf("server", kServer, 1, "5"), TraceOf("client", kClient)}), run);
+  std::vector<std::string> failed = kServer;
+  failed[2] = absl::StrReplaceAll(failed[2], {{"IBV_WC_SUCCESS", "IBV_WC_RETRY_EXC_ERR"}});
+  EXPECT_NE(RunFingerprint({TraceOf("server", failed), TraceOf("client", kClient)}), run);
+  std::vector<std::string> other_qp = kServer;
+  other_qp[1] = absl::StrReplaceAll(other_qp[1], {{"qp=1", "qp=2"}});
+  EXPECT_NE(RunFingerprint({TraceOf("server", other_qp), TraceOf("client", kClient)}), run);
+  EXPECT_NE(RunFingerprint({TraceOf("server", kServer)}), run);
+  EXPECT_NE(RunFingerprint({TraceOf("server", kServer), TraceOf("peer", kClient)}), run);
+  // A pointer's identity counts: the second send reusing the first's wr_id is another run.
+  std::vector<std::string> reused = kServer;
+  reused[3] = absl::StrReplaceAll(reused[3], {{"0x5555bbbb", "0x5555aaaa"}});
+  EXPECT_NE(RunFingerprint({TraceOf("server", reused), TraceOf("client", kClient)}), run);
 }
 
 TEST(FormatTrace, LibrpmaCalls) {

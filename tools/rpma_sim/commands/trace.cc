@@ -19,13 +19,23 @@ ABSL_FLAG(std::string, chrome, "",
           "write Chrome Trace Event JSON to this file ('-': stdout) instead of printing the "
           "trace; open it in https://ui.perfetto.dev or chrome://tracing");
 
+ABSL_FLAG(bool, fingerprint, false,
+          "print the run's fingerprint over every FILE (the processes of one run), normalized "
+          "so that two runs compare wherever they ran: `fingerprint 0x<16 hex digits>`, last");
+
 namespace softrpma::rpma_sim {
 namespace {
 
 int RunTrace(const CommandLine& line, const char* argv0) {
   std::string chrome = absl::GetFlag(FLAGS_chrome);
-  if (line.args.size() > 1 && chrome.empty()) {
-    return Usage("several trace files are merged into one Chrome timeline: give --chrome=OUT.json");
+  const bool fingerprint = absl::GetFlag(FLAGS_fingerprint);
+  if (fingerprint && !chrome.empty()) {
+    return Usage("--fingerprint and --chrome are two views: give one");
+  }
+  if (line.args.size() > 1 && chrome.empty() && !fingerprint) {
+    return Usage(
+        "several trace files are merged into one Chrome timeline (--chrome=OUT.json) or one "
+        "fingerprint (--fingerprint)");
   }
   std::vector<Trace> traces;
   for (const std::string& path : line.args) {
@@ -44,6 +54,15 @@ int RunTrace(const CommandLine& line, const char* argv0) {
       std::fprintf(stderr, "rpma-sim: %s: warning: %s\n", path.c_str(), warning.c_str());
     }
     traces.push_back(*std::move(trace));
+  }
+  if (fingerprint) {
+    const std::vector<std::string> names = TraceProcessNames(traces, line.args);
+    for (size_t i = 0; i < traces.size(); ++i) {
+      std::printf("%s: process %s, %zu events%s\n", line.args[i].c_str(), names[i].c_str(),
+                  traces[i].events.size(), traces[i].has_end ? "" : " (no end line: cut short)");
+    }
+    std::printf("fingerprint %s\n", RunFingerprint(traces).c_str());
+    return 0;
   }
   if (chrome.empty()) {
     std::fputs(FormatTrace(traces[0]).c_str(), stdout);
@@ -82,8 +101,9 @@ int RunTrace(const CommandLine& line, const char* argv0) {
 
 const Command& TraceCommand() {
   static const Command command{
-      {"trace", {"chrome"}, false, 1, 64},
-      "rpma-sim trace FILE [--chrome=OUT.json]  |  rpma-sim trace FILE... --chrome=OUT.json",
+      {"trace", {"chrome", "fingerprint"}, false, 1, 64},
+      "rpma-sim trace FILE [--chrome=OUT.json]  |  rpma-sim trace FILE... --chrome=OUT.json\n"
+      "       rpma-sim trace --fingerprint FILE...",
       "Reads a trace that `rpma-sim run --trace=FILE` (RPMA_SIM_TRACE) wrote. Without\n"
       "--chrome: one readable line per event (simulated time, what happened), then a summary\n"
       "and whether the end line's fingerprint matches the events. With --chrome: Chrome Trace\n"
@@ -91,10 +111,14 @@ const Command& TraceCommand() {
       "CQ, a slice per work request from its post to its completion, instant events for\n"
       "connection-manager events and injected faults. Several FILEs (the processes of one\n"
       "run, RPMA_SIM_TRACE=run.%p.trace) merge into one timeline with a process each, each\n"
-      "on its own simulated clock (--chrome is then required).",
+      "on its own simulated clock (--chrome or --fingerprint is then required). With\n"
+      "--fingerprint: one line per FILE, then `fingerprint 0x<16 hex digits>` over them all,\n"
+      "with what follows the command line and the machine normalized (file names, pids,\n"
+      "ports, the program's pointers): two runs that did the same have the same one.",
       "  rpma-sim trace run.trace\n"
       "  rpma-sim trace run.trace --chrome=run.json\n"
-      "  rpma-sim trace run.*.trace --chrome=run.json\n",
+      "  rpma-sim trace run.*.trace --chrome=run.json\n"
+      "  rpma-sim trace --fingerprint run.*.trace\n",
       &RunTrace,
   };
   return command;
