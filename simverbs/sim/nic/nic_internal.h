@@ -188,6 +188,10 @@ bool SelfOnHostTransportLocked(const SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRE
 void KickForLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
 void KickLinkLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
 void ScheduleDeferredSends(const std::shared_ptr<SimLink>& link, bool backstop);
+// A link of this process got a carrier to another process (AttachRemote): from then on a
+// sleeper in GetCqEvent looks for carriers to watch (WaitCarriersOf); until then it does not
+// walk its channel's links (a process of in-process links only pays nothing).
+void NoteRemoteLink();
 
 // ---- post.cc ---------------------------------------------------------------------------------
 

@@ -249,7 +249,14 @@ void RunPollPoint(LinkSet* set) {
   }
 }
 
+namespace {
+std::atomic<bool> g_remote_links{false};  // NoteRemoteLink
+}  // namespace
+
+void nic_internal::NoteRemoteLink() { g_remote_links.store(true, std::memory_order_release); }
+
 int WaitCarriersOf(LinkSet* set, std::shared_ptr<Transport>* out, int max) {
+  if (!g_remote_links.load(std::memory_order_acquire)) return 0;
   int count = 0;
   softrpma::MutexLock lock(&set->mu);
   for (const std::weak_ptr<SimLink>& weak : set->links) {

@@ -270,6 +270,7 @@ void EnterRtsLocked(SimQp* qp) {
 }  // namespace
 
 void AttachRemote(SimQp* qp, std::shared_ptr<Transport> conn) {
+  NoteRemoteLink();
   qp->send_cq->AddRemote(conn);
   if (qp->recv_cq != qp->send_cq) qp->recv_cq->AddRemote(conn);
   softrpma::MutexLock lock(&qp->link->mu);
