@@ -34,8 +34,8 @@ int RunTrace(const CommandLine& line, const char* argv0) {
   }
   if (line.args.size() > 1 && chrome.empty() && !fingerprint) {
     return Usage(
-        "several trace files are merged into one Chrome timeline (--chrome=OUT.json) or one "
-        "fingerprint (--fingerprint)");
+        "several trace files are merged into one Chrome timeline or one fingerprint: give "
+        "--chrome=OUT.json or --fingerprint");
   }
   std::vector<Trace> traces;
   for (const std::string& path : line.args) {
