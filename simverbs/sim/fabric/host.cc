@@ -38,6 +38,10 @@ struct Conn::Internal {
   static void Drive(const std::shared_ptr<Conn>& conn);
   static void ReadLocked(const std::shared_ptr<Conn>& conn);
   static bool PollerActive(const Conn& conn);
+  // The fabric thread, on news for `conn`: true when a sleeper watches it and has it now (the
+  // connection stays disarmed until the last Unwatch). Never with bytes queued to send: those
+  // need the fabric thread's writable watch, which a sleeper does not keep.
+  static bool Park(Conn* conn);
   static void Rearm(Conn* conn);
   static void Flush(Conn* conn);
   static void NotifyDrainedLocked(Conn* conn);
@@ -530,6 +534,8 @@ void* RunFabric(void* arg) {
         if (Conn::Internal::DrainedPending(*watch.conn)) drive = true;
       }
       if (drive) {
+        // A sleeper watches it (Conn::Watch): left disarmed for it, armed by its Unwatch.
+        if (Conn::Internal::Park(watch.conn.get())) continue;
         if (Conn::Internal::PollerActive(*watch.conn)) {
           deferred[token] = watch.conn;  // stays disarmed while it is polled
           continue;
@@ -802,12 +808,33 @@ void Conn::Progress() {
   Internal::Drive(shared_from_this());
 }
 
-int Conn::WaitFd() {
+int Conn::Watch() {
   softrpma::MutexLock lock(&mu_);
   if (closing_ || broken_ || generation_ != g_generation.load(std::memory_order_acquire)) {
     return -1;
   }
+  watchers_.fetch_add(1, std::memory_order_seq_cst);
   return fd_;
+}
+
+void Conn::Unwatch() {
+  if (watchers_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+      parked_.exchange(false, std::memory_order_seq_cst)) {
+    Internal::Rearm(this);  // what arrived since is the fabric thread's again
+  }
+}
+
+bool Conn::Internal::Park(Conn* conn) {
+  if (conn->watchers_.load(std::memory_order_seq_cst) == 0 || conn->QueuedBytes() != 0) {
+    return false;
+  }
+  conn->parked_.store(true, std::memory_order_seq_cst);
+  // The last watcher may have left between the two looks: then it is ours after all.
+  if (conn->watchers_.load(std::memory_order_seq_cst) == 0 &&
+      conn->parked_.exchange(false, std::memory_order_seq_cst)) {
+    return false;
+  }
+  return true;
 }
 
 void Conn::Serve() { Internal::Drive(shared_from_this()); }

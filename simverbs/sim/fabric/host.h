@@ -182,8 +182,11 @@ class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
   // message that had arrived when it was called has been handled. REQUIRES: no lock of the
   // handler's held.
   void Settle() override ABSL_LOCKS_EXCLUDED(mu_, read_mu_);
-  // The socket, while the connection is open and this process's (transport.h).
-  int WaitFd() override ABSL_LOCKS_EXCLUDED(mu_);
+  // The socket, while the connection is open and this process's (transport.h): while watched,
+  // the fabric thread leaves the connection disarmed when news arrives (it "parks" it), and the
+  // last Unwatch arms it again.
+  int Watch() override ABSL_LOCKS_EXCLUDED(mu_);
+  void Unwatch() override ABSL_LOCKS_EXCLUDED(mu_);
   // Progress without the busy-poll stamp: the fabric thread keeps serving the connection.
   void Serve() override ABSL_LOCKS_EXCLUDED(mu_, read_mu_);
 
@@ -228,6 +231,12 @@ class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
   // after it lets go (Internal::Drive), so no arrival is missed.
   std::atomic<bool> drive_pending_{false};
   std::atomic<uint64_t> last_poll_ns_{0};
+  // Sleepers watching the connection (Watch / Unwatch), and whether the fabric thread left it
+  // disarmed for them (parked): the last Unwatch arms it again. The two are a Dekker pair: the
+  // fabric thread sets parked_ then reads watchers_, an Unwatch lowers watchers_ then takes
+  // parked_, so a park is never missed by both (seq_cst).
+  std::atomic<int> watchers_{0};
+  std::atomic<bool> parked_{false};
   softrpma::Mutex read_mu_;
   wire::Header in_header_ ABSL_GUARDED_BY(read_mu_);
   size_t in_header_got_ ABSL_GUARDED_BY(read_mu_) = 0;

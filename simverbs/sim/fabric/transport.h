@@ -62,12 +62,18 @@ class Transport {
   // As Progress, but when it returns every message that had arrived when it was called has been
   // handled.
   virtual void Settle() = 0;
-  // A descriptor that becomes readable (or ends) when the carrier has news for this side, for
-  // a thread that sleeps waiting for what the carrier brings (a completion channel's waiter,
-  // cq.cc); -1 when there is none (the carrier is closed, broken, or a fork parent's).
-  virtual int WaitFd() = 0;
-  // As Progress, for such a sleeper woken by WaitFd: handles what arrived in the calling
-  // thread, without counting it as a busy poller (it goes back to sleep).
+  // THE SLEEPER'S WATCH. A thread about to sleep until the carrier brings news for this side
+  // (a completion channel's waiter, nic/cq.cc) calls Watch: it returns a descriptor that
+  // becomes readable (or ends) when there is news, or -1 when there is none to watch (the
+  // carrier is closed, broken, or a fork parent's). While a watch is on, the carrier leaves
+  // what arrives to the watcher (which handles it with Serve: one wake-up per message, and no
+  // race with another thread for it). Every Watch that returned a descriptor is ended by one
+  // Unwatch, whatever happened in between (also when the sleeper is cancelled): the carrier
+  // then handles what the watcher left. Never under a lock of the NIC.
+  virtual int Watch() = 0;
+  virtual void Unwatch() = 0;
+  // As Progress, for a sleeper woken by its watch: handles what arrived in the calling thread,
+  // without counting it as a busy poller (it goes back to sleep).
   virtual void Serve() = 0;
 
  protected:

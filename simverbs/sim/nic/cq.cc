@@ -451,16 +451,24 @@ int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context,
     if (poll_point != nullptr) poll_point(&channel->links);
     // The channel's connections to other processes: while asleep, this thread handles their
     // news itself (SignalFd::Wait), so a message wakes it once, not the fabric thread first.
-    std::shared_ptr<Transport> watched[SignalFd::kMaxAlso];
-    int fds[SignalFd::kMaxAlso];
-    int count = 0;
+    // Each watch is ended when this iteration ends, however it ends (a cancelled sleeper
+    // unwinds through here), after the lock is let go: Unwatch may arm the connection again.
+    struct Watches {
+      std::shared_ptr<Transport> carriers[SignalFd::kMaxAlso];
+      int fds[SignalFd::kMaxAlso];
+      int count = 0;
+      ~Watches() {
+        for (int i = 0; i < count; ++i) carriers[i]->Unwatch();
+      }
+    } watched;
     if (carriers != nullptr) {
-      const int found = carriers(&channel->links, watched, SignalFd::kMaxAlso);
-      for (int i = 0; i < found; ++i) {
-        const int fd = watched[i]->WaitFd();
+      std::shared_ptr<Transport> found[SignalFd::kMaxAlso];
+      const int n = carriers(&channel->links, found, SignalFd::kMaxAlso);
+      for (int i = 0; i < n; ++i) {
+        const int fd = found[i]->Watch();
         if (fd < 0) continue;
-        watched[count] = std::move(watched[i]);
-        fds[count++] = fd;
+        watched.carriers[watched.count] = std::move(found[i]);
+        watched.fds[watched.count++] = fd;
       }
     }
     int ready = -1;
@@ -492,11 +500,11 @@ int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context,
         what += channel->cqs.empty() ? "s: none)" : ")";
       }
       waits::ScopedWait wait("ibv_get_cq_event", std::move(what));
-      const int err = channel->signal.Wait(&channel->mu, fds, count, &ready);
+      const int err = channel->signal.Wait(&channel->mu, watched.fds, watched.count, &ready);
       if (err != 0) return err;
     }
     // Handled with no lock held (the carrier's handlers take the NIC's locks).
-    if (ready >= 0) watched[ready]->Serve();
+    if (ready >= 0) watched.carriers[ready]->Serve();
   }
 }
 
