@@ -3,6 +3,7 @@
 // point at the latest; eager mode executes inside the post; the detector reports a source
 // changed between post and execution and poisons READ and receive buffers.
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -352,6 +353,37 @@ TEST_F(AsyncTest, Sleepers_HandleTheirConnectionsMessagesThemselves) {
               ElementsAre(Field(&ibv_wc::byte_len, 2u)));
   EXPECT_THAT(PollAll(backend_, p.conn.active.send_cq), ElementsAre(Field(&ibv_wc::wr_id, 8u)));
   EXPECT_EQ(std::memcmp(p.in->data(), "hi", 2), 0);
+}
+
+// While a sleeper watches a connection, the fabric thread leaves what arrives on it to the
+// sleeper; a sleeper cancelled in its sleep (pthread_cancel: rping's CQ thread) ends its watch
+// as it unwinds, so the connection is the fabric thread's again: a write to that side, with
+// nobody there to call anything, still executes and completes.
+TEST_F(AsyncTest, CancelledSleeper_ItsConnectionIsServedAgain) {
+  if (CurrentTransport() != TransportKind::kHost) GTEST_SKIP() << "a connection's carrier only";
+  Peers p(backend_);
+  ASSERT_EQ(backend_->IbvReqNotifyCq(p.conn.passive.recv_cq, 0), 0);
+  std::atomic<pid_t> tid{0};
+  std::thread sleeper([&] {
+    tid.store(gettid());
+    ibv_cq* got = nullptr;
+    void* context = nullptr;
+    backend_->IbvGetCqEvent(p.conn.passive.comp_channel, &got, &context);
+  });
+  ASSERT_TRUE(Asleep(&tid));
+  ASSERT_EQ(pthread_cancel(sleeper.native_handle()), 0);
+  sleeper.join();
+
+  std::memcpy(p.local->data(), "late", 4);
+  ASSERT_EQ(p.Write(1, 0, 4), 0);
+  // A bound for a hang, not a time measured.
+  std::vector<ibv_wc> done;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (done.empty() && std::chrono::steady_clock::now() < deadline) {
+    done = PollAll(backend_, p.conn.active.send_cq);
+  }
+  ASSERT_THAT(done, ElementsAre(Field(&ibv_wc::status, IBV_WC_SUCCESS)));
+  EXPECT_EQ(std::memcmp(p.remote->data(), "late", 4), 0);
 }
 
 TEST_F(AsyncTest, RaceDetector_ReportsTheChangedBytesOfTheSource) {
