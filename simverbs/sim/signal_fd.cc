@@ -68,16 +68,14 @@ int SignalFd::Wait(softrpma::Mutex* mu, const int* also, int count, int* ready) 
       while ((got = poll(fds, 1 + watched, -1)) < 0 && errno == EINTR) {
       }
       if (got < 0) return errno;
-      if (fds[0].revents == 0) {
-        for (int i = 0; i < watched; ++i) {
-          if (fds[1 + i].revents != 0) {
-            *ready = i;
-            return 0;
-          }
+      *ready = kRaised;  // unless a watched one is ready too: its news first
+      for (int i = 0; i < watched; ++i) {
+        if (fds[1 + i].revents != 0) {
+          *ready = i;
+          break;
         }
       }
-      // The counter is 1 (or another waiter takes it first: then this read sleeps until the
-      // next, as a plain Wait does).
+      return 0;
     }
     while ((n = read(fd_, &value, sizeof(value))) < 0 && errno == EINTR) {
     }

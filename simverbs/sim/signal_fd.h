@@ -51,17 +51,22 @@ class SignalFd final {
   int Wait(softrpma::Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return Wait(mu, nullptr, 0, nullptr);
   }
-  // As Wait, also watching the `count` descriptors `also` (readable, or ended): when one of
-  // them becomes ready first, Wait returns 0 with *ready its index and the counter left where
-  // it is; otherwise *ready is -1. So a sleeper can handle what arrives for it itself (a
-  // completion channel's waiter and its connections to other processes: one wake-up per
-  // message instead of the fabric thread's and then the waiter's). On an O_NONBLOCK fd it
-  // behaves as Wait (EAGAIN at once when nothing is there).
+  // As Wait, also watching the `count` descriptors `also` (readable, or ended), without ever
+  // blocking in read(2): one poll(2) over the eventfd and them. When one of them is ready
+  // first, *ready is its index; when the eventfd is, *ready is kRaised and the counter is LEFT
+  // UP (another waiter may take it first, and a watcher must not then sleep in a read that
+  // nothing it watches can end): the caller looks at its queue, and, finding nothing, waits
+  // again without watching (that Wait takes the counter). So a sleeper can handle what arrives
+  // for it itself (a completion channel's waiter and its connections to other processes: one
+  // wake-up per message instead of the fabric thread's and then the waiter's). *ready is -1
+  // when the counter was taken (no descriptors, or an O_NONBLOCK fd: as Wait).
   int Wait(softrpma::Mutex* mu, const int* also, int count, int* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // The most descriptors a Wait watches besides its own (the rest are left to their owners).
   static constexpr int kMaxAlso = 8;
+  // Wait's *ready when its own counter woke a watching Wait (and was left up).
+  static constexpr int kRaised = -2;
 
   // The threads sleeping in Wait now. REQUIRES: the owner's mutex held.
   int waiters() const { return waiters_; }

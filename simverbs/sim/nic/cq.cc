@@ -447,6 +447,7 @@ int DestroyCq(SimCq* cq) {
 int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context,
                void (*poll_point)(LinkSet*),
                int (*carriers)(LinkSet*, std::shared_ptr<Transport>*, int)) {
+  bool watch = carriers != nullptr;  // off for the one Wait after the counter woke a watch
   while (true) {
     if (poll_point != nullptr) poll_point(&channel->links);
     // The channel's connections to other processes: while asleep, this thread handles their
@@ -461,7 +462,7 @@ int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context,
         for (int i = 0; i < count; ++i) carriers[i]->Unwatch();
       }
     } watched;
-    if (carriers != nullptr) {
+    if (watch) {
       std::shared_ptr<Transport> found[SignalFd::kMaxAlso];
       const int n = carriers(&channel->links, found, SignalFd::kMaxAlso);
       for (int i = 0; i < n; ++i) {
@@ -505,6 +506,10 @@ int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context,
     }
     // Handled with no lock held (the carrier's handlers take the NIC's locks).
     if (ready >= 0) watched.carriers[ready]->Serve();
+    // The channel's own counter woke the watch and was left up: after a look at the queue, one
+    // plain Wait takes it (that read may sleep if another waiter took it first, as any plain
+    // one may: the connections are the fabric thread's then, as they were before watches).
+    watch = carriers != nullptr && ready != SignalFd::kRaised;
   }
 }
 

@@ -1,0 +1,75 @@
+// SignalFd (signal_fd.h): the eventfd behind every pollable channel, and its watching Wait.
+
+#include "simverbs/sim/signal_fd.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include "gtest/gtest.h"
+#include "simverbs/mutex.h"
+
+namespace softrpma::sim {
+namespace {
+
+bool Readable(int fd) {
+  pollfd pfd{fd, POLLIN, 0};
+  return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN) != 0;
+}
+
+class SignalFdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(signal_.Open(), 0);
+    ASSERT_EQ(pipe(pipe_), 0);
+  }
+  void TearDown() override {
+    close(pipe_[0]);
+    close(pipe_[1]);
+  }
+
+  softrpma::Mutex mu_;
+  SignalFd signal_;
+  int pipe_[2] = {-1, -1};
+};
+
+TEST_F(SignalFdTest, PlainWait_TakesTheCounter) {
+  softrpma::MutexLock lock(&mu_);
+  signal_.Raise();
+  int ready = 7;
+  EXPECT_EQ(signal_.Wait(&mu_, nullptr, 0, &ready), 0);
+  EXPECT_EQ(ready, -1);
+  EXPECT_FALSE(Readable(signal_.fd()));
+}
+
+// A watching Wait never reads: woken by its own counter it leaves it up for whoever takes it
+// (a watcher asleep in a read that another waiter emptied first would leave what it watches
+// unserved), and a plain Wait after it takes it.
+TEST_F(SignalFdTest, WatchingWait_WokenByItsCounter_LeavesItUp) {
+  softrpma::MutexLock lock(&mu_);
+  signal_.Raise();
+  int ready = 7;
+  EXPECT_EQ(signal_.Wait(&mu_, &pipe_[0], 1, &ready), 0);
+  EXPECT_EQ(ready, SignalFd::kRaised);
+  EXPECT_TRUE(Readable(signal_.fd()));
+  EXPECT_EQ(signal_.waiters(), 0);
+  EXPECT_EQ(signal_.Wait(&mu_), 0);
+  EXPECT_FALSE(Readable(signal_.fd()));
+}
+
+TEST_F(SignalFdTest, WatchingWait_WokenByAWatchedFd_SaysWhichAndLeavesTheCounter) {
+  ASSERT_EQ(write(pipe_[1], "x", 1), 1);
+  softrpma::MutexLock lock(&mu_);
+  int ready = 7;
+  const int also[2] = {pipe_[1], pipe_[0]};  // (a pipe's write end is never readable)
+  EXPECT_EQ(signal_.Wait(&mu_, also, 2, &ready), 0);
+  EXPECT_EQ(ready, 1);
+  EXPECT_FALSE(Readable(signal_.fd()));
+  // Both ready: the watched one's news first, the counter still up for the next look.
+  signal_.Raise();
+  EXPECT_EQ(signal_.Wait(&mu_, also, 2, &ready), 0);
+  EXPECT_EQ(ready, 1);
+  EXPECT_TRUE(Readable(signal_.fd()));
+}
+
+}  // namespace
+}  // namespace softrpma::sim
