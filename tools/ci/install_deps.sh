@@ -11,6 +11,7 @@ packages=(
   python3-yaml       # tools/rpma_sim:ci_examples_test reads docs/examples' CI files
   libxml2-utils      # xmllint: tools/rpma_sim:junit_cli_test checks JUnit XML against a schema
   cmake              # tools/rpma_sim:cmake_recipe_test builds a CMake project against the tree
+  man-db             # man -l: tools/rpma_sim:cli_test renders rpma-sim --man (brings groff-base)
   libabsl-dev
   libgtest-dev
   libgmock-dev

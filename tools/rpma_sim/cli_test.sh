@@ -12,6 +12,31 @@ check "--version: softrpma's version" grep -qE '^rpma-sim \(softrpma\) [0-9]+\.[
 expect_in "--version: the librpma API's" "$out" "librpma API 1.3 (librpma.so.0)"
 expect_in "--version: the fabric protocol's" "$out" "fabric protocol 1"
 
+# rpma-sim(1), made from the tables --help prints: every flag --help shows is in the page.
+run "$rpma_sim" --man
+expect_status "--man exits 0" 0 "$status"
+check "--man: a man(7) page of section 1" grep -q '^\.TH RPMA\\-SIM 1 ' <<<"$out"
+printf '%s\n' "$out" >"$work/rpma-sim.1"
+if ! command -v man >/dev/null; then
+  echo "SKIP: man -l of rpma-sim(1): no man (tools/ci/install_deps.sh installs man-db)"
+else
+  MANWIDTH=100 man --warnings -l "$work/rpma-sim.1" >"$work/man.txt" 2>"$work/man.err"
+  expect_status "man -l renders rpma-sim(1)" 0 "$?"
+  check "man -l: no roff warning" test ! -s "$work/man.err"
+  cat "$work/man.err"
+  page="$(cat "$work/man.txt")"
+  for needle in "NAME" "SYNOPSIS" "DESCRIPTION" "COMMANDS" "EXIT STATUS" "SEE ALSO" \
+    "rpma-sim sweep" "rpma-sim trace --fingerprint FILE..." "docs/RPMA_SIM.md"; do
+    expect_in "man page: $needle" "$page" "$needle"
+  done
+  for sub in points devices run sweep trace report; do
+    flags="$("$rpma_sim" "$sub" --help | grep -oE '^  --?[a-z][a-z_-]*')"
+    for flag in $flags; do
+      expect_in "man page: $sub's $flag" "$page" "$flag"
+    done
+  done
+fi
+
 run "$rpma_sim" --help
 expect_status "--help exits 0" 0 "$status"
 for needle in "Usage:" "Subcommands:" "  points  " "  devices " "  run     " "  sweep   " \

@@ -19,21 +19,24 @@
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "simverbs/sim/fabric/wire.h"
 #include "tools/rpma_sim/command_line.h"
 #include "tools/rpma_sim/commands/command.h"
 #include "tools/rpma_sim/commands/common.h"
+#include "tools/rpma_sim/man_page.h"
 
 namespace softrpma::rpma_sim {
 namespace {
 
-constexpr char kOverview[] =
-    R"(rpma-sim: run a librpma program, unmodified, on softrpma's simulated NIC; inject faults
-where you choose, sweep every fault point of the program, and read the simulator's traces.
-
-Usage:
-  rpma-sim points
+// THE OVERVIEW (`rpma-sim --help`), in parts that the man page (`rpma-sim --man`) uses too.
+constexpr char kSummary[] =
+    R"(run a librpma program, unmodified, on softrpma's simulated NIC; inject faults
+where you choose, sweep every fault point of the program, and read the simulator's traces.)";
+constexpr char kUsageLines[] =
+    R"(  rpma-sim points
   rpma-sim devices
   rpma-sim run   [--device=D] [--seed=S] [--faults=SPEC] [--scenario=FILE] [--trace=FILE]
                  [--stats=FILE] [--lib=DIR] [--verbs-lib=DIR] [--upstream-librpma]
@@ -43,12 +46,13 @@ Usage:
                  [--lib=DIR] [--verbs-lib=DIR] [--upstream-librpma] -- PROGRAM [ARGS...]
   rpma-sim trace FILE [--chrome=OUT.json]
   rpma-sim trace FILE FILE... --chrome=OUT.json   (the processes of one run, merged)
+  rpma-sim trace --fingerprint FILE...   (one line that two runs compare by)
   rpma-sim report merge [--report=OUT.json] [--junit=OUT.xml] SHARD.json...
   rpma-sim help [SUBCOMMAND]          (or: rpma-sim SUBCOMMAND --help)
   rpma-sim --version                  (softrpma's, the librpma API's, the fabric protocol's)
-
-Subcommands:
-  points  List every fault point of the simulated NIC: the verbs / rdma_cm call it stands for
+  rpma-sim --man                      (this help as the man page rpma-sim(1), in roff))";
+constexpr char kSubcommands[] =
+    R"(  points  List every fault point of the simulated NIC: the verbs / rdma_cm call it stands for
           (or malloc, every allocation), and whether it can be made to fail.
   devices List the devices the simulated NIC can stand for (--device, RPMA_SIM_DEVICE) and
           what differs between them: transport, immediate data, capabilities, limits, queue
@@ -65,9 +69,9 @@ Subcommands:
   trace   Print a trace that `run --trace` wrote as readable lines, or convert it to Chrome
           Trace Event JSON (one track per QP and per CQ, a slice per work request).
   report  `report merge`: join the JSON reports of the shards of one sweep into one table and
-          one report (and JUnit XML), as if the sweep had run whole.
-
-PROGRAM is any program that uses librpma: one built against //api:rpma, or one linked against
+          one report (and JUnit XML), as if the sweep had run whole.)";
+constexpr char kProgramText[] =
+    R"(PROGRAM is any program that uses librpma: one built against //api:rpma, or one linked against
 the distro's librpma.so.0 (LD_LIBRARY_PATH then leads it to softrpma's). It may also be a
 program that calls libibverbs / librdmacm itself (ibv_devinfo, rping, a verbs application):
 LD_LIBRARY_PATH leads it to the verbs shim, whose device is the same simulated NIC, with the
@@ -75,10 +79,9 @@ same seeds, faults and traces. --upstream-librpma runs a librpma program on upst
 (the distro's) over the shim instead of on softrpma's. The command line is the whole
 configuration: RPMA_SIM_* variables inherited from the environment are removed, so that a
 replay line reproduces its run, and RPMA_BACKEND is set to sim (ibverbs with
---upstream-librpma).
-
-Examples:
-  rpma-sim points
+--upstream-librpma).)";
+constexpr char kExamples[] =
+    R"(  rpma-sim points
   rpma-sim devices
   rpma-sim run --device=siw -- ./my_app
   rpma-sim run -- ibv_devinfo                      # a verbs program on the simulated NIC
@@ -91,15 +94,23 @@ Examples:
   rpma-sim sweep -j 4 --timeout=30s --report=sweep.json -- ./my_app
   rpma-sim sweep --max-runs=40 --leaks -- bazel-bin/tools/demo --once
   rpma-sim sweep --shard=2/3 --report=s2.json --junit=s2.xml -- ./my_app
-  rpma-sim report merge --report=all.json s1.json s2.json s3.json
-
-Exit status: run: PROGRAM's (127: it could not be started); sweep: 0 when no run crashed, hung
+  rpma-sim report merge --report=all.json s1.json s2.json s3.json)";
+constexpr char kExitStatus[] =
+    R"(Exit status: run: PROGRAM's (127: it could not be started); sweep: 0 when no run crashed, hung
 or leaked, else 1 (130: interrupted); report merge: as sweep (1 also when a shard is missing);
 points, devices, trace: 0, or 1 on an error; every
-subcommand: 2 for a usage error, an unknown device or a malformed fault spec or scenario.
-The manual: docs/RPMA_SIM.md. Fault specs: docs/FAULTS.md. Traces: docs/TRACE.md. Devices:
-docs/DEVICES.md.
-)";
+subcommand: 2 for a usage error, an unknown device or a malformed fault spec or scenario.)";
+constexpr char kManual[] =
+    R"(The manual: docs/RPMA_SIM.md. Fault specs: docs/FAULTS.md. Traces: docs/TRACE.md. Devices:
+docs/DEVICES.md.)";
+
+const std::string& Overview() {
+  static const std::string* overview = new std::string(
+      absl::StrCat("rpma-sim: ", kSummary, "\n\nUsage:\n", kUsageLines, "\n\nSubcommands:\n",
+                   kSubcommands, "\n\n", kProgramText, "\n\nExamples:\n", kExamples, "\n\n",
+                   kExitStatus, "\n", kManual, "\n"));
+  return *overview;
+}
 
 // The subcommands, in the overview's order.
 const std::vector<const Command*>& Commands() {
@@ -146,6 +157,23 @@ const char* ValuePlaceholder(absl::string_view name) {
   return "FILE";
 }
 
+// The flags of `command` as its help shows them, in help order: one table for --help and the
+// man page.
+std::vector<ManFlag> FlagLines(const Command& command) {
+  std::vector<ManFlag> lines;
+  for (const std::string& name : command.spec.flags) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr) continue;
+    ManFlag line;
+    line.spelling = FlagSpelling(name);
+    if (!flag->IsOfType<bool>()) line.placeholder = ValuePlaceholder(name);
+    if (name != "seed") line.default_value = flag->DefaultValue();
+    line.help = flag->Help();
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
 void PrintHelp(absl::string_view subcommand) {
   if (subcommand.empty()) {
     std::fputs(absl::ProgramUsageMessage().data(), stdout);
@@ -153,22 +181,15 @@ void PrintHelp(absl::string_view subcommand) {
   }
   const Command& command = CommandNamed(subcommand);
   std::printf("Usage: %s\n\n%s\n", command.synopsis, command.description);
-  if (!command.spec.flags.empty()) {
-    std::printf("\nFlags:\n");
-    for (const std::string& name : command.spec.flags) {
-      const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-      if (flag == nullptr) continue;
-      std::string spelling = FlagSpelling(name);
-      std::string default_value = flag->DefaultValue();
-      std::printf("  %s", spelling.c_str());
-      if (!flag->IsOfType<bool>()) {
-        std::printf("%s%s", name.size() == 1 ? " " : "=", ValuePlaceholder(name));
-      }
-      if (!default_value.empty() && name != "seed") {
-        std::printf("  (default: %s)", default_value.c_str());
-      }
-      std::printf("\n      %s", Wrap(flag->Help(), 6, 6).c_str());
+  const std::vector<ManFlag> flags = FlagLines(command);
+  if (!flags.empty()) std::printf("\nFlags:\n");
+  for (const ManFlag& flag : flags) {
+    std::printf("  %s", flag.spelling.c_str());
+    if (!flag.placeholder.empty()) {
+      std::printf("%s%s", flag.spelling.size() == 2 ? " " : "=", flag.placeholder.c_str());
     }
+    if (!flag.default_value.empty()) std::printf("  (default: %s)", flag.default_value.c_str());
+    std::printf("\n      %s", Wrap(flag.help, 6, 6).c_str());
   }
   std::printf("\nExamples:\n%s", command.examples);
 }
@@ -178,12 +199,41 @@ void PrintHelp(absl::string_view subcommand) {
 constexpr char kSoftrpmaVersion[] = "0.29.0";
 constexpr char kLibrpmaApiVersion[] = "1.3";
 
+// rpma-sim(1): the overview's parts and every subcommand's help, as roff (man_page.h).
+std::string ManPageText() {
+  ManSource source;
+  source.version = absl::StrCat("softrpma ", kSoftrpmaVersion);
+  source.summary = absl::StrReplaceAll(kSummary, {{"\n", " "}});
+  // A synopsis's continuation lines are indented for the "Usage: " that --help prints first.
+  auto synopsis = [](const Command& command) {
+    return absl::StrReplaceAll(command.synopsis, {{"\n       ", "\n"}});
+  };
+  for (const Command* command : Commands()) {
+    absl::StrAppend(&source.synopsis, synopsis(*command), "\n");
+  }
+  absl::StrAppend(&source.synopsis,
+                  "rpma-sim help [SUBCOMMAND]\nrpma-sim --version\nrpma-sim --man\n");
+  source.description = absl::StrCat(kProgramText, "\n\n", "Subcommands:\n", kSubcommands);
+  for (const Command* command : Commands()) {
+    source.commands.push_back(ManCommand{command->spec.name, synopsis(*command),
+                                         command->description, FlagLines(*command),
+                                         command->examples});
+  }
+  source.exit_status = kExitStatus;
+  source.see_also = absl::StrCat(kManual, "\n(in softrpma's source tree)");
+  return ManPage(source);
+}
+
 int Main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kOverview);
+  absl::SetProgramUsageMessage(Overview());
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() == 1 && (args[0] == "--version" || args[0] == "version")) {
     std::printf("rpma-sim (softrpma) %s\nlibrpma API %s (librpma.so.0)\nfabric protocol %d\n",
                 kSoftrpmaVersion, kLibrpmaApiVersion, sim::wire::kProtocolVersion);
+    return 0;
+  }
+  if (args.size() == 1 && args[0] == "--man") {
+    std::fputs(ManPageText().c_str(), stdout);
     return 0;
   }
   absl::StatusOr<CommandLine> line = ParseArgs(Subcommands(), args);
