@@ -144,7 +144,7 @@ const char* ValuePlaceholder(absl::string_view name) {
   if (name == "seed") return "S";
   if (name == "faults") return "SPEC";
   if (name == "lib" || name == "verbs_lib" || name == "upstream_lib") return "DIR";
-  if (name == "j") return "N";
+  if (name == "j" || name == "seeds") return "N";
   if (name == "timeout") return "T";
   if (name == "max_runs") return "M";
   if (name == "points") return "P,...";

@@ -60,6 +60,10 @@ void WriteRun(JsonWriter& w, const ReportRun& r) {
   r.kind.empty() ? w.Null() : w.String(r.kind);
   w.Key("action");
   r.action.empty() ? w.Null() : w.String(r.action);
+  if (r.seed.has_value()) {  // (only under --seeds: other reports stay as they were)
+    w.Key("seed");
+    w.Uint(*r.seed);
+  }
   w.Key("exit");
   r.exit_code.has_value() ? w.Int(*r.exit_code) : w.Null();
   w.Key("signal");
@@ -193,6 +197,7 @@ ReportRun ParseRun(const JsonValue& value, const std::string& path, std::string*
     std::vector<std::string> fields = absl::StrSplit(r.spec, ':');
     if (fields.size() >= 2) r.action = fields[1];
   }
+  if (value.Find("seed") != nullptr) r.seed = f.Uint("seed", true);
   std::optional<int64_t> exit = f.Int("exit", true);
   if (exit.has_value()) r.exit_code = static_cast<int>(*exit);
   r.signal = f.String("signal", true);
@@ -326,6 +331,10 @@ std::string ReportJson(const SweepReport& report) {
   w.String(report.device);
   w.Key("seed");
   report.seed.has_value() ? w.Uint(*report.seed) : w.Null();
+  if (report.seeds > 1) {
+    w.Key("seeds");
+    w.Uint(report.seeds);
+  }
   w.Key("jobs");
   w.Int(report.jobs);
   w.Key("timeout_s");
@@ -443,6 +452,7 @@ absl::StatusOr<SweepReport> ParseReport(absl::string_view text) {
   }
   report.device = f.String("device");
   report.seed = f.Uint("seed", true);
+  if (json->Find("seeds") != nullptr) report.seeds = f.Uint("seeds").value_or(1);
   report.jobs = f.Int("jobs").value_or(0);
   report.timeout_s = f.Number("timeout_s");
   report.max_runs = f.Uint("max_runs").value_or(0);
@@ -543,6 +553,9 @@ absl::StatusOr<SweepReport> MergeReports(const std::vector<SweepReport>& reports
     }
     if (r.device != first.device) return differ("device", first.device, r.device);
     if (r.seed != first.seed) return differ("seed", SeedText(first.seed), SeedText(r.seed));
+    if (r.seeds != first.seeds) {
+      return differ("--seeds", absl::StrCat(first.seeds), absl::StrCat(r.seeds));
+    }
     if (r.max_runs != first.max_runs) {
       return differ("--max-runs", absl::StrCat(first.max_runs), absl::StrCat(r.max_runs));
     }
@@ -593,8 +606,10 @@ absl::StatusOr<SweepReport> MergeReports(const std::vector<SweepReport>& reports
       }
     }
   };
-  // run (prog, point, nth, action) -> report
-  std::map<std::tuple<std::string, std::string, uint64_t, std::string>, size_t> seen;
+  // run (prog, point, nth, action, seed) -> report
+  std::map<std::tuple<std::string, std::string, uint64_t, std::string, std::optional<uint64_t>>,
+           size_t>
+      seen;
   for (size_t i : order) {
     const SweepReport& r = reports[i];
     if (i != order[0]) {
@@ -606,7 +621,7 @@ absl::StatusOr<SweepReport> MergeReports(const std::vector<SweepReport>& reports
     if (r.clean_run.fails_sweep && !merged.clean_run.fails_sweep) merged.clean_run = r.clean_run;
     for (const ReportRun& run : r.runs) {
       auto [it, inserted] =
-          seen.emplace(std::make_tuple(run.prog, run.point, run.nth, run.action), i);
+          seen.emplace(std::make_tuple(run.prog, run.point, run.nth, run.action, run.seed), i);
       if (!inserted) {
         return absl::InvalidArgumentError(absl::StrCat(
             "overlapping shards: ", names[it->second], " and ", names[i], " both ran ",
@@ -626,7 +641,7 @@ absl::StatusOr<SweepReport> MergeReports(const std::vector<SweepReport>& reports
                      size_t kb = rb == rank.end() ? rank.size() : rb->second;
                      const size_t ea = EffectRank(a.point, a.action, merged.device);
                      const size_t eb = EffectRank(b.point, b.action, merged.device);
-                     return std::tie(ka, a.nth, ea) < std::tie(kb, b.nth, eb);
+                     return std::tie(ka, a.nth, ea, a.seed) < std::tie(kb, b.nth, eb, b.seed);
                    });
   std::set<uint64_t> present;
   for (size_t i : order) present.insert(reports[i].shard->index);
@@ -641,11 +656,9 @@ JunitSuite ReportJunit(const SweepReport& report) {
       report.program.empty() ? "program"
                              : std::filesystem::path(report.program[0]).filename().string();
   JunitSuite suite;
-  suite.name = absl::StrCat("rpma-sim sweep ", ShellJoin(report.program), " (device ",
-                            report.device,
-                            report.shard.has_value() ? absl::StrCat(", shard ", ShardName(*report.shard))
-                                                     : "",
-                            ")");
+  suite.name = absl::StrCat(
+      "rpma-sim sweep ", ShellJoin(report.program), " (device ", report.device,
+      report.shard.has_value() ? absl::StrCat(", shard ", ShardName(*report.shard)) : "", ")");
   const std::string classname = absl::StrCat("rpma-sim.sweep.", report.device, ".", program_name);
   auto add = [&](const ReportRun& r, std::string name) {
     JunitCase c;
@@ -680,6 +693,7 @@ JunitSuite ReportJunit(const SweepReport& report) {
       absl::StrAppend(&name, " (", r.kind, r.action == r.kind ? "" : absl::StrCat(": ", r.action),
                       ")");
     }
+    if (r.seed.has_value()) absl::StrAppend(&name, " seed ", *r.seed);
     add(r, std::move(name));
   }
   return suite;

@@ -32,6 +32,7 @@ struct ReportRun {
   std::string spec;   // "" for the clean run
   std::string kind;    // "fail", "wc", "conn", "kill" (sweep_kinds.h); "" for the clean run
   std::string action;  // the effect injected, e.g. "wc_status=IBV_WC_REM_ACCESS_ERR"; "" ditto
+  std::optional<uint64_t> seed;  // its own seed (sweep --seeds); none: the sweep's
   std::optional<int> exit_code;  // none when a signal ended it
   std::string signal;            // "SIGSEGV", "" for none
   std::string class_name;        // "clean", "nonzero", "crashed", ... (any name)
@@ -51,6 +52,7 @@ struct SweepReport {
   std::vector<std::string> program;
   std::string device;
   std::optional<uint64_t> seed;
+  uint64_t seeds = 1;  // --seeds: each fault run under this many seeds
   int64_t jobs = 0;
   double timeout_s = 0;
   uint64_t max_runs = 0;

@@ -90,6 +90,54 @@ TEST(ReportJson, ParseReportReadsItBack) {
   EXPECT_EQ(back->runs[1].output_tail, "Segmentation fault\n\xef\xbf\xbd");
 }
 
+// --seeds: the sweep's count and each run's seed are written and read back; a sweep without
+// them writes neither (its reports stay as they were).
+TEST(ReportJson, SeedsAndEachRunsSeedReadBack) {
+  EXPECT_THAT(ReportJson(Whole()), ::testing::Not(HasSubstr("\"seeds\"")));
+  SweepReport report = Whole();
+  report.seeds = 2;
+  // (Run: this file's, not testing::Test's)
+  report.runs = {rpma_sim::Run("malloc", 1, "nonzero"),
+                 rpma_sim::Run("malloc", 1, "crashed", true)};
+  report.runs[0].seed = 7;
+  report.runs[1].seed = 8;
+  absl::StatusOr<SweepReport> back = ParseReport(ReportJson(report));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->seeds, 2u);
+  ASSERT_EQ(back->runs.size(), 2u);
+  EXPECT_EQ(back->runs[0].seed, std::optional<uint64_t>(7));
+  EXPECT_EQ(back->runs[1].seed, std::optional<uint64_t>(8));
+  EXPECT_EQ(ReportJson(*back), ReportJson(report));
+}
+
+// One fault run under two seeds is two runs, not an overlap; shards of different --seeds are
+// different sweeps.
+TEST(MergeReports, ARunUnderSeveralSeeds) {
+  std::vector<SweepReport> shards = Shards(2);
+  for (SweepReport& s : shards) {
+    s.seeds = 2;
+    std::vector<ReportRun> seeded;
+    for (const ReportRun& r : s.runs) {
+      for (uint64_t seed : {8u, 7u}) {
+        seeded.push_back(r);
+        seeded.back().seed = seed;
+      }
+    }
+    s.runs = seeded;
+  }
+  std::vector<std::string> warnings;
+  absl::StatusOr<SweepReport> merged = MergeReports(shards, Names(2), &warnings);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  ASSERT_EQ(merged->runs.size(), 10u);
+  EXPECT_EQ(merged->runs[0].spec, "ibv_post_send:fail=EIO:nth=1");
+  EXPECT_EQ(merged->runs[0].seed, std::optional<uint64_t>(7));
+  EXPECT_EQ(merged->runs[1].seed, std::optional<uint64_t>(8));
+  shards[1].seeds = 3;
+  absl::StatusOr<SweepReport> refused = MergeReports(shards, Names(2), &warnings);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("--seeds 2 and 3"));
+}
+
 TEST(ParseReport, NamesTheMissingOrMistypedMember) {
   const std::string good = ReportJson(Whole());
   auto broken = [&](const std::string& from, const std::string& to) {
@@ -241,6 +289,8 @@ TEST(ReportJunit, ACasePerRunFailedWhenItFailsTheSweep) {
   for (size_t i : {0u, 1u, 3u, 4u, 5u}) EXPECT_FALSE(suite.cases[i].failed) << i;
   report.runs[0].prog = "server";
   EXPECT_EQ(ReportJunit(report).cases[1].name, "server:ibv_post_send hit 1");
+  report.runs[0].seed = 42;  // --seeds: one name per seed
+  EXPECT_EQ(ReportJunit(report).cases[1].name, "server:ibv_post_send hit 1 seed 42");
 }
 
 }  // namespace

@@ -140,6 +140,7 @@ struct RunRecord {
   std::string spec;  // "" for the clean run (no RPMA_SIM_FAULTS)
   SweepKind kind = SweepKind::kFail;
   std::string action;  // the effect injected ("" for the clean run)
+  std::optional<uint64_t> seed;  // --seeds: its own; none: the sweep's
   ChildExit exit;
   uint64_t kept_objects = 0;  // kept by the NIC after injected destroy failures (all processes)
   RunVerdict verdict;
@@ -167,9 +168,11 @@ class Sweeper final {
   // The command (and its replay line) of one run with `faults` (nullopt: none).
   // `run` numbers the run (0: the clean run) for its fabric. `run_dir` (made here) is where its
   // processes record how they end (RPMA_SIM_RUN_DIR).
+  // `seed`: the run's own (--seeds); nullopt: the sweep's.
   ChildCommand Command(const std::optional<std::string>& faults, const std::string& stats,
                        const std::string& output, const std::string& run_dir, size_t run,
-                       std::string* replay) const;
+                       std::string* replay,
+                       const std::optional<uint64_t>& seed = std::nullopt) const;
   // Classifies a finished run from its exit, output, the stats files of its processes and the
   // records in `run_dir` of how each of them ended (removed); keeps the tail of the output of a
   // run that failed or exited non-zero.
@@ -218,7 +221,7 @@ class Sweeper final {
 
 ChildCommand Sweeper::Command(const std::optional<std::string>& faults, const std::string& stats,
                               const std::string& output, const std::string& run_dir, size_t run,
-                              std::string* replay) const {
+                              std::string* replay, const std::optional<uint64_t>& seed) const {
   std::vector<std::string> program = options_.program;
   if (checker_ == LeakChecker::kValgrind) {
     std::vector<std::string> prefixed = ValgrindPrefix();
@@ -226,7 +229,7 @@ ChildCommand Sweeper::Command(const std::optional<std::string>& faults, const st
     program = std::move(prefixed);
   }
   SimConfig config;
-  config.seed = options_.seed;
+  config.seed = seed.has_value() ? seed : options_.seed;
   config.device = options_.device;
   config.execution = options_.execution;
   config.race_detector = options_.race_detector;
@@ -449,6 +452,7 @@ ReportRun Sweeper::ToReportRun(const RunRecord& r) const {
     out.kind = SweepKindName(r.kind);
     out.action = r.action;
   }
+  out.seed = r.seed;
   if (r.exit.exit_code >= 0) out.exit_code = r.exit.exit_code;
   if (r.exit.signal != 0) out.signal = SignalName(r.exit.signal);
   out.class_name = RunClassName(r.verdict.run_class);
@@ -471,6 +475,7 @@ SweepReport Sweeper::MakeReport(const RunRecord& clean, const std::vector<PointH
   report.program = options_.program;
   report.device = DeviceName();
   report.seed = options_.seed;
+  report.seeds = options_.seeds;
   report.jobs = options_.jobs;
   report.timeout_s = absl::ToDoubleSeconds(options_.timeout);
   report.max_runs = options_.max_runs;
@@ -546,10 +551,15 @@ int Sweeper::Run() {
   OrphanCheck orphans(std::min(absl::Seconds(1), options_.timeout / 4));
 
   std::fprintf(out_, "rpma-sim sweep: %s\n", ShellJoin(options_.program).c_str());
-  std::fprintf(out_, "device %s, seed %s, %d at a time, timeout %s per run, leak check: %s%s\n",
-               DeviceName().c_str(),
-               options_.seed.has_value() ? absl::StrCat(*options_.seed).c_str()
-                                         : "(the simulator's default)",
+  std::string seed_text = options_.seed.has_value() ? absl::StrCat("seed ", *options_.seed)
+                                                    : "seed (the simulator's default)";
+  if (options_.seeds > 1) {
+    const uint64_t base = options_.seed.value_or(kSimulatorDefaultSeed);
+    seed_text = absl::StrCat("seeds ", base, " to ", base + options_.seeds - 1,
+                             " (each fault run under each; the clean run under the first)");
+  }
+  std::fprintf(out_, "device %s, %s, %d at a time, timeout %s per run, leak check: %s%s\n",
+               DeviceName().c_str(), seed_text.c_str(),
                options_.jobs, absl::FormatDuration(options_.timeout).c_str(),
                checker_ == LeakChecker::kAsan ? "LeakSanitizer (the program has ASan)"
                : checker_ == LeakChecker::kAsanProcesses
@@ -683,11 +693,15 @@ int Sweeper::Run() {
   }
 
   // 2. One run per hit to fail (bounded by --max-runs), then this shard's part of them.
-  std::vector<PlannedRun> plan = PlanSweep(swept, options_.kinds, DeviceName(), options_.max_runs);
+  // With --seeds, each of them once per seed.
+  std::vector<PlannedRun> plan =
+      WithSeeds(PlanSweep(swept, options_.kinds, DeviceName(), options_.max_runs),
+                options_.seed.value_or(kSimulatorDefaultSeed), options_.seeds);
   const uint64_t plan_runs = plan.size();
   uint64_t possible = 0;
   for (const PointHits& p : swept) {
-    possible += p.hits * EffectsAt(p.point, !p.prog.empty(), options_.kinds, DeviceName()).size();
+    possible += p.hits * EffectsAt(p.point, !p.prog.empty(), options_.kinds, DeviceName()).size() *
+                std::max<uint64_t>(options_.seeds, 1);
   }
   std::fprintf(out_, "%zu points hit (%llu hits); %zu runs",
                swept.size() + not_swept.size() + without_kinds,
@@ -717,12 +731,14 @@ int Sweeper::Run() {
     runs[i].spec = plan[i].spec;
     runs[i].kind = plan[i].kind;
     runs[i].action = plan[i].action;
+    runs[i].seed = plan[i].seed;
     outputs.push_back(absl::StrCat(scratch.path(), "/run-", i, ".log"));
     // Its stats files say what the NIC kept (the hit counts were the clean run's business).
     const std::string stats = absl::StrCat(scratch.path(), "/run-", i, ".stats.%p.txt");
     run_dirs.push_back(RunDir(i + 1));
     commands.push_back(
-        Command(plan[i].spec, stats, outputs.back(), run_dirs.back(), i + 1, &runs[i].replay));
+        Command(plan[i].spec, stats, outputs.back(), run_dirs.back(), i + 1, &runs[i].replay,
+                plan[i].seed));
   }
   ClassCounts counts{};
   size_t done = 0;

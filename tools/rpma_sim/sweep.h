@@ -26,6 +26,9 @@ namespace softrpma::rpma_sim {
 struct SweepOptions {
   std::vector<std::string> program;  // argv of the program under test; REQUIRES: not empty
   std::optional<uint64_t> seed;      // RPMA_SIM_SEED of every run; none: the simulator's default
+  // Each fault run under this many seeds: seed, seed + 1, ... (seed: the one above, else the
+  // simulator's default); the clean run under the first. 1 <= seeds <= kMaxSeeds.
+  uint64_t seeds = 1;
   std::string device;
   std::string execution;      // RPMA_SIM_EXECUTION of every run; "": the default (async)
   bool race_detector = true;  // RPMA_SIM_RACE_DETECTOR of every run                // RPMA_SIM_DEVICE of every run; "": the simulator's default

@@ -215,10 +215,24 @@ std::vector<PlannedRun> PlanSweep(const std::vector<PointHits>& points,
     for (const auto& [nth, unused, effect] : chosen) {
       runs.push_back(PlannedRun{p.point, p.prog, nth,
                                 SweepFaultSpec(p.point, effect->action, nth, p.prog),
-                                effect->kind, effect->action});
+                                effect->kind, effect->action, std::nullopt});
     }
   }
   return runs;
+}
+
+std::vector<PlannedRun> WithSeeds(const std::vector<PlannedRun>& plan, uint64_t base,
+                                  uint64_t seeds) {
+  if (seeds <= 1) return plan;
+  std::vector<PlannedRun> out;
+  out.reserve(plan.size() * seeds);
+  for (const PlannedRun& run : plan) {
+    for (uint64_t k = 0; k < seeds; ++k) {
+      out.push_back(run);
+      out.back().seed = base + k;
+    }
+  }
+  return out;
 }
 
 }  // namespace softrpma::rpma_sim

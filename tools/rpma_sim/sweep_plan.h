@@ -11,6 +11,7 @@
 #define SOFTRPMA_TOOLS_RPMA_SIM_SWEEP_PLAN_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,7 +83,20 @@ struct PlannedRun {
   std::string spec;  // SweepFaultSpec(point, action, nth, prog)
   SweepKind kind = SweepKind::kFail;
   std::string action;  // the effect injected, e.g. "fail=EIO" (sweep_kinds.h)
+  std::optional<uint64_t> seed;  // --seeds: this run's RPMA_SIM_SEED; none: the sweep's
 };
+
+// The simulator's seed when RPMA_SIM_SEED is not set (simverbs/sim/sched/sched.h,
+// kDefaultSeed; sweep_plan_test checks that they agree).
+inline constexpr uint64_t kSimulatorDefaultSeed = 0x736f667472706d61ULL;
+// The most seeds --seeds may ask for.
+inline constexpr uint64_t kMaxSeeds = 1000;
+
+// `plan` under `seeds` seeds: each run once per seed `base`, base + 1, ... (wrapping), a run's
+// seeds one after the other, in the plan's order. seeds <= 1: `plan` itself, no run naming a
+// seed (the sweep's own, or the simulator's default, is every run's).
+std::vector<PlannedRun> WithSeeds(const std::vector<PlannedRun>& plan, uint64_t base,
+                                  uint64_t seeds);
 
 // The runs for `points` (each to be swept: hits > 0 and able to fail) with every effect of
 // `kinds` there on `device` (EffectsAt), point by point in the given order, then hit numbers

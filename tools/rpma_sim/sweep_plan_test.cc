@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "simverbs/sim/sched/sched.h"
 
 namespace softrpma::rpma_sim {
 namespace {
@@ -345,6 +346,30 @@ TEST(MergeProcessStats, ABadFileIsNamed) {
   EXPECT_EQ(merged.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StartsWith(merged.status().message(), "process 2 of 2: stats line 1"))
       << merged.status();
+}
+
+TEST(WithSeeds, EachRunOncePerSeed_ARunsSeedsTogether) {
+  const std::vector<PlannedRun> plan = PlanSweep({{"ibv_post_send", 2, ""}}, 0);
+  ASSERT_EQ(plan.size(), 2u);
+  const std::vector<PlannedRun> seeded = WithSeeds(plan, 40, 3);
+  ASSERT_EQ(seeded.size(), 6u);
+  for (size_t i = 0; i < seeded.size(); ++i) {
+    EXPECT_EQ(seeded[i].spec, plan[i / 3].spec) << i;
+    EXPECT_EQ(seeded[i].seed, std::optional<uint64_t>(40 + i % 3)) << i;
+  }
+}
+
+TEST(WithSeeds, OneSeedIsThePlanItself) {
+  const std::vector<PlannedRun> plan = PlanSweep({{"malloc", 2, ""}}, 0);
+  for (uint64_t seeds : {0u, 1u}) {
+    const std::vector<PlannedRun> same = WithSeeds(plan, 40, seeds);
+    ASSERT_EQ(same.size(), plan.size());
+    for (const PlannedRun& run : same) EXPECT_FALSE(run.seed.has_value());
+  }
+}
+
+TEST(WithSeeds, TheDefaultBaseIsTheSimulatorsDefaultSeed) {
+  EXPECT_EQ(kSimulatorDefaultSeed, sim::kDefaultSeed);
 }
 
 }  // namespace

@@ -167,6 +167,26 @@ else
 fi
 expect_in "demo: the allocation of the PD is failed" "$runs" "ibv_alloc_pd 1 nonzero 1 None"
 
+# --- --seeds: each fault run under each seed, the seed in its replay line, report and JUnit ---
+run "$rpma_sim" sweep --seed=40 --seeds=3 --points=ibv_alloc_pd --kinds=fail \
+  --report="$work/seeds.json" --junit="$work/seeds.xml" -- "$demo" --once
+echo "$out"
+expect_status "seeds: exit 0" 0 "$status"
+expect_in "seeds: the header says which" "$out" "seeds 40 to 42 (each fault run under each"
+expect_in "seeds: three runs of the one hit" "$out" "sweep passed: 3 runs"
+seeded="$(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(r["seeds"], " ".join("%d:%d" % (x["nth"], x["seed"]) for x in r["runs"]))
+print("\n".join(x["replay"] for x in r["runs"]))
+' "$work/seeds.json")"
+expect_in "seeds: the report's runs and seeds" "$seeded" "3 1:40 1:41 1:42"
+expect_in "seeds: a replay line names its seed" "$seeded" "run --seed=41 --faults='ibv_alloc_pd:fail=EIO:nth=1'"
+expect_in "seeds: a JUnit case per seed" "$(cat "$work/seeds.xml")" 'name="ibv_alloc_pd hit 1 seed 42"'
+run "$rpma_sim" sweep --seeds=0 -- "$demo" --once
+expect_status "seeds: 0 is a usage error" 2 "$status"
+expect_in "seeds: 0 says the range" "$err" "--seeds needs a number from 1 to 1000"
+
 # --- A program that fails without any fault: no sweep (every run would be "nonzero") ---
 run "$rpma_sim" sweep --report="$work/fail.json" -- "$victim" fail
 echo "$out"

@@ -26,8 +26,14 @@
 #include "tools/rpma_sim/shard.h"
 #include "tools/rpma_sim/sim_checks.h"
 #include "tools/rpma_sim/sweep.h"
+#include "tools/rpma_sim/sweep_plan.h"
 
 ABSL_FLAG(int32_t, j, 2, "runs at once");
+ABSL_FLAG(uint64_t, seeds, 1,
+          "run each fault run under this many seeds: S, S+1, ... (S: --seed, else the simulator's "
+          "default), as a NIC's timing differs from run to run; the clean run uses S. Each run's "
+          "seed is in its replay line, the report and its JUnit name. --max-runs bounds the runs "
+          "of one seed");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10),
           "per run (e.g. 10s, 500ms, 2m): a run still going then is killed with its process "
           "group and counts as hung");
@@ -108,6 +114,10 @@ int Sweep(const CommandLine& line, const char* argv0) {
   options.execution = *execution;
   options.race_detector = absl::GetFlag(FLAGS_races);
   if (line.given.contains("seed")) options.seed = absl::GetFlag(FLAGS_seed);
+  options.seeds = absl::GetFlag(FLAGS_seeds);
+  if (options.seeds < 1 || options.seeds > kMaxSeeds) {
+    return Usage(absl::StrCat("--seeds needs a number from 1 to ", kMaxSeeds));
+  }
   options.jobs = absl::GetFlag(FLAGS_j);
   if (options.jobs < 1) return Usage("-j needs a number >= 1");
   options.timeout = absl::GetFlag(FLAGS_timeout);
@@ -188,13 +198,14 @@ int Sweep(const CommandLine& line, const char* argv0) {
 const Command& SweepCommand() {
   static const Command command{
       {"sweep",
-       {"seed", "j", "timeout", "max_runs", "points", "kinds", "report", "junit", "shard", "leaks",
-        "keep_traces", "kill_orphans", "lib",
+       {"seed", "j", "timeout", "max_runs", "seeds", "points", "kinds", "report", "junit",
+        "shard", "leaks", "keep_traces", "kill_orphans", "lib",
         "verbs_lib", "upstream_librpma", "upstream_lib", "device", "execution", "races"},
        true,
        0,
        0},
-      "rpma-sim sweep [--device=D,...] [--seed=S] [-j N] [--timeout=T] [--max-runs=M]\n"
+      "rpma-sim sweep [--device=D,...] [--seed=S] [--seeds=N] [-j N] [--timeout=T]\n"
+      "               [--max-runs=M]\n"
       "               [--points=P,...] [--kinds=fail,wc,conn,kill] [--report=FILE]\n"
       "               [--junit=FILE] [--shard=K/N] [--leaks] [--keep-traces=DIR]\n"
       "               [--kill-orphans=false]\n"
