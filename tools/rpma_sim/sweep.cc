@@ -701,7 +701,7 @@ int Sweeper::Run() {
   uint64_t possible = 0;
   for (const PointHits& p : swept) {
     possible += p.hits * EffectsAt(p.point, !p.prog.empty(), options_.kinds, DeviceName()).size() *
-                std::max<uint64_t>(options_.seeds, 1);
+                options_.seeds;
   }
   std::fprintf(out_, "%zu points hit (%llu hits); %zu runs",
                swept.size() + not_swept.size() + without_kinds,

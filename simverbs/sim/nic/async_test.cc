@@ -289,7 +289,10 @@ TEST_F(AsyncTest, BlockedReceiver_WokenBySendPostedAfterItSlept) {
 }
 
 // Whether the thread *tid (once it has stored it) is asleep in poll(2) or read(2), within a
-// bound for a hang (Linux: /proc's view of the system call a thread is in).
+// bound for a hang (Linux: /proc's view of the system call a thread is in). Not the channel's
+// SignalFd::waiters(), as cq_test's cancelled sleeper is found: ThreadSanitizer loses the lock
+// of a thread cancelled inside poll(2), and reports the count's update on its way out as a race
+// with the reader (seen in CancelledSleeper_ItsConnectionIsServedAgain).
 bool Asleep(const std::atomic<pid_t>* tid) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < deadline) {
