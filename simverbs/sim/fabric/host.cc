@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <semaphore.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -35,8 +36,10 @@ namespace softrpma::sim::host {
 // The fabric's view of a connection, for the code in this file only.
 struct Conn::Internal {
   static void SetHandler(Conn* conn, std::shared_ptr<Handler> handler);
-  static void Drive(const std::shared_ptr<Conn>& conn);
-  static void ReadLocked(const std::shared_ptr<Conn>& conn);
+  // `busy`: a busy poller's drive (Progress), which reads only the ring of a connection on
+  // rings: it leaves the socket (bells, the end) to the others and never arms the ring.
+  static void Drive(const std::shared_ptr<Conn>& conn, bool busy = false);
+  static void ReadLocked(const std::shared_ptr<Conn>& conn, bool busy);
   static bool PollerActive(const Conn& conn);
   // The fabric thread, on news for `conn`: true when a sleeper watches it and has it now (the
   // connection stays disarmed until the last Unwatch). Never with bytes queued to send: those
@@ -49,8 +52,42 @@ struct Conn::Internal {
   static bool ExpireHandshake(const std::shared_ptr<Conn>& conn);
   static bool DrainedPending(const Conn& conn) { return conn.drained_pending_.load(); }
   static int Fd(const Conn& conn) { return conn.fd_; }
+  static bool IsCarrierMessage(const wire::Header& header) {
+    const auto type = static_cast<wire::Type>(header.type);
+    return type == wire::Type::kShmRing || type == wire::Type::kShmSwitch;
+  }
   // Nothing of it in flight: no byte unread in its socket or queued to send.
   static bool Idle(Conn* conn);
+
+  // THE SHARED-MEMORY RINGS (host.h).
+  // Makes this side's ring and sends the offer (kShmRing with the memfd); `switched`: this
+  // side's later messages go to the ring (the listener's answer). False when none was made
+  // or sent (the connection stays on its socket).
+  static bool OfferLocked(Conn* conn, bool switched) ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_);
+  static void OfferFirst(Conn* conn) ABSL_LOCKS_EXCLUDED(conn->mu_) {
+    softrpma::MutexLock lock(&conn->mu_);
+    OfferLocked(conn, /*switched=*/false);
+  }
+  // Queues the switch after what the socket still has to take (OutMode::kSwitching).
+  static void SwitchOutLocked(Conn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_);
+  // Sends `iov` (a message) on the current medium, queueing what it does not take.
+  static void SendLocked(Conn* conn, const iovec* iov, int count)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_);
+  static void QueueLocked(Conn* conn, const iovec* iov, int count, size_t skip)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_);
+  // The peer wrote a counter of our ring it cannot have written: the connection ends.
+  static void BreakRingLocked(Conn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_);
+  // Writes out_ into the ring while it takes bytes; rings the peer when it sleeps.
+  static void FlushRingLocked(Conn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_);
+  // One byte into the socket: the peer has news in a ring (bytes, or room). Only on rings.
+  static void BellLocked(Conn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_);
+  // recv(2) that keeps a descriptor the peer passed (in_fd_; a second one ends the
+  // connection: returns -1 with errno EPROTO).
+  static ssize_t ReceiveLocked(Conn* conn, void* into, size_t want);
+  // Reads the bells in the socket. False when the socket ended (the peer closed or died).
+  static bool DrainBellsLocked(Conn* conn);
+  // A kShmRing or kShmSwitch read whole (in_header_, in_body_). False: it ends the connection.
+  static bool TakeCarrierMessageLocked(Conn* conn);
 };
 
 // Threads inside Conn::Internal::Drive (reading, or in a handler), and how many times one
@@ -79,6 +116,23 @@ constexpr size_t kMaxFabricName = 40;
 constexpr size_t kBodyChunkBytes = size_t{1} << 20;
 
 std::atomic<bool> g_cma_enabled{true};
+std::atomic<bool> g_shm_enabled{true};
+
+// A descriptor that is always readable: what Watch returns when the news is already there.
+int ReadyFd() {
+  static const int fd = eventfd(1, EFD_CLOEXEC);
+  return fd;
+}
+
+void ReportCorruptRing(pid_t peer_pid) {
+  static std::atomic<bool> reported{false};
+  if (reported.exchange(true)) return;
+  std::fprintf(stderr,
+               "softrpma: fabric: the shared-memory ring of a connection with process %d holds a "
+               "counter that process cannot have written; its connection is ended (later ones "
+               "are not reported)\n",
+               static_cast<int>(peer_pid));
+}
 
 softrpma::Mutex g_name_mu;
 std::string* g_name ABSL_GUARDED_BY(g_name_mu) = nullptr;
@@ -235,6 +289,12 @@ int GetFabric(Fabric** out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
   auto* fabric = new (std::nothrow) Fabric();
   if (fabric == nullptr) return ENOMEM;
   fabric->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  if (ReadyFd() < 0) {  // made once, for every fabric of the process (a fork child's too)
+    const int err = errno;
+    if (fabric->epoll_fd >= 0) close(fabric->epoll_fd);
+    delete fabric;
+    return err;
+  }
   fabric->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   epoll_event timer_event{};
   timer_event.events = EPOLLIN;
@@ -613,6 +673,12 @@ absl::Status ConfigureFabric() {
         absl::StrCat(kCmaEnvVar, ": bad value \"", cma, "\": expected 0 (off) or 1 (on, the default)"));
   }
   g_cma_enabled.store(cma == nullptr || std::strcmp(cma, "0") != 0);
+  const char* shm = std::getenv(kShmEnvVar);
+  if (shm != nullptr && *shm != '\0' && std::strcmp(shm, "0") != 0 && std::strcmp(shm, "1") != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kShmEnvVar, ": bad value \"", shm, "\": expected 0 (off) or 1 (on, the default)"));
+  }
+  g_shm_enabled.store(shm == nullptr || std::strcmp(shm, "0") != 0);
   const char* value = std::getenv(kFabricEnvVar);
   std::string name;
   if (value == nullptr || *value == '\0') {
@@ -650,6 +716,7 @@ Conn::Conn(int fd, uint64_t token, pid_t peer_pid, uid_t peer_uid)
 
 Conn::~Conn() {
   if (generation_ == g_generation.load(std::memory_order_acquire)) close(fd_);
+  if (in_fd_ >= 0) close(in_fd_);
 }
 
 int Conn::Send(const wire::Header& header, const iovec* body, int iovcnt) {
@@ -659,52 +726,71 @@ int Conn::Send(const wire::Header& header, const iovec* body, int iovcnt) {
   // socket of the child's) is never written: the child's backstop may still find the parent's
   // deferred WRs (nic/progress.cc, DeferredLinks).
   if (generation_ != g_generation.load(std::memory_order_acquire)) return 0;
-  size_t total = sizeof(header);
-  for (int i = 0; i < iovcnt; ++i) total += body[i].iov_len;
+  iovec iov[1 + 64];
+  int count = 0;
+  iov[count++] = iovec{const_cast<wire::Header*>(&header), sizeof(header)};
+  for (int i = 0; i < iovcnt && count < 65; ++i) iov[count++] = body[i];
+  Internal::SendLocked(this, iov, count);
+  return 0;
+}
+
+void Conn::Internal::SendLocked(Conn* conn, const iovec* iov, int count) {
+  size_t total = 0;
+  for (int i = 0; i < count; ++i) total += iov[i].iov_len;
   size_t sent = 0;
-  if (out_offset_ == out_.size()) {
-    iovec iov[1 + 64];
-    int count = 0;
-    iov[count++] = iovec{const_cast<wire::Header*>(&header), sizeof(header)};
-    for (int i = 0; i < iovcnt && count < 65; ++i) iov[count++] = body[i];
-    msghdr msg;
-    std::memset(&msg, 0, sizeof(msg));
-    msg.msg_iov = iov;
-    msg.msg_iovlen = count;
-    while (true) {
-      const ssize_t n = sendmsg(fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n >= 0) {
-        sent = static_cast<size_t>(n);
-        break;
+  if (conn->out_offset_ == conn->out_.size()) {
+    if (conn->out_mode_ == OutMode::kRing) {
+      const ssize_t n = conn->out_ring_->Write(iov, count, 0);
+      if (n < 0) return BreakRingLocked(conn);
+      if (n > 0 && conn->out_ring_->TakeBellRequest()) BellLocked(conn);
+      sent = static_cast<size_t>(n);
+    } else {
+      msghdr msg;
+      std::memset(&msg, 0, sizeof(msg));
+      msg.msg_iov = const_cast<iovec*>(iov);
+      msg.msg_iovlen = count;
+      while (true) {
+        const ssize_t n = sendmsg(conn->fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n >= 0) {
+          sent = static_cast<size_t>(n);
+          break;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        conn->broken_ = true;  // the peer is gone; the fabric thread will see the end
+        return;
       }
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      broken_ = true;  // the peer is gone; the fabric thread will see the end
-      return 0;
     }
-    if (sent == total) return 0;
-    out_.clear();
-    out_offset_ = 0;
+    if (sent == total) return;
+    conn->out_.clear();
+    conn->out_offset_ = 0;
   }
-  // Queue what the socket did not take.
-  size_t skip = sent;
-  auto append = [&](const void* data, size_t length) {
-    const uint8_t* bytes = static_cast<const uint8_t*>(data);
+  QueueLocked(conn, iov, count, sent);
+}
+
+void Conn::Internal::QueueLocked(Conn* conn, const iovec* iov, int count, size_t skip) {
+  for (int i = 0; i < count; ++i) {
+    const uint8_t* bytes = static_cast<const uint8_t*>(iov[i].iov_base);
+    const size_t length = iov[i].iov_len;
     if (skip >= length) {
       skip -= length;
-      return;
+      continue;
     }
-    out_.insert(out_.end(), bytes + skip, bytes + length);
+    conn->out_.insert(conn->out_.end(), bytes + skip, bytes + length);
     skip = 0;
-  };
-  append(&header, sizeof(header));
-  for (int i = 0; i < iovcnt; ++i) append(body[i].iov_base, body[i].iov_len);
-  if (out_.size() - out_offset_ > kBacklogBytes) over_backlog_ = true;
-  if (!want_writable_) {
-    want_writable_ = true;
-    SetWritableInterest(fd_, token_, true);
   }
-  return 0;
+  if (conn->out_.size() - conn->out_offset_ > kBacklogBytes) conn->over_backlog_ = true;
+  if (conn->out_mode_ == OutMode::kRing) {
+    // The fabric thread writes the rest when the peer rings for room; a busy poller's
+    // Progress writes it meanwhile.
+    conn->ring_queued_.store(true, std::memory_order_relaxed);
+    if (conn->out_ring_->WaitForRoom()) FlushRingLocked(conn);
+    return;
+  }
+  if (!conn->want_writable_) {
+    conn->want_writable_ = true;
+    SetWritableInterest(conn->fd_, conn->token_, true);
+  }
 }
 
 size_t Conn::QueuedBytes() {
@@ -724,7 +810,13 @@ void Conn::Close() {
   // `handler` is released here, outside the lock.
 }
 
+bool Conn::OnRings() {
+  softrpma::MutexLock lock(&mu_);
+  return out_mode_ == OutMode::kRing && in_ring_live_.load(std::memory_order_acquire) != nullptr;
+}
+
 void Conn::Shutdown() {
+  cut_.store(true);
   if (generation_ == g_generation.load(std::memory_order_acquire)) shutdown(fd_, SHUT_RDWR);
 }
 
@@ -737,6 +829,7 @@ void Conn::Internal::SetHandler(Conn* conn, std::shared_ptr<Handler> handler) {
 
 void Conn::Internal::Flush(Conn* conn) {
   softrpma::MutexLock lock(&conn->mu_);
+  if (conn->out_mode_ == OutMode::kRing) return FlushRingLocked(conn);
   while (conn->out_offset_ < conn->out_.size() && !conn->broken_) {
     const ssize_t n = send(conn->fd_, conn->out_.data() + conn->out_offset_,
                            conn->out_.size() - conn->out_offset_, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -764,7 +857,125 @@ void Conn::Internal::Flush(Conn* conn) {
     conn->want_writable_ = false;
     SetWritableInterest(conn->fd_, conn->token_, false);
   }
+  // The socket took the switch and what came before it: the ring's turn.
+  if (conn->out_mode_ == OutMode::kSwitching && !conn->broken_) {
+    conn->out_mode_ = OutMode::kRing;
+    if (conn->bell_owed_) {
+      conn->bell_owed_ = false;
+      BellLocked(conn);
+    }
+  }
   if (conn->closing_) shutdown(conn->fd_, SHUT_RDWR);
+}
+
+void Conn::Internal::FlushRingLocked(Conn* conn) {
+  while (conn->out_offset_ < conn->out_.size() && !conn->broken_) {
+    const iovec iov{conn->out_.data() + conn->out_offset_, conn->out_.size() - conn->out_offset_};
+    const ssize_t n = conn->out_ring_->Write(&iov, 1, 0);
+    if (n < 0) return BreakRingLocked(conn);
+    if (n > 0) {
+      conn->out_offset_ += static_cast<size_t>(n);
+      if (conn->out_ring_->TakeBellRequest()) BellLocked(conn);
+      continue;
+    }
+    if (!conn->out_ring_->WaitForRoom()) {  // full: the peer rings when it made room
+      if (conn->over_backlog_ && conn->out_.size() - conn->out_offset_ < kBacklogBytes) {
+        conn->over_backlog_ = false;
+        conn->drained_pending_.store(true);
+      }
+      return;
+    }
+  }
+  conn->out_.clear();
+  conn->out_offset_ = 0;
+  conn->ring_queued_.store(false, std::memory_order_relaxed);
+  if (conn->over_backlog_) {
+    conn->over_backlog_ = false;
+    if (!conn->broken_) conn->drained_pending_.store(true);
+  }
+  if (conn->closing_) shutdown(conn->fd_, SHUT_RDWR);
+}
+
+void Conn::Internal::BellLocked(Conn* conn) {
+  if (conn->out_mode_ != OutMode::kRing) {  // the socket still carries messages: later
+    conn->bell_owed_ = true;
+    return;
+  }
+  const uint8_t bell = 0;
+  while (send(conn->fd_, &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+    if (errno == EINTR) continue;
+    // Full of bells already: the peer has wake-ups enough.
+    if (errno != EAGAIN && errno != EWOULDBLOCK) conn->broken_ = true;
+    return;
+  }
+}
+
+void Conn::Internal::BreakRingLocked(Conn* conn) {
+  ReportCorruptRing(conn->peer_pid_);
+  conn->broken_ = true;
+  conn->ring_queued_.store(false, std::memory_order_relaxed);
+  shutdown(conn->fd_, SHUT_RDWR);  // the fabric thread finds the end and tells the handler
+}
+
+bool Conn::Internal::OfferLocked(Conn* conn, bool switched) {
+  if (!g_shm_enabled.load() || conn->out_ring_ != nullptr ||
+      conn->out_mode_ != OutMode::kSocket || conn->out_offset_ != conn->out_.size() ||
+      conn->closing_ || conn->broken_) {
+    return false;
+  }
+  int memfd = -1;
+  std::unique_ptr<shm::Ring> ring = shm::Ring::Create(shm::Ring::kDefaultCapacityLog2, &memfd);
+  if (ring == nullptr) return false;  // (EMFILE, ENOMEM): this connection stays on its socket
+  wire::Header header = wire::MakeHeader(wire::Type::kShmRing);
+  header.body_len = sizeof(wire::ShmRingBody);
+  wire::ShmRingBody body;
+  std::memset(&body, 0, sizeof(body));
+  body.version = wire::kShmRingVersion;
+  body.capacity_log2 = shm::Ring::kDefaultCapacityLog2;
+  body.switched = switched ? 1 : 0;
+  iovec iov[2] = {{&header, sizeof(header)}, {&body, sizeof(body)}};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  std::memset(control, 0, sizeof(control));
+  msghdr msg;
+  std::memset(&msg, 0, sizeof(msg));
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cmsg), &memfd, sizeof(int));
+  ssize_t n;
+  do {
+    n = sendmsg(conn->fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  close(memfd);  // the peer has its own copy (the descriptor went with the first byte)
+  if (n < 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK) conn->broken_ = true;
+    return false;
+  }
+  conn->out_ring_ = std::move(ring);
+  if (static_cast<size_t>(n) < sizeof(header) + sizeof(body)) {
+    conn->out_.clear();
+    conn->out_offset_ = 0;
+    QueueLocked(conn, iov, 2, static_cast<size_t>(n));
+  }
+  if (switched) {
+    conn->out_mode_ =
+        conn->out_offset_ == conn->out_.size() ? OutMode::kRing : OutMode::kSwitching;
+  }
+  return true;
+}
+
+void Conn::Internal::SwitchOutLocked(Conn* conn) {
+  wire::Header header = wire::MakeHeader(wire::Type::kShmSwitch);
+  const iovec iov{&header, sizeof(header)};
+  SendLocked(conn, &iov, 1);  // on the socket, after what it has still to take
+  if (conn->broken_) return;
+  conn->out_mode_ =
+      conn->out_offset_ == conn->out_.size() ? OutMode::kRing : OutMode::kSwitching;
 }
 
 void Conn::Internal::End(const std::shared_ptr<Conn>& conn) {
@@ -805,7 +1016,13 @@ bool Conn::Internal::ExpireHandshake(const std::shared_ptr<Conn>& conn) {
 
 void Conn::Progress() {
   last_poll_ns_.store(NowNs(), std::memory_order_relaxed);
-  Internal::Drive(shared_from_this());
+  // On rings, a poll that finds nothing is memory loads: no system call, no lock.
+  if (shm::Ring* ring = in_ring_live_.load(std::memory_order_acquire);
+      ring != nullptr && ring->Empty() && !ring_queued_.load(std::memory_order_relaxed) &&
+      !drive_pending_.load(std::memory_order_relaxed)) {
+    return;
+  }
+  Internal::Drive(shared_from_this(), /*busy=*/true);
 }
 
 int Conn::Watch() {
@@ -814,6 +1031,12 @@ int Conn::Watch() {
     return -1;
   }
   watchers_.fetch_add(1, std::memory_order_seq_cst);
+  // On rings the peer rings the socket only for an armed ring; news already there must not
+  // wait for a bell that will not come.
+  if (shm::Ring* ring = in_ring_live_.load(std::memory_order_acquire);
+      ring != nullptr && !ring->Arm()) {
+    return ReadyFd();
+  }
   return fd_;
 }
 
@@ -854,8 +1077,9 @@ void Conn::Settle() {
     queued = out_offset_ < out_.size();
   }
   if (queued) Internal::Flush(this);
+  drain_pending_.store(false, std::memory_order_seq_cst);
   Internal::NotifyDrainedLocked(this);
-  Internal::ReadLocked(self);
+  Internal::ReadLocked(self, /*busy=*/false);
   read_mu_.Unlock();
   if (drive_pending_.load(std::memory_order_seq_cst)) Internal::Drive(self);
 }
@@ -877,15 +1101,20 @@ bool Conn::Internal::Idle(Conn* conn) {
   // Readable: bytes unread, or its end (EOF / hang-up) not taken yet by the fabric thread.
   pollfd pfd{conn->fd_, POLLIN | POLLRDHUP, 0};
   if (poll(&pfd, 1, 0) > 0 && pfd.revents != 0) return false;
+  if (shm::Ring* ring = conn->in_ring_live_.load(std::memory_order_acquire);
+      ring != nullptr && !ring->Empty()) {
+    return false;
+  }
   return conn->QueuedBytes() == 0;
 }
 
-void Conn::Internal::Drive(const std::shared_ptr<Conn>& conn) {
+void Conn::Internal::Drive(const std::shared_ptr<Conn>& conn, bool busy) {
   g_readers.fetch_add(1, std::memory_order_seq_cst);
   g_drives.fetch_add(1, std::memory_order_seq_cst);
   struct Leave {
     ~Leave() { g_readers.fetch_sub(1, std::memory_order_seq_cst); }
   } leave;
+  if (!busy) conn->drain_pending_.store(true, std::memory_order_seq_cst);
   conn->drive_pending_.store(true, std::memory_order_seq_cst);
   while (conn->drive_pending_.load(std::memory_order_seq_cst)) {
     if (!conn->read_mu_.TryLock()) return;  // its holder looks again after letting go
@@ -896,15 +1125,20 @@ void Conn::Internal::Drive(const std::shared_ptr<Conn>& conn) {
       queued = conn->out_offset_ < conn->out_.size();
     }
     if (queued) Flush(conn.get());
+    // Whoever holds the read lock reads as the most thorough driver that came asked.
+    const bool drain = conn->drain_pending_.exchange(false, std::memory_order_seq_cst);
     NotifyDrainedLocked(conn.get());
-    ReadLocked(conn);
+    ReadLocked(conn, /*busy=*/!drain);
     conn->read_mu_.Unlock();
   }
 }
 
-void Conn::Internal::ReadLocked(const std::shared_ptr<Conn>& conn)
+void Conn::Internal::ReadLocked(const std::shared_ptr<Conn>& conn, bool busy)
     ABSL_NO_THREAD_SAFETY_ANALYSIS {  // REQUIRES: conn->read_mu_ held
   Conn* c = conn.get();
+  // A fork child's copy of its parent's connection: its socket and its rings are the parent's.
+  if (c->generation_ != g_generation.load(std::memory_order_acquire)) return End(conn);
+  bool peer_ended = false;  // on rings: the socket ended; what the ring holds is still read
   while (true) {
     uint8_t* into;
     size_t want;
@@ -927,24 +1161,53 @@ void Conn::Internal::ReadLocked(const std::shared_ptr<Conn>& conn)
       into = c->in_body_.data() + c->in_body_got_;
     }
     if (want > 0) {
-      const ssize_t n = recv(c->fd_, into, want, MSG_DONTWAIT);
-      if (n == 0) return End(conn);  // the peer closed (or died: the kernel closed for it)
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-        return End(conn);
+      ssize_t n;
+      if (shm::Ring* ring = c->in_ring_live_.load(std::memory_order_relaxed); ring != nullptr) {
+        n = ring->Read(into, want);
+        if (n < 0) {
+          ReportCorruptRing(c->peer_pid_);
+          return End(conn);
+        }
+        if (n == 0) {
+          if (peer_ended || c->cut_.load()) return End(conn);
+          if (busy) return;  // the socket and the arming are the sleepers' (host.h)
+          if (!DrainBellsLocked(c)) {
+            peer_ended = true;  // what the peer wrote before it ended comes first
+            continue;
+          }
+          // A bell just read may have been for room in this side's ring: write what waits.
+          if (c->ring_queued_.load(std::memory_order_relaxed)) Flush(c);
+          if (!ring->Arm()) continue;  // a byte came meanwhile
+          return;
+        }
+        if (ring->TakeRoomRequest()) {
+          softrpma::MutexLock lock(&c->mu_);
+          BellLocked(c);
+        }
+      } else {
+        n = ReceiveLocked(c, into, want);
+        if (n == 0) return End(conn);  // the peer closed (or died: the kernel closed for it)
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+          return End(conn);
+        }
       }
       if (in_header) {
         c->in_header_got_ += static_cast<size_t>(n);
         if (c->in_header_got_ < sizeof(wire::Header)) continue;
         if (!wire::ValidateHeader(c->in_header_)) return End(conn);  // untrusted: ends it
-        // Its handler may refuse it before its body is read (and buffered).
+        // Its handler may refuse it before its body is read (and buffered); the carrier's own
+        // messages are never the handler's.
         std::shared_ptr<Handler> handler;
         {
           softrpma::MutexLock lock(&c->mu_);
           handler = c->handler_;
         }
-        if (handler != nullptr && !handler->OnHeader(c->in_header_)) return End(conn);
+        if (!IsCarrierMessage(c->in_header_) && handler != nullptr &&
+            !handler->OnHeader(c->in_header_)) {
+          return End(conn);
+        }
         c->in_body_.clear();
         c->in_body_got_ = 0;
         if (c->in_header_.body_len > 0) continue;
@@ -955,6 +1218,11 @@ void Conn::Internal::ReadLocked(const std::shared_ptr<Conn>& conn)
     }
     // A whole message.
     c->in_header_got_ = 0;
+    if (IsCarrierMessage(c->in_header_)) {
+      if (!TakeCarrierMessageLocked(c)) return End(conn);
+      continue;
+    }
+    if (c->in_fd_ >= 0) return End(conn);  // a descriptor came with a message that has none
     c->got_message_.store(true);
     std::shared_ptr<Handler> handler;
     {
@@ -964,6 +1232,92 @@ void Conn::Internal::ReadLocked(const std::shared_ptr<Conn>& conn)
     }
     if (handler != nullptr) handler->OnMessage(c->in_header_, c->in_body_.data());
   }
+}
+
+ssize_t Conn::Internal::ReceiveLocked(Conn* conn, void* into, size_t want)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // REQUIRES: conn->read_mu_ held
+  iovec iov{into, want};
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))];
+  msghdr msg;
+  std::memset(&msg, 0, sizeof(msg));
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  const ssize_t n = recvmsg(conn->fd_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n < 0 || msg.msg_controllen == 0) return n;
+  // Descriptors the peer passed: one, with an offer (kept until its message is whole); any
+  // other is closed at once, and so is the connection.
+  bool extra = (msg.msg_flags & MSG_CTRUNC) != 0;
+  for (cmsghdr* cmsg = CMSG_FIRSTHDR(&msg); cmsg != nullptr; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+    if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) continue;
+    const size_t fds = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < fds; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
+      if (conn->in_fd_ < 0) {
+        conn->in_fd_ = fd;
+      } else {
+        close(fd);
+        extra = true;
+      }
+    }
+  }
+  if (extra) {
+    errno = EPROTO;
+    return -1;
+  }
+  return n;
+}
+
+bool Conn::Internal::DrainBellsLocked(Conn* conn) {
+  uint8_t bells[64];
+  while (true) {
+    // recv(2) without room for descriptors: the kernel closes any the peer sent with bells.
+    const ssize_t n = recv(conn->fd_, bells, sizeof(bells), MSG_DONTWAIT);
+    if (n > 0) continue;
+    if (n == 0) return false;
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK;
+  }
+}
+
+bool Conn::Internal::TakeCarrierMessageLocked(Conn* conn) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  Conn* c = conn;
+  if (static_cast<wire::Type>(c->in_header_.type) == wire::Type::kShmSwitch) {
+    // The peer's messages are in its ring from here: it must have offered one, once.
+    if (c->in_ring_ == nullptr || c->in_ring_live_.load() != nullptr) return false;
+    c->in_ring_live_.store(c->in_ring_.get(), std::memory_order_release);
+    return true;
+  }
+  struct Closer {
+    int fd;
+    ~Closer() {
+      if (fd >= 0) close(fd);
+    }
+  } offered{c->in_fd_};
+  c->in_fd_ = -1;
+  wire::ShmRingBody body;
+  std::memcpy(&body, c->in_body_.data(), sizeof(body));
+  if (offered.fd < 0 || !wire::ValidateShmRingBody(body) || c->in_ring_ != nullptr) return false;
+  std::unique_ptr<shm::Ring> ring =
+      shm::Ring::Attach(offered.fd, static_cast<int>(body.capacity_log2));
+  if (ring == nullptr) return false;  // not a sealed ring of its size: a hostile peer
+  softrpma::MutexLock lock(&c->mu_);
+  if (body.switched != 0) {
+    // The listener's answer, which only this side's own offer may have: its messages are in
+    // its ring from here, and this side's go to its own after the switch.
+    if (c->out_ring_ == nullptr || c->out_mode_ != OutMode::kSocket) return false;
+    c->in_ring_ = std::move(ring);
+    c->in_ring_live_.store(c->in_ring_.get(), std::memory_order_release);
+    SwitchOutLocked(c);
+    return true;
+  }
+  // The dialer's offer: answered with this side's ring, or not at all (then both directions
+  // stay on the socket: the dialer reads it until an answer that never comes).
+  if (c->out_ring_ != nullptr) return false;  // two offers of a first message: not a dialer's
+  if (OfferLocked(c, /*switched=*/true)) c->in_ring_ = std::move(ring);
+  return true;
 }
 
 // ---- Cross-memory attach -------------------------------------------------------------------
@@ -1165,10 +1519,15 @@ int DialAt(const std::vector<std::string>& names, std::shared_ptr<Conn::Handler>
     auto made = std::make_shared<Conn>(fd, token, cred.pid, cred.uid);
     // Not under g_mu: a connection's mu_ comes first (Send takes g_mu under it).
     Conn::Internal::SetHandler(made.get(), std::move(handler));
-    softrpma::MutexLock lock(&g_mu);
-    // Only a fork child loses its fabric, and this thread is not a child's copy.
-    err = g_fabric != nullptr ? AddWatchLocked(g_fabric, fd, token, Watch{made, nullptr}) : EIO;
+    {
+      softrpma::MutexLock lock(&g_mu);
+      // Only a fork child loses its fabric, and this thread is not a child's copy.
+      err = g_fabric != nullptr ? AddWatchLocked(g_fabric, fd, token, Watch{made, nullptr}) : EIO;
+    }
     if (err != 0) return err;  // `made` closes the socket
+    // The first message of every connection: this side's ring (THE SHARED-MEMORY RINGS),
+    // before the caller can send anything. Without one the connection stays on its socket.
+    Conn::Internal::OfferFirst(made.get());
     *conn = std::move(made);
     return 0;
   }

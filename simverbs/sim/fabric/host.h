@@ -42,6 +42,19 @@
 //     survivor's Handler gets OnClosed at once. A message that fails validation closes the
 //     connection too, and only that connection (as does a header that its handler's OnHeader
 //     refuses, or an accepted connection's handshake timeout).
+//   * THE SHARED-MEMORY RINGS (shm/ring.h). Once both processes of a connection offered one,
+//     its messages travel through a ring per direction in shared memory instead of the socket,
+//     which stays for the setup, the doorbell and the end (a dead peer still ends its
+//     connections at once). The dialer offers its ring first (kShmRing, the memfd passed with
+//     SCM_RIGHTS, before any other message); the listener maps it and answers with its own
+//     (switched: its later messages are in its ring); the dialer then sends kShmSwitch and
+//     moves to its ring too. A listener that cannot or may not (RPMA_SIM_SHM=0, a memfd
+//     refused) does not answer, and both directions stay on the socket, as they do with a
+//     peer that never offers. Busy pollers read a ring with memory loads; a reader about to
+//     sleep arms its ring and the peer then writes one byte (a bell) into the socket, so a
+//     ring message costs a system call only when its reader sleeps. A ring is the peer's
+//     memory: a counter it cannot have written (shm/ring.h) ends the connection, and stderr
+//     says so once.
 //   * fork(): the child closes every socket it inherited from the parent's fabric (so the
 //     parent's listeners and connections stay the parent's alone) and starts a fabric of its
 //     own on first use.
@@ -94,6 +107,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "simverbs/mutex.h"
+#include "simverbs/sim/fabric/shm/ring.h"
 #include "simverbs/sim/fabric/transport.h"
 #include "simverbs/sim/fabric/wire.h"
 
@@ -113,11 +127,14 @@ inline constexpr uint64_t kAcceptBackoffMs = 100;
 // "0" turns cross-memory attach off for this process's connections, both ways (every byte
 // then goes through the socket); "1" or unset: on where the kernel allows it (CanReach).
 inline constexpr char kCmaEnvVar[] = "RPMA_SIM_CMA";
+// "0": this process offers no shared-memory ring, so each of its connections carries every
+// byte through its socket; "1" or unset: rings where both processes offer one (THE MODEL).
+inline constexpr char kShmEnvVar[] = "RPMA_SIM_SHM";
 
 // Sets the fabric's name from RPMA_SIM_FABRIC (1 to 40 characters of [A-Za-z0-9._-]), or the
 // default when it is unset or empty: "uid<uid>", or "uid<uid>-test-<hash of TEST_TMPDIR>"
 // inside a Bazel test (Bazel runs tests side by side; each gets a fabric of its own).
-// Also reads RPMA_SIM_CMA. Errors: InvalidArgument naming the bad value. Call before the
+// Also reads RPMA_SIM_CMA and RPMA_SIM_SHM. Errors: InvalidArgument naming the bad value. Call before the
 // first Listen / Dial.
 absl::Status ConfigureFabric();
 // The fabric's name (the default until ConfigureFabric succeeded).
@@ -190,6 +207,10 @@ class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
   // Progress without the busy-poll stamp: the fabric thread keeps serving the connection.
   void Serve() override ABSL_LOCKS_EXCLUDED(mu_, read_mu_);
 
+  // Whether the connection is on its shared-memory rings both ways (THE SHARED-MEMORY RINGS):
+  // this side writes its messages into its ring and reads the peer's from the peer's.
+  bool OnRings() ABSL_LOCKS_EXCLUDED(mu_);
+
   // WHO IS AT THE OTHER END, as the kernel says (SO_PEERCRED of the socket: for a connection
   // this process accepted, the process that connected; for one it dialed, the process that
   // listened). Never what a message says: a peer's messages that name a process are checked
@@ -237,7 +258,28 @@ class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
   // parked_, so a park is never missed by both (seq_cst).
   std::atomic<int> watchers_{0};
   std::atomic<bool> parked_{false};
+  // THE SHARED-MEMORY RINGS, this side's (it writes) and the peer's (it reads). Messages go
+  // to the socket (kSocket), then, once the switch (kShmRing answered, or kShmSwitch) is
+  // queued, to the socket until it has taken them (kSwitching), then to out_ring_ (kRing):
+  // out_ always holds the next bytes of the current medium.
+  enum class OutMode : uint8_t { kSocket, kSwitching, kRing };
+  std::unique_ptr<shm::Ring> out_ring_ ABSL_GUARDED_BY(mu_);  // offered to the peer
+  OutMode out_mode_ ABSL_GUARDED_BY(mu_) = OutMode::kSocket;
+  bool bell_owed_ ABSL_GUARDED_BY(mu_) = false;  // a room bell asked for while kSwitching
+  // out_ holds bytes for out_ring_: a busy poller's Progress writes them (the fabric thread
+  // leaves a polled connection to its poller).
+  std::atomic<bool> ring_queued_{false};
+  // The peer's ring once its messages come through it; set once, lives as long as this.
+  std::atomic<shm::Ring*> in_ring_live_{nullptr};
+  // Shutdown() was called: at the end the peer's ring is not read any further.
+  std::atomic<bool> cut_{false};
+  // A driver that reads the socket (bells, the end) and arms the ring wants the connection
+  // read: the holder of read_mu_ reads it so (Internal::Drive).
+  std::atomic<bool> drain_pending_{false};
+
   softrpma::Mutex read_mu_;
+  std::unique_ptr<shm::Ring> in_ring_ ABSL_GUARDED_BY(read_mu_);  // mapped at its offer
+  int in_fd_ ABSL_GUARDED_BY(read_mu_) = -1;  // a descriptor the peer sent (SCM_RIGHTS)
   wire::Header in_header_ ABSL_GUARDED_BY(read_mu_);
   size_t in_header_got_ ABSL_GUARDED_BY(read_mu_) = 0;
   std::vector<uint8_t> in_body_ ABSL_GUARDED_BY(read_mu_);

@@ -257,6 +257,15 @@ TEST(QueuedBytesTest, QueuedBytes_PeerDoesNotRead_CountsTheBacklogAndOnDrainedFo
   ASSERT_EQ(Dial(AsSockaddr(addr), recorder, &conn), 0);
   const int peer = accept(raw, nullptr, nullptr);
   ASSERT_GE(peer, 0);
+  // The dialer's first message offers its shared-memory ring; this peer does not answer, so
+  // the connection stays on its socket.
+  wire::Header offer;
+  ASSERT_EQ(recv(peer, &offer, sizeof(offer), MSG_WAITALL), static_cast<ssize_t>(sizeof(offer)));
+  ASSERT_EQ(offer.type, static_cast<uint16_t>(wire::Type::kShmRing));
+  wire::ShmRingBody offer_body;
+  ASSERT_EQ(recv(peer, &offer_body, sizeof(offer_body), MSG_WAITALL),
+            static_cast<ssize_t>(sizeof(offer_body)));
+  EXPECT_EQ(offer_body.switched, 0);
 
   const size_t body_bytes = Conn::kBacklogBytes + (size_t{4} << 20);
   std::vector<uint8_t> body(body_bytes, 0x5a);

@@ -65,10 +65,13 @@ bool ValidateHeader(const Header& header) {
       return header.body_len == sizeof(RejectBody);
     case Type::kQpBind:
       return header.body_len == sizeof(QpBindBody);
+    case Type::kShmRing:
+      return header.body_len == sizeof(ShmRingBody);
     case Type::kReady:
     case Type::kDisconnect:
     case Type::kDisconnectReply:
     case Type::kAck:
+    case Type::kShmSwitch:
       return header.body_len == 0;
     case Type::kAtomicWrite:
       // Its 8 bytes are the body; `length` is not the operation's and must say nothing.
@@ -117,6 +120,10 @@ bool ValidateRejectBody(const RejectBody& body) {
 bool ValidateQpBindBody(const QpBindBody& body) {
   return body.version == kQpBindVersion && body.dst_qp_num != 0 && body.dst_qp_num < (1u << 24) &&
          body.src_qp_num != 0 && body.src_qp_num < (1u << 24);
+}
+
+bool ValidateShmRingBody(const ShmRingBody& body) {
+  return body.version == kShmRingVersion && body.switched <= 1;
 }
 
 void ReportPeerMismatch(const char* what, long claimed, long kernel_pid) {

@@ -21,9 +21,9 @@
 
 namespace softrpma::sim::wire {
 
-inline constexpr uint32_t kMagic = 0x52504d31;  // "RPM1"
+inline constexpr uint32_t kMagic = 0x52504d32;  // "RPM2"
 // The protocol's version, the "1" of kMagic: processes of two versions do not talk.
-inline constexpr int kProtocolVersion = 1;
+inline constexpr int kProtocolVersion = 2;  // 2: the shared-memory rings (kShmRing)
 static_assert((kMagic & 0xff) == '0' + kProtocolVersion, "kMagic ends in kProtocolVersion");
 
 enum class Type : uint16_t {
@@ -38,6 +38,9 @@ enum class Type : uint16_t {
   // process that owns the GID the QP's RTR named; QpBindBody. Its data-path requests follow on
   // the same connection (and their responses come back on it).
   kQpBind = 7,
+  // The carrier's own (host.h, THE SHARED-MEMORY RINGS; never seen by a connection's handler):
+  kShmRing = 8,    // ShmRingBody, with the sender's ring (shm/ring.h) as an SCM_RIGHTS memfd
+  kShmSwitch = 9,  // no body: the sender's next messages are in the ring it offered
   // The data path: requests, each answered by exactly one response in order.
   kWrite = 16,        // body = the data; header.remote_addr / rkey; kFlagImm: with immediate
   kSend = 17,         // body = the message; kFlagImm, kFlagSolicited
@@ -139,6 +142,17 @@ struct RejectBody {
 
 // kQpBind: who the requests that follow come from and which QP of the receiving process they
 // are for (ibv_qp_attr.dest_qp_num of the sender's RTR).
+// kShmRing: a ring offered (switched 0: the dialer's, first message of a connection) or
+// offered back (switched 1: the listener's answer, after which its messages are in its ring).
+// The capacity is checked when the ring is mapped (shm::Ring::Attach).
+inline constexpr uint32_t kShmRingVersion = 1;
+struct ShmRingBody {
+  uint32_t version;  // kShmRingVersion
+  uint32_t capacity_log2;
+  uint8_t switched;
+  uint8_t reserved[7];
+};
+
 inline constexpr uint32_t kQpBindVersion = 1;
 struct QpBindBody {
   uint32_t version;  // kQpBindVersion
@@ -167,6 +181,7 @@ bool ValidateConnectBody(const ConnectBody& body);
 bool ValidateAcceptBody(const AcceptBody& body);
 bool ValidateRejectBody(const RejectBody& body);
 bool ValidateQpBindBody(const QpBindBody& body);
+bool ValidateShmRingBody(const ShmRingBody& body);
 
 // A peer said something about itself that the kernel contradicts (`what`, e.g. "pid", as it
 // claimed, against the kernel's SO_PEERCRED pid): the caller ends the connection; this says so

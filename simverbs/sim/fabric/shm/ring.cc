@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
+#include <utility>
 
 namespace softrpma::sim::shm {
 
@@ -35,14 +38,55 @@ bool ValidLog2(int capacity_log2) {
 
 size_t MapBytes(int capacity_log2) { return kDataOffset + (size_t{1} << capacity_log2); }
 
+// THREADSANITIZER AND TWO MAPPINGS. Both ends of a connection of a process with itself (the
+// host transport inside one process, sched.h) map one ring at two addresses. The counters'
+// release / acquire pairs order the bytes on the machine, but ThreadSanitizer knows memory by
+// address, so it sees two unrelated atomics (and then reports the data the ring carried as
+// raced). Each ring is given one name per process (its memfd's inode) to tell it about the
+// same order.
+#if defined(__SANITIZE_THREAD__)
+#define SOFTRPMA_RING_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SOFTRPMA_RING_TSAN 1
+#endif
+#endif
+
+#ifdef SOFTRPMA_RING_TSAN
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+
+void* SyncName(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return nullptr;
+  static std::mutex mu;
+  static auto* names = new std::map<std::pair<dev_t, ino_t>, char*>();  // never freed
+  std::lock_guard<std::mutex> lock(mu);
+  char*& name = (*names)[{st.st_dev, st.st_ino}];
+  if (name == nullptr) name = new char;
+  return name;
+}
+void Acquire(void* sync) {
+  if (sync != nullptr) __tsan_acquire(sync);
+}
+void Release(void* sync) {
+  if (sync != nullptr) __tsan_release(sync);
+}
+#else
+void* SyncName(int) { return nullptr; }
+void Acquire(void*) {}
+void Release(void*) {}
+#endif
+
 }  // namespace
 
-Ring::Ring(void* map, size_t map_bytes, size_t capacity)
+Ring::Ring(void* map, size_t map_bytes, size_t capacity, int fd)
     : map_(map),
       map_bytes_(map_bytes),
       capacity_(capacity),
       shared_(static_cast<Shared*>(map)),
-      data_(static_cast<uint8_t*>(map) + kDataOffset) {}
+      data_(static_cast<uint8_t*>(map) + kDataOffset),
+      sync_(SyncName(fd)) {}
 
 Ring::~Ring() { munmap(map_, map_bytes_); }
 
@@ -65,7 +109,8 @@ std::unique_ptr<Ring> Ring::Create(int capacity_log2, int* fd) {
     return nullptr;
   }
   // A new memfd reads as zeros: both counters 0, nobody armed or waiting.
-  std::unique_ptr<Ring> ring(new (std::nothrow) Ring(map, bytes, size_t{1} << capacity_log2));
+  std::unique_ptr<Ring> ring(
+      new (std::nothrow) Ring(map, bytes, size_t{1} << capacity_log2, memfd));
   if (ring == nullptr) {
     munmap(map, bytes);
     close(memfd);
@@ -90,13 +135,14 @@ std::unique_ptr<Ring> Ring::Attach(int fd, int capacity_log2) {
   // mmap refuses it here, never later.
   void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) return nullptr;
-  std::unique_ptr<Ring> ring(new (std::nothrow) Ring(map, bytes, size_t{1} << capacity_log2));
+  std::unique_ptr<Ring> ring(new (std::nothrow) Ring(map, bytes, size_t{1} << capacity_log2, fd));
   if (ring == nullptr) munmap(map, bytes);
   return ring;
 }
 
 ssize_t Ring::Write(const iovec* iov, int iovcnt, size_t skip) {
   const uint64_t tail = shared_->tail.load(std::memory_order_acquire);
+  Acquire(sync_);
   // The consumer's counter: never back, never past what was written.
   if (tail - seen_tail_ > head_ - seen_tail_) return -1;
   seen_tail_ = tail;
@@ -123,6 +169,7 @@ ssize_t Ring::Write(const iovec* iov, int iovcnt, size_t skip) {
   }
   if (written > 0) {
     head_ += written;
+    Release(sync_);
     shared_->head.store(head_, std::memory_order_seq_cst);
   }
   return static_cast<ssize_t>(written);
@@ -141,25 +188,30 @@ bool Ring::WaitForRoom() {
 }
 
 ssize_t Ring::Read(void* into, size_t want) {
+  const uint64_t tail = tail_.load(std::memory_order_relaxed);
   const uint64_t head = shared_->head.load(std::memory_order_acquire);
-  const uint64_t available = head - tail_;
+  Acquire(sync_);
+  const uint64_t available = head - tail;
   if (available > capacity_) return -1;
   const size_t length = std::min<uint64_t>(available, want);
   if (length == 0) return 0;
-  const size_t at = static_cast<size_t>(tail_) & (capacity_ - 1);
+  const size_t at = static_cast<size_t>(tail) & (capacity_ - 1);
   const size_t first = std::min(length, capacity_ - at);
   std::memcpy(into, data_ + at, first);
   if (first < length) std::memcpy(static_cast<uint8_t*>(into) + first, data_, length - first);
-  tail_ += length;
-  shared_->tail.store(tail_, std::memory_order_seq_cst);
+  tail_.store(tail + length, std::memory_order_relaxed);
+  Release(sync_);
+  shared_->tail.store(tail + length, std::memory_order_seq_cst);
   return static_cast<ssize_t>(length);
 }
 
-bool Ring::Empty() const { return shared_->head.load(std::memory_order_acquire) == tail_; }
+bool Ring::Empty() const {
+  return shared_->head.load(std::memory_order_acquire) == tail_.load(std::memory_order_relaxed);
+}
 
 bool Ring::Arm() {
   shared_->consumer_armed.store(1, std::memory_order_seq_cst);
-  return shared_->head.load(std::memory_order_seq_cst) == tail_;
+  return shared_->head.load(std::memory_order_seq_cst) == tail_.load(std::memory_order_relaxed);
 }
 
 bool Ring::TakeRoomRequest() {

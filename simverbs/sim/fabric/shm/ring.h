@@ -27,8 +27,8 @@
 //     Each pair is a Dekker pair (sequentially consistent store, then load) so a sleeper and a
 //     publisher can never both miss each other.
 //
-// Thread-safety: none. One thread at a time produces (the connection's send lock) and one at
-// a time consumes (its read lock).
+// Thread-safety: one thread at a time produces (the connection's send lock) and one at a time
+// reads (its read lock); Empty and Arm may be called by any thread meanwhile.
 
 #ifndef SOFTRPMA_SIMVERBS_SIM_FABRIC_SHM_RING_H_
 #define SOFTRPMA_SIMVERBS_SIM_FABRIC_SHM_RING_H_
@@ -87,16 +87,21 @@ class Ring final {
 
  private:
   struct Shared;
-  Ring(void* map, size_t map_bytes, size_t capacity);
+  Ring(void* map, size_t map_bytes, size_t capacity, int fd);
 
   void* const map_;
   const size_t map_bytes_;
   const size_t capacity_;
   Shared* const shared_;
   uint8_t* const data_;
+  // ThreadSanitizer's name for this ring's memory, the same for every mapping of it in the
+  // process (nullptr when not built with it): see ring.cc.
+  void* const sync_;
   uint64_t head_ = 0;       // producer: bytes written (private; published to shared_->head)
   uint64_t seen_tail_ = 0;  // producer: the consumer's tail as last read (never goes back)
-  uint64_t tail_ = 0;       // consumer: bytes taken (private; published to shared_->tail)
+  // consumer: bytes taken (private; published to shared_->tail). Atomic only because Empty
+  // and Arm may look at it from a thread other than the one reading.
+  std::atomic<uint64_t> tail_{0};
 };
 
 }  // namespace softrpma::sim::shm
