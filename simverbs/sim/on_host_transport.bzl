@@ -7,8 +7,12 @@ the host fabric as a connection to another process does (sched.h, Transport): on
 CM behaviour for both transports, and a difference between them is a failing case.
 """
 
-def on_host_transport_test(name, excluded = {}, size = "small", **kwargs):
+def on_host_transport_test(name, excluded = {}, size = "small", socket = False, **kwargs):
     """Adds `name + "_on_host"`, running the test binary `:name` on the host transport.
+
+    The host transport's connections carry their messages through shared-memory rings (the
+    default); with `socket`, `name + "_on_host_socket"` runs the same cases with RPMA_SIM_SHM=0,
+    every message through the connections' sockets, as with a peer that offers no ring.
 
     Args:
       name: a cc_test of this package (gtest).
@@ -16,6 +20,7 @@ def on_host_transport_test(name, excluded = {}, size = "small", **kwargs):
         physical reason (one NIC model, two ends that each see only their own side); passed as
         a negative --gtest_filter.
       size: the test size.
+      socket: also the `_on_host_socket` variant.
       **kwargs: passed to the sh_test (tags, timeout, ...).
     """
     args = ["$(location :%s)" % name]
@@ -29,3 +34,13 @@ def on_host_transport_test(name, excluded = {}, size = "small", **kwargs):
         data = [":" + name],
         **kwargs
     )
+    if socket:
+        native.sh_test(
+            name = name + "_on_host_socket",
+            size = size,
+            srcs = ["on_host_transport_test.sh"],
+            args = args,
+            data = [":" + name],
+            env = {"RPMA_SIM_SHM": "0"},
+            **kwargs
+        )

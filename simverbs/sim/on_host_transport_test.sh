@@ -25,4 +25,4 @@ passed="$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\.$/\1/p' "$out" | ta
 if [[ -z "$passed" || "$passed" == 0 ]]; then
   fail "no test case of $binary passed on the host transport"
 fi
-echo "PASS: $passed case(s) of $(basename "$binary") passed with RPMA_SIM_TRANSPORT=host"
+echo "PASS: $passed case(s) of $(basename "$binary") passed with RPMA_SIM_TRANSPORT=host${RPMA_SIM_SHM:+ RPMA_SIM_SHM=$RPMA_SIM_SHM}"
