@@ -35,6 +35,8 @@
 #include <functional>
 #include <vector>
 
+#include "simverbs/sim/fabric/bytes.h"
+
 namespace softrpma::sim::cma {
 
 inline constexpr int kMaxWorkers = 4;
@@ -46,13 +48,13 @@ struct Copy {
   pid_t pid = 0;
   bool to_peer = false;  // true: local -> peer (writev); false: peer -> local (readv)
   std::vector<iovec> remote;
-  std::vector<uint8_t> local;  // its size is the copy's length
+  Bytes local;  // its size is the copy's length
 };
 
 // Called on a worker when the copy ended: `ok` when every byte was copied; `local` is the
 // copy's buffer (the data read, for a copy from the peer). REQUIRES of the callee: it takes
 // no lock that a thread may hold while it waits for a copy.
-using DoneFn = std::function<void(bool ok, std::vector<uint8_t> local)>;
+using DoneFn = std::function<void(bool ok, Bytes local)>;
 // Called on the pool's watchdog when the copy is stuck (see THE MODEL). It must not block.
 using StuckFn = std::function<void()>;
 

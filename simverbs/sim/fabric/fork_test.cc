@@ -85,7 +85,7 @@ bool CopyAndAwaitDone(pid_t pid, int limit_ms) {
   copy.to_peer = false;
   copy.remote = {iovec{&word, sizeof(word)}};  // the same address in a forked relative
   copy.local.resize(sizeof(word));
-  if (!cma::Start(std::move(copy), [done_flag](bool, std::vector<uint8_t>) { done_flag->store(true); },
+  if (!cma::Start(std::move(copy), [done_flag](bool, Bytes) { done_flag->store(true); },
                   [] {})) {
     return false;
   }
@@ -106,7 +106,7 @@ class CopyOnMessage final : public host::Conn::Handler {
     copy.pid = getppid();
     copy.remote = {iovec{&word, sizeof(word)}};
     copy.local.resize(sizeof(word));
-    cma::Start(std::move(copy), [](bool, std::vector<uint8_t>) {}, [] {});
+    cma::Start(std::move(copy), [](bool, Bytes) {}, [] {});
     started_->store(true);
   }
   void OnClosed() override {}

@@ -107,6 +107,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "simverbs/mutex.h"
+#include "simverbs/sim/fabric/bytes.h"
 #include "simverbs/sim/fabric/shm/ring.h"
 #include "simverbs/sim/fabric/transport.h"
 #include "simverbs/sim/fabric/wire.h"
@@ -282,7 +283,7 @@ class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
   int in_fd_ ABSL_GUARDED_BY(read_mu_) = -1;  // a descriptor the peer sent (SCM_RIGHTS)
   wire::Header in_header_ ABSL_GUARDED_BY(read_mu_);
   size_t in_header_got_ ABSL_GUARDED_BY(read_mu_) = 0;
-  std::vector<uint8_t> in_body_ ABSL_GUARDED_BY(read_mu_);
+  Bytes in_body_ ABSL_GUARDED_BY(read_mu_);  // filled as it arrives: not zeroed
   size_t in_body_got_ ABSL_GUARDED_BY(read_mu_) = 0;
 };
 

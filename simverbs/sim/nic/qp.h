@@ -107,6 +107,7 @@
 #include "simverbs/mutex.h"
 #include "simverbs/sim/nic/cq.h"
 #include "simverbs/sim/nic/device.h"
+#include "simverbs/sim/fabric/bytes.h"
 #include "simverbs/sim/fabric/transport.h"
 #include "simverbs/sim/fabric/wire.h"
 #include "simverbs/sim/sched/sched.h"
@@ -227,7 +228,7 @@ struct SimQp;
 // that arrived after it.
 struct IncomingRequest {
   wire::Header header;
-  std::vector<uint8_t> body;
+  Bytes body;
   // Its cross-memory-attach copy runs (fabric/cma.h): it is answered when that ends, and
   // everything behind it waits.
   bool in_flight = false;

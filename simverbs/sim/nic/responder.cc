@@ -249,7 +249,7 @@ IncomingRequest* InFlightLocked(SimLink* link, uint64_t seq) ABSL_EXCLUSIVE_LOCK
 // and the response follows the copy. Toward the connection's own peer only: link->remote_pid
 // is the kernel's word for it. Returns kCopying, or kAnswered when the copy may not start.
 Served StartCopyLocked(SimLink* link, SimQp* qp, const wire::Header& request,
-                       std::vector<iovec> segments, std::vector<uint8_t> local, bool to_peer)
+                       std::vector<iovec> segments, Bytes local, bool to_peer)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   std::weak_ptr<SimLink> weak = qp->link;
   std::weak_ptr<Transport> conn = ServingConnLocked(link);
@@ -259,7 +259,7 @@ Served StartCopyLocked(SimLink* link, SimQp* qp, const wire::Header& request,
   copy.remote = std::move(segments);
   copy.local = std::move(local);
   const uint64_t seq = request.seq;
-  auto done = [weak, seq, to_peer](bool ok, std::vector<uint8_t> data) {
+  auto done = [weak, seq, to_peer](bool ok, Bytes data) {
     std::shared_ptr<SimLink> link = weak.lock();
     if (link == nullptr) return;
     softrpma::MutexLock lock(&link->mu);
@@ -344,7 +344,7 @@ Served ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
     if (!op->reads_local) {
       // The data leaves the region now, under its PD's lock; the copy into the requester's
       // memory runs without it.
-      std::vector<uint8_t> data(length);
+      Bytes data(length);
       Segments bounce;
       if (length > 0) bounce.Add(data.data(), length);
       Copy(remote, bounce);
@@ -354,8 +354,7 @@ Served ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
       RespondLocked(link, request, IBV_WC_REM_INV_REQ_ERR, nullptr);
       return Served::kAnswered;
     }
-    return StartCopyLocked(link, qp, request, std::move(segments), std::vector<uint8_t>(length),
-                           false);
+    return StartCopyLocked(link, qp, request, std::move(segments), Bytes(length), false);
   }
   if (!op->reads_local) {
     // A READ. Back-pressure, as a NIC's credits: while the peer leaves this many response bytes
