@@ -1,9 +1,14 @@
 #include "simverbs/sim/test_util.h"
 
 #include <poll.h>
+#include <sys/syscall.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -72,6 +77,19 @@ bool FdReadable(int fd) {
   if (CurrentTransport() == TransportKind::kHost) host::Quiesce();
   pollfd pfd{fd, POLLIN, 0};
   return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN) != 0;
+}
+
+bool ThreadAsleep(const std::atomic<pid_t>* tid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (tid->load() != 0) {
+      std::ifstream syscall("/proc/self/task/" + std::to_string(tid->load()) + "/syscall");
+      long number = -1;
+      if (syscall >> number && (number == SYS_poll || number == SYS_read)) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
 }
 
 absl::StatusOr<rdma_cm_event*> GetCmEventNow(Backend* backend, rdma_event_channel* channel) {

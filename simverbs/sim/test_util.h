@@ -9,6 +9,9 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <sys/types.h>
+
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,6 +38,13 @@ uint16_t NextTestPort();
 
 // True when `fd` is readable right now (poll with timeout 0).
 bool FdReadable(int fd);
+
+// Whether the thread *tid (once it has stored it there) is asleep in poll(2) or read(2), waited
+// for within a bound for a hang (Linux: /proc's view of the system call a thread is in). Not a
+// channel's SignalFd::waiters(): ThreadSanitizer loses the lock of a thread cancelled inside
+// poll(2), and reports the count's update on its way out as a race with the reader (seen in
+// AsyncTest.CancelledSleeper_ItsConnectionIsServedAgain).
+bool ThreadAsleep(const std::atomic<pid_t>* tid);
 
 // The next CM event of `channel` if one is pending now, else FailedPrecondition.
 absl::StatusOr<rdma_cm_event*> GetCmEventNow(Backend* backend, rdma_event_channel* channel);

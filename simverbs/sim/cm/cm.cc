@@ -963,11 +963,34 @@ uint8_t ReportedPrivateDataLength(const PendingCmEvent& pending) {
 
 }  // namespace
 
+int ConnectionManager::CarriersOf(SimEventChannel* channel, std::shared_ptr<Transport>* out,
+                                  int max) {
+  softrpma::MutexLock lock(&mu_);
+  int count = 0;
+  for (const auto& [serial, id] : ids_) {
+    if (count == max) break;
+    if (id->channel != channel || id->peer == nullptr) continue;
+    if (std::shared_ptr<Transport> carrier = id->peer->Carrier(); carrier != nullptr) {
+      out[count++] = std::move(carrier);
+    }
+  }
+  return count;
+}
+
 int ConnectionManager::TakeEvent(SimEventChannel* channel, rdma_cm_event** event,
                                  SimCmId** connect_response) {
-  softrpma::MutexLock lock(&channel->mu);
+  bool watch = true;  // off for the one Wait after the counter woke a watch
   while (true) {
+    // Ended when this iteration ends, however it ends, after the lock is let go.
+    SleeperWatches watched;
+    if (watch) {
+      std::shared_ptr<Transport> found[SleeperWatches::kMax];
+      const int n = CarriersOf(channel, found, SleeperWatches::kMax);
+      for (int i = 0; i < n; ++i) watched.Add(std::move(found[i]));
+    }
+    int ready = -1;
     {
+      softrpma::MutexLock lock(&channel->mu);
       if (!channel->events.empty()) {
         SimCmEvent* sim_event = New<SimCmEvent>();
         if (sim_event == nullptr) return ENOMEM;  // the event stays queued
@@ -1004,9 +1027,12 @@ int ConnectionManager::TakeEvent(SimEventChannel* channel, rdma_cm_event** event
         *event = &sim_event->event;
         return 0;
       }
+      const int err = channel->signal.Wait(&channel->mu, watched.fds(), watched.count(), &ready);
+      if (err != 0) return err;
     }
-    const int err = channel->signal.Wait(&channel->mu);
-    if (err != 0) return err;
+    // Handled with no lock held (the carrier's handlers take the CM's locks).
+    watched.Serve(ready);
+    watch = ready != SignalFd::kRaised;
   }
 }
 

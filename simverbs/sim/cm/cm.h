@@ -387,8 +387,14 @@ class ConnectionManager final {
   // What a thread in rdma_get_cm_event on `channel` waits for: its ids and their states, for
   // rpma-sim's hang report (waits.h).
   std::string DescribeChannel(SimEventChannel* channel) ABSL_LOCKS_EXCLUDED(mu_);
-  static int TakeEvent(SimEventChannel* channel, rdma_cm_event** event,
-                       SimCmId** connect_response);
+  // While it sleeps, the taker handles what the connections of the channel's ids to other
+  // processes bring itself (CarriersOf, transport.h's sleeper's watch): a DREQ or a REP wakes it
+  // once, not the fabric thread first.
+  int TakeEvent(SimEventChannel* channel, rdma_cm_event** event, SimCmId** connect_response)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The connections to other processes of `channel`'s ids, at most `max`, into `out`.
+  int CarriersOf(SimEventChannel* channel, std::shared_ptr<Transport>* out, int max)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // What librdmacm does with a connect response inside rdma_get_cm_event: the active QP to
   // RTS, the RTU to the passive side (whose ESTABLISHED it queues). A DREQ that came meanwhile
   // leaves the QP to go to RTS; nothing when the connection ended otherwise.

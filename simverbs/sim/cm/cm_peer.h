@@ -104,6 +104,10 @@ class CmPeer {
   // Handles what has arrived from the other end (host: the connection's messages read so far;
   // local: nothing). REQUIRES: no lock of the NIC held.
   virtual void Settle() = 0;
+  // The connection to another process the exchange travels on, for a thread asleep in
+  // rdma_get_cm_event to watch (transport.h, THE SLEEPER'S WATCH); nullptr: none (local, or
+  // not connected yet, or ended).
+  virtual std::shared_ptr<Transport> Carrier() { return nullptr; }
 };
 
 // The other end is `other`, an id of the same ConnectionManager. Made in twins by
@@ -169,6 +173,7 @@ class HostCmPeer final : public CmPeer,
   void Close() override;
   bool CanAccept(const SimCmId* id) override { return true; }
   void Settle() override;
+  std::shared_ptr<Transport> Carrier() override { return conn(); }
 
   // host::Conn::Handler. Until the CM exchange has crossed this connection (the REQ on an
   // accepted one, the REP or REJ on a dialed one), only CM messages may come, each of its

@@ -9,10 +9,13 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <future>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,7 +26,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "simverbs/backend.h"
+#include "simverbs/sim/fabric/host.h"
 #include "simverbs/sim/nic/qp.h"
+#include "simverbs/sim/sched/sched.h"
 #include "simverbs/sim/sim_control.h"
 #include "simverbs/sim/test_util.h"
 
@@ -404,6 +409,36 @@ TEST_F(CmTest, Disconnect_BothSidesGetDisconnected_SecondIsHarmless) {
   EXPECT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_TIMEWAIT_EXIT).ok());
   EXPECT_FALSE(FdReadable(conn.active.channel->fd));
   EXPECT_FALSE(FdReadable(conn.passive.channel->fd));
+}
+
+// A thread asleep in rdma_get_cm_event handles what its ids' connections to other processes
+// bring itself (one wake-up per message, not the fabric thread's and then its own): with the
+// fabric thread held, the peer's DREQ still wakes it with DISCONNECTED.
+TEST_F(CmTest, Sleeper_HandlesItsConnectionsCmMessagesItself) {
+  if (CurrentTransport() != TransportKind::kHost) GTEST_SKIP() << "a connection's carrier only";
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  std::optional<host::ScopedFabricThreadHeldForTest> held(std::in_place);
+  std::atomic<pid_t> tid{0};
+  std::promise<int> woke;
+  std::thread sleeper([&] {
+    tid.store(gettid());
+    rdma_cm_event* event = nullptr;
+    const int err = backend_->RdmaGetCmEvent(conn.active.channel, &event);
+    woke.set_value(err == 0 ? static_cast<int>(event->event) : -err);
+    if (err == 0) backend_->RdmaAckCmEvent(event);
+  });
+  // Asleep first: a call of this process on the host transport waits (at most 5 s) for its
+  // connections to itself to be idle, which only the sleeper can make them now.
+  EXPECT_TRUE(ThreadAsleep(&tid));
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.passive.id), 0);
+  // A bound for a hang, not a time measured.
+  std::future<int> event = woke.get_future();
+  const bool ready = event.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  held.reset();  // (lets a sleeper that missed its message be woken, so that the test ends)
+  sleeper.join();
+  ASSERT_TRUE(ready) << "the sleeper was not woken by its connection's DREQ";
+  EXPECT_EQ(event.get(), RDMA_CM_EVENT_DISCONNECTED);
 }
 
 TEST_F(CmTest, Disconnect_PeerQpStaysRts_ItsReceivesStayPosted) {

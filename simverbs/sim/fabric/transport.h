@@ -33,6 +33,8 @@
 #include <sys/uio.h>
 
 #include <cstddef>
+#include <memory>
+#include <utility>
 
 #include "simverbs/sim/fabric/wire.h"
 
@@ -82,6 +84,43 @@ class Transport {
   // check, which misreads every object when the process is out of descriptors (host_test's
   // AcceptTest exhausts them on purpose).
   ~Transport() = default;
+};
+
+// THE SLEEPER'S WATCHES: the carriers a thread about to sleep watches (Watch), up to kMax of
+// them, each ended by one Unwatch when this goes, however the sleep ended (a cancelled sleeper
+// unwinds through it). Destroy it after letting go of every lock of the NIC: Unwatch may hand
+// the carrier back to the fabric thread. fds() and count() are what the sleeper's wait
+// watches besides its own counter (SignalFd::Wait's `also`).
+class SleeperWatches final {
+ public:
+  static constexpr int kMax = 8;
+  SleeperWatches() = default;
+  SleeperWatches(const SleeperWatches&) = delete;
+  SleeperWatches& operator=(const SleeperWatches&) = delete;
+  ~SleeperWatches() {
+    for (int i = 0; i < count_; ++i) carriers_[i]->Unwatch();
+  }
+  // Watches `carrier`; false when there is nothing to watch on it, or kMax are watched.
+  bool Add(std::shared_ptr<Transport> carrier) {
+    if (carrier == nullptr || count_ == kMax) return false;
+    const int fd = carrier->Watch();
+    if (fd < 0) return false;
+    carriers_[count_] = std::move(carrier);
+    fds_[count_++] = fd;
+    return true;
+  }
+  const int* fds() const { return fds_; }
+  int count() const { return count_; }
+  // The sleeper was woken by watch `index` (another value: by something else): it handles
+  // what arrived on that carrier (Serve). With no lock of the NIC held.
+  void Serve(int index) {
+    if (index >= 0 && index < count_) carriers_[index]->Serve();
+  }
+
+ private:
+  std::shared_ptr<Transport> carriers_[kMax];
+  int fds_[kMax] = {};
+  int count_ = 0;
 };
 
 }  // namespace softrpma::sim

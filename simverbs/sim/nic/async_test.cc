@@ -288,24 +288,6 @@ TEST_F(AsyncTest, BlockedReceiver_WokenBySendPostedAfterItSlept) {
   EXPECT_EQ(std::memcmp(p.in->data(), "hi", 2), 0);
 }
 
-// Whether the thread *tid (once it has stored it) is asleep in poll(2) or read(2), within a
-// bound for a hang (Linux: /proc's view of the system call a thread is in). Not the channel's
-// SignalFd::waiters(), as cq_test's cancelled sleeper is found: ThreadSanitizer loses the lock
-// of a thread cancelled inside poll(2), and reports the count's update on its way out as a race
-// with the reader (seen in CancelledSleeper_ItsConnectionIsServedAgain).
-bool Asleep(const std::atomic<pid_t>* tid) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (tid->load() != 0) {
-      std::ifstream syscall("/proc/self/task/" + std::to_string(tid->load()) + "/syscall");
-      long number = -1;
-      if (syscall >> number && (number == SYS_poll || number == SYS_read)) return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return false;
-}
-
 // A thread asleep in ibv_get_cq_event handles what its connections to other processes bring
 // itself (one wake-up per message, not the fabric thread's and then its own): with the fabric
 // thread held, a SEND and its acknowledgement still wake the receiver's and the sender's
@@ -331,8 +313,8 @@ TEST_F(AsyncTest, Sleepers_HandleTheirConnectionsMessagesThemselves) {
   std::thread sender(sleeper, p.conn.active.comp_channel, &sender_tid, &sender_woke);
   // Both asleep first: a call of this process on the host transport waits (at most 5 s) for
   // its connections to itself to be idle, which only the sleepers can make them now.
-  EXPECT_TRUE(Asleep(&receiver_tid));
-  EXPECT_TRUE(Asleep(&sender_tid));
+  EXPECT_TRUE(ThreadAsleep(&receiver_tid));
+  EXPECT_TRUE(ThreadAsleep(&sender_tid));
   std::memcpy(p.local->data(), "hi", 2);
   ASSERT_EQ(p.Send(8, 0, 2, IBV_SEND_SIGNALED), 0);
 
@@ -373,7 +355,7 @@ TEST_F(AsyncTest, CancelledSleeper_ItsConnectionIsServedAgain) {
     void* context = nullptr;
     backend_->IbvGetCqEvent(p.conn.passive.comp_channel, &got, &context);
   });
-  ASSERT_TRUE(Asleep(&tid));
+  ASSERT_TRUE(ThreadAsleep(&tid));
   ASSERT_EQ(pthread_cancel(sleeper.native_handle()), 0);
   sleeper.join();
 

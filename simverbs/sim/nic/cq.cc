@@ -444,6 +444,8 @@ int DestroyCq(SimCq* cq) {
   return 0;
 }
 
+static_assert(SleeperWatches::kMax == SignalFd::kMaxAlso, "a sleeper's wait watches them all");
+
 int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context,
                void (*poll_point)(LinkSet*),
                int (*carriers)(LinkSet*, std::shared_ptr<Transport>*, int)) {
@@ -452,25 +454,12 @@ int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context,
     if (poll_point != nullptr) poll_point(&channel->links);
     // The channel's connections to other processes: while asleep, this thread handles their
     // news itself (SignalFd::Wait), so a message wakes it once, not the fabric thread first.
-    // Each watch is ended when this iteration ends, however it ends (a cancelled sleeper
-    // unwinds through here), after the lock is let go: Unwatch may arm the connection again.
-    struct Watches {
-      std::shared_ptr<Transport> carriers[SignalFd::kMaxAlso];
-      int fds[SignalFd::kMaxAlso];
-      int count = 0;
-      ~Watches() {
-        for (int i = 0; i < count; ++i) carriers[i]->Unwatch();
-      }
-    } watched;
+    // Each watch is ended when this iteration ends, however it ends, after the lock is let go.
+    SleeperWatches watched;
     if (watch) {
-      std::shared_ptr<Transport> found[SignalFd::kMaxAlso];
-      const int n = carriers(&channel->links, found, SignalFd::kMaxAlso);
-      for (int i = 0; i < n; ++i) {
-        const int fd = found[i]->Watch();
-        if (fd < 0) continue;
-        watched.carriers[watched.count] = std::move(found[i]);
-        watched.fds[watched.count++] = fd;
-      }
+      std::shared_ptr<Transport> found[SleeperWatches::kMax];
+      const int n = carriers(&channel->links, found, SleeperWatches::kMax);
+      for (int i = 0; i < n; ++i) watched.Add(std::move(found[i]));
     }
     int ready = -1;
     {
@@ -501,11 +490,11 @@ int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context,
         what += channel->cqs.empty() ? "s: none)" : ")";
       }
       waits::ScopedWait wait("ibv_get_cq_event", std::move(what));
-      const int err = channel->signal.Wait(&channel->mu, watched.fds, watched.count, &ready);
+      const int err = channel->signal.Wait(&channel->mu, watched.fds(), watched.count(), &ready);
       if (err != 0) return err;
     }
     // Handled with no lock held (the carrier's handlers take the NIC's locks).
-    if (ready >= 0) watched.carriers[ready]->Serve();
+    watched.Serve(ready);
     // The channel's own counter woke the watch and was left up: after a look at the queue, one
     // plain Wait takes it (that read may sleep if another waiter took it first, as any plain
     // one may: the connections are the fabric thread's then, as they were before watches).
