@@ -15,10 +15,13 @@
 //   * a 1 MiB send/recv ping-pong (bandwidth as fi_pingpong counts it: 2 x bytes / time);
 //   * an 8-byte send/recv ping-pong, both sides asleep in rpma_conn_wait (a round trip),
 //     against a pipe ping-pong between two processes, both asleep in read(2);
-//   * 1 MiB RDMA writes, 16 in flight (bandwidth);
+//   * an 8-byte RDMA write ping-pong, each side spinning on its own memory (polling its CQ
+//     meanwhile): half a round trip, as ib_write_lat counts it;
+//   * 1 MiB RDMA writes, 16 in flight (bandwidth), and 64-byte ones (writes per second);
 //   * the CPU the server uses in one second with a connection open and no traffic.
-// beside libfabric's shm provider (fi_pingpong of Debian's libfabric-bin, the same two
-// ping-pongs, when installed: `apt-get install libfabric-bin`; the bench installs nothing).
+// beside libfabric's shm provider: the same RMA figures measured by this binary
+// (tools/shm_baseline.h, libfabric-dev), and the two send/recv ping-pongs by fi_pingpong
+// (Debian's libfabric-bin) when installed. tools/ci/install_deps.sh installs both.
 // The machines this runs on are shared and noisy: read the ratios, not the absolute times, and
 // nothing here asserts a time.
 
@@ -41,6 +44,7 @@
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "librpma.h"
+#include "tools/shm_baseline.h"
 
 namespace {
 
@@ -353,6 +357,11 @@ int kPingPongRounds = 20000;
 int kBigWrites = 2000;
 int kBigPingPongs = 500;
 int kSleepingRounds = 2000;
+int kSmallWrites = 200000;
+// The write ping-pong's words: where each side's peer writes (in the server's 1 MiB buffer and
+// in the client's 2 MiB one), and the 8 bytes each side writes from.
+constexpr size_t kServerSlot = kBigWrite - 64;
+constexpr size_t kClientSlot = 2 * kBigWrite - 64;
 
 // Polls cq until one completion arrives; returns it.
 ibv_wc PollOne(rpma_cq* cq) {
@@ -381,7 +390,9 @@ ibv_wc PollOne(rpma_cq* cq) {
         "mr_reg");
   std::vector<char> out(kBigWrite, 'o');
   rpma_mr_local* out_mr = nullptr;
-  Check(rpma_mr_reg(peer, out.data(), out.size(), RPMA_MR_USAGE_SEND, &out_mr), "mr_reg");
+  Check(rpma_mr_reg(peer, out.data(), out.size(), RPMA_MR_USAGE_SEND | RPMA_MR_USAGE_WRITE_SRC,
+                    &out_mr),
+        "mr_reg");
   size_t desc_size = 0;
   Check(rpma_mr_get_descriptor_size(mr, &desc_size), "desc size");
   std::vector<char> desc(desc_size);
@@ -413,7 +424,26 @@ ibv_wc PollOne(rpma_cq* cq) {
     Check(rpma_recv(conn, mr, 0, kBigWrite, nullptr), "recv");
     Check(rpma_send(conn, out_mr, 0, 8, RPMA_F_COMPLETION_ALWAYS, nullptr), "send");
   }
+  // The write ping-pong: the client's memory descriptor comes in a send, then each side writes
+  // a counter into the other's memory and spins on its own (polling its CQ meanwhile, as the
+  // shm baseline's side drives progress) until the answer lands.
+  ibv_wc got;
+  while ((got = PollOne(cq)).opcode != IBV_WC_RECV) {
+  }
+  rpma_mr_remote* client_mr = nullptr;
+  Check(rpma_mr_remote_from_descriptor(buf.data(), got.byte_len, &client_mr), "client mr");
+  volatile uint64_t* slot = reinterpret_cast<volatile uint64_t*>(buf.data() + kServerSlot);
+  for (int i = 1; i <= kPingPongRounds; ++i) {
+    ibv_wc wc;
+    while (*slot != static_cast<uint64_t>(i)) rpma_cq_get_wc(cq, 1, &wc, nullptr);
+    std::memcpy(out.data(), &i, sizeof(i));
+    std::memset(out.data() + sizeof(i), 0, 8 - sizeof(i));
+    Check(rpma_write(conn, client_mr, kClientSlot, out_mr, 0, 8, RPMA_F_COMPLETION_ALWAYS,
+                     nullptr),
+          "write");
+  }
   Check(rpma_conn_next_event(conn, &event), "closed");  // sleeps until the client disconnects
+  rpma_mr_remote_delete(&client_mr);
   rpma_conn_disconnect(conn);
   rpma_conn_delete(&conn);
   std::_Exit(0);
@@ -439,6 +469,8 @@ double CpuSecondsOf(pid_t pid) {
 
 struct TwoProcessFigures {
   double latency_us = 0;      // half a round trip
+  double write_pingpong_us = 0;  // 8-byte writes, each side spinning on its memory: half
+  double small_writes_mops = 0;  // 64 B writes, 16 in flight: millions per second
   double pingpong_gbs = 0;    // 1 MiB ping-pong, 2 x bytes / time
   double sleeping_us = 0;     // a round trip, both sides asleep in rpma_conn_wait
   double bandwidth_gbs = 0;   // 1 MiB writes
@@ -468,7 +500,9 @@ TwoProcessFigures MeasureTwoProcesses() {
   std::vector<char> buf(2 * kBigWrite, 'w');  // [0, 1 MiB): sent; [1 MiB, 2 MiB): received
   rpma_mr_local* mr = nullptr;
   Check(rpma_mr_reg(peer, buf.data(), buf.size(),
-                    RPMA_MR_USAGE_WRITE_SRC | RPMA_MR_USAGE_SEND | RPMA_MR_USAGE_RECV, &mr),
+                    RPMA_MR_USAGE_WRITE_SRC | RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_SEND |
+                        RPMA_MR_USAGE_RECV,
+                    &mr),
         "mr_reg");
   rpma_conn_cfg* cfg = nullptr;
   Check(rpma_conn_cfg_new(&cfg), "cfg");
@@ -515,6 +549,29 @@ TwoProcessFigures MeasureTwoProcesses() {
   figures.sleeping_us =
       std::chrono::duration<double, std::micro>(Clock::now() - start).count() / kSleepingRounds;
 
+  // The write ping-pong (the server's side is in RunTwoProcessServer): this side's descriptor
+  // first.
+  size_t my_desc_size = 0;
+  Check(rpma_mr_get_descriptor_size(mr, &my_desc_size), "desc size");
+  Check(rpma_mr_get_descriptor(mr, buf.data()), "desc");
+  Check(rpma_send(conn, mr, 0, my_desc_size, RPMA_F_COMPLETION_ALWAYS, nullptr), "send desc");
+  PollOne(cq);
+  volatile uint64_t* my_slot = reinterpret_cast<volatile uint64_t*>(buf.data() + kClientSlot);
+  start = Clock::now();
+  for (int i = 1; i <= kPingPongRounds; ++i) {
+    const uint64_t value = static_cast<uint64_t>(i);
+    std::memcpy(buf.data(), &value, sizeof(value));
+    Check(rpma_write(conn, remote, kServerSlot, mr, 0, 8, RPMA_F_COMPLETION_ALWAYS, nullptr),
+          "write");
+    ibv_wc wc;
+    while (*my_slot != value) rpma_cq_get_wc(cq, 1, &wc, nullptr);
+  }
+  figures.write_pingpong_us =
+      std::chrono::duration<double, std::micro>(Clock::now() - start).count() / kPingPongRounds / 2;
+  // Completions of the last writes may still come: collected before the streams count theirs.
+  for (ibv_wc wc; rpma_cq_get_wc(cq, 1, &wc, nullptr) == 0;) {
+  }
+
   start = Clock::now();
   int in_flight = 0;
   for (int posted = 0; posted < kBigWrites || in_flight > 0;) {
@@ -530,6 +587,20 @@ TwoProcessFigures MeasureTwoProcesses() {
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   figures.bandwidth_gbs = static_cast<double>(kBigWrites) * kBigWrite / seconds / 1e9;
+
+  start = Clock::now();
+  in_flight = 0;
+  for (int posted = 0; posted < kSmallWrites || in_flight > 0;) {
+    if (posted < kSmallWrites && in_flight < kWindow) {
+      Check(rpma_write(conn, remote, 0, mr, 0, 64, RPMA_F_COMPLETION_ALWAYS, nullptr), "write");
+      ++posted;
+      ++in_flight;
+    } else {
+      PollOne(cq);
+      --in_flight;
+    }
+  }
+  figures.small_writes_mops = kSmallWrites / std::chrono::duration<double>(Clock::now() - start).count() / 1e6;
 
   const double cpu_before = CpuSecondsOf(server);
   struct timespec second = {1, 0};
@@ -624,6 +695,8 @@ void ReportTwoProcesses() {
   const TwoProcessFigures ours = MeasureTwoProcesses();
   const double pipe_us = PipePingPongUs(kSleepingRounds);
   const ShmFigures shm = MeasureLibfabricShm();
+  const softrpma::bench::ShmRmaFigures rma =
+      softrpma::bench::MeasureShmRma(kPingPongRounds, kSmallWrites, kBigWrites);
   std::printf("\nTwo processes on the simulated NIC (host fabric), measured in this run:\n");
   std::printf("  %-44s %8.2f us\n", "8-byte send/recv ping-pong, half round trip", ours.latency_us);
   std::printf("  %-44s %8.2f GB/s\n", "1 MiB send/recv ping-pong (2 x bytes / time)",
@@ -631,8 +704,24 @@ void ReportTwoProcesses() {
   std::printf("  %-44s %8.2f us   %.1fx a pipe ping-pong (%.2f us)\n",
               "8-byte round trip, both asleep (conn_wait)", ours.sleeping_us,
               ours.sleeping_us / pipe_us, pipe_us);
-  std::printf("  %-44s %8.2f GB/s\n", "1 MiB RDMA write bandwidth (16 in flight)",
-              ours.bandwidth_gbs);
+  if (rma.error.empty()) {
+    std::printf("  %-44s %8.2f us   %.2fx shm fi_write (%.2f us)\n",
+                "8-byte write ping-pong, spinning, half", ours.write_pingpong_us,
+                ours.write_pingpong_us / rma.write_pingpong_us, rma.write_pingpong_us);
+    std::printf("  %-44s %8.2f M/s  %.2fx shm fi_write (%.2f M/s)\n",
+                "64 B RDMA writes (16 in flight)", ours.small_writes_mops,
+                ours.small_writes_mops / rma.small_writes_mops, rma.small_writes_mops);
+    std::printf("  %-44s %8.2f GB/s %.2fx shm fi_write (%.2f GB/s)\n",
+                "1 MiB RDMA write bandwidth (16 in flight)", ours.bandwidth_gbs,
+                ours.bandwidth_gbs / rma.big_write_gbs, rma.big_write_gbs);
+  } else {
+    std::printf("  %-44s %8.2f us\n", "8-byte write ping-pong, spinning, half",
+                ours.write_pingpong_us);
+    std::printf("  %-44s %8.2f M/s\n", "64 B RDMA writes (16 in flight)", ours.small_writes_mops);
+    std::printf("  %-44s %8.2f GB/s\n", "1 MiB RDMA write bandwidth (16 in flight)",
+                ours.bandwidth_gbs);
+    std::printf("  libfabric shm RMA: not measured (%s)\n", rma.error.c_str());
+  }
   std::printf("  %-44s %8.1f %%\n", "idle server's CPU (1 s, connection open)", ours.idle_cpu_pct);
   if (shm.latency_us <= 0 || shm.pingpong_gbs <= 0) {
     std::printf("  libfabric shm: not measured (fi_pingpong not installed, or it failed: "
@@ -659,6 +748,7 @@ int main(int argc, char** argv) {
       kBigWrites /= 20;
       kBigPingPongs /= 20;
       kSleepingRounds /= 20;
+      kSmallWrites /= 20;
       for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
       --argc;
       break;

@@ -21,6 +21,8 @@ packages=(
   ibverbs-utils      # ibv_devices, ibv_devinfo: //simverbs/shim:devinfo_test runs them on the shim
   rdmacm-utils       # rping: the verbs shim's rdma_cm test
   perftest           # ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat: //simverbs/shim:perftest_test (with -R)
+  libfabric-dev      # //tools:bench's baseline: libfabric's shm provider (tools/shm_baseline.h)
+  libfabric-bin      # fi_pingpong: the bench's send/recv baseline
 )
 if [[ "${SOFTRPMA_WITH_DISTRO_LIBRPMA:-0}" == 1 ]]; then
   # Upstream librpma (Debian's 1.2), only for the tests that use it: librpma-dev's header and
