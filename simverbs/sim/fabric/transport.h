@@ -17,10 +17,10 @@
 //     this process's regions before memory is touched.
 //   * Send never blocks; what the carrier could not hand over yet is counted (QueuedBytes), so a
 //     responder can stop producing for a peer that does not read (kBacklogBytes).
-//   * Implementations: host::Conn (host.h: a Unix socket between two processes of a machine,
-//     served by the process's fabric thread). The next ones are new folders behind this
-//     interface: shared memory between the processes of a host, then TCP between machines with
-//     an iWARP-shaped wire (DESIGN.md).
+//   * Implementations: host::Conn (host.h: two processes of a machine, a Unix socket for the
+//     setup, the bells and the end, and the messages in shared-memory rings once both offered
+//     one, shm/ring.h; served by the process's fabric thread). The next one is a new folder
+//     behind this interface: TCP between machines with an iWARP-shaped wire (DESIGN.md).
 //
 // LOCKS: a Transport's methods take only the carrier's own locks, which come after every lock
 // of the NIC (host.h, LOCK ORDER: Send, QueuedBytes, Close and Shutdown are callable under
