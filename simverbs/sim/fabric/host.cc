@@ -68,8 +68,17 @@ struct Conn::Internal {
     softrpma::MutexLock lock(&conn->mu_);
     OfferLocked(conn, /*switched=*/false);
   }
-  // Queues the switch after what the socket still has to take (OutMode::kSwitching).
+  // Sends (or queues) the switch on the socket; this side's messages go to its ring from here.
   static void SwitchOutLocked(Conn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_);
+  // The socket's queued bytes (up to and with the switch) become its tail; out_ is the ring's.
+  static void SwitchToRingLocked(Conn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_);
+  // Writes socket_tail_ into the socket; false while some of it is left (EAGAIN or broken).
+  static bool FlushSocketTailLocked(Conn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_);
+  // Bytes queued to send: for the current medium, and the socket's tail.
+  static bool HasQueuedLocked(const Conn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_) {
+    return conn->out_offset_ < conn->out_.size() ||
+           conn->socket_tail_offset_ < conn->socket_tail_.size();
+  }
   // Sends `iov` (a message) on the current medium, queueing what it does not take.
   static void SendLocked(Conn* conn, const iovec* iov, int count)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_);
@@ -795,7 +804,7 @@ void Conn::Internal::QueueLocked(Conn* conn, const iovec* iov, int count, size_t
 
 size_t Conn::QueuedBytes() {
   softrpma::MutexLock lock(&mu_);
-  return out_.size() - out_offset_;
+  return out_.size() - out_offset_ + socket_tail_.size() - socket_tail_offset_;
 }
 
 void Conn::Close() {
@@ -805,7 +814,7 @@ void Conn::Close() {
     if (closing_) return;
     closing_ = true;
     handler.swap(handler_);
-    if (out_offset_ == out_.size()) shutdown(fd_, SHUT_RDWR);  // else once flushed
+    if (!Internal::HasQueuedLocked(this)) shutdown(fd_, SHUT_RDWR);  // else once flushed
   }
   // `handler` is released here, outside the lock.
 }
@@ -829,7 +838,10 @@ void Conn::Internal::SetHandler(Conn* conn, std::shared_ptr<Handler> handler) {
 
 void Conn::Internal::Flush(Conn* conn) {
   softrpma::MutexLock lock(&conn->mu_);
-  if (conn->out_mode_ == OutMode::kRing) return FlushRingLocked(conn);
+  if (conn->out_mode_ == OutMode::kRing) {
+    if (FlushSocketTailLocked(conn)) FlushRingLocked(conn);
+    return;
+  }
   while (conn->out_offset_ < conn->out_.size() && !conn->broken_) {
     const ssize_t n = send(conn->fd_, conn->out_.data() + conn->out_offset_,
                            conn->out_.size() - conn->out_offset_, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -857,15 +869,36 @@ void Conn::Internal::Flush(Conn* conn) {
     conn->want_writable_ = false;
     SetWritableInterest(conn->fd_, conn->token_, false);
   }
-  // The socket took the switch and what came before it: the ring's turn.
-  if (conn->out_mode_ == OutMode::kSwitching && !conn->broken_) {
-    conn->out_mode_ = OutMode::kRing;
-    if (conn->bell_owed_) {
-      conn->bell_owed_ = false;
-      BellLocked(conn);
+  if (conn->closing_) shutdown(conn->fd_, SHUT_RDWR);
+}
+
+bool Conn::Internal::FlushSocketTailLocked(Conn* conn) {
+  std::vector<uint8_t>& tail = conn->socket_tail_;
+  while (conn->socket_tail_offset_ < tail.size() && !conn->broken_) {
+    const ssize_t n = send(conn->fd_, tail.data() + conn->socket_tail_offset_,
+                           tail.size() - conn->socket_tail_offset_, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n >= 0) {
+      conn->socket_tail_offset_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return false;  // still interested in writable
+    conn->broken_ = true;
+  }
+  if (conn->broken_) return false;
+  if (!tail.empty()) {
+    std::vector<uint8_t>().swap(tail);
+    conn->socket_tail_offset_ = 0;
+    if (conn->want_writable_) {
+      conn->want_writable_ = false;
+      SetWritableInterest(conn->fd_, conn->token_, false);
     }
   }
-  if (conn->closing_) shutdown(conn->fd_, SHUT_RDWR);
+  if (conn->bell_owed_) {  // the socket took the switch: bells may follow it now
+    conn->bell_owed_ = false;
+    BellLocked(conn);
+  }
+  return true;
 }
 
 void Conn::Internal::FlushRingLocked(Conn* conn) {
@@ -893,11 +926,12 @@ void Conn::Internal::FlushRingLocked(Conn* conn) {
     conn->over_backlog_ = false;
     if (!conn->broken_) conn->drained_pending_.store(true);
   }
-  if (conn->closing_) shutdown(conn->fd_, SHUT_RDWR);
+  if (conn->closing_ && !HasQueuedLocked(conn)) shutdown(conn->fd_, SHUT_RDWR);
 }
 
 void Conn::Internal::BellLocked(Conn* conn) {
-  if (conn->out_mode_ != OutMode::kRing) {  // the socket still carries messages: later
+  // The socket still carries messages (before the switch, or the switch itself): later.
+  if (conn->out_mode_ != OutMode::kRing || conn->socket_tail_offset_ < conn->socket_tail_.size()) {
     conn->bell_owed_ = true;
     return;
   }
@@ -962,10 +996,7 @@ bool Conn::Internal::OfferLocked(Conn* conn, bool switched) {
     conn->out_offset_ = 0;
     QueueLocked(conn, iov, 2, static_cast<size_t>(n));
   }
-  if (switched) {
-    conn->out_mode_ =
-        conn->out_offset_ == conn->out_.size() ? OutMode::kRing : OutMode::kSwitching;
-  }
+  if (switched) SwitchToRingLocked(conn);
   return true;
 }
 
@@ -973,9 +1004,20 @@ void Conn::Internal::SwitchOutLocked(Conn* conn) {
   wire::Header header = wire::MakeHeader(wire::Type::kShmSwitch);
   const iovec iov{&header, sizeof(header)};
   SendLocked(conn, &iov, 1);  // on the socket, after what it has still to take
-  if (conn->broken_) return;
-  conn->out_mode_ =
-      conn->out_offset_ == conn->out_.size() ? OutMode::kRing : OutMode::kSwitching;
+  if (!conn->broken_) SwitchToRingLocked(conn);
+}
+
+void Conn::Internal::SwitchToRingLocked(Conn* conn) {
+  // What the socket has not taken yet is its tail (its writable watch stays on for it); every
+  // message from here goes to the ring, which the peer reads once it has read the switch.
+  if (conn->out_offset_ < conn->out_.size()) {
+    conn->socket_tail_.assign(conn->out_.begin() + static_cast<ptrdiff_t>(conn->out_offset_),
+                              conn->out_.end());
+    conn->socket_tail_offset_ = 0;
+  }
+  conn->out_.clear();
+  conn->out_offset_ = 0;
+  conn->out_mode_ = OutMode::kRing;
 }
 
 void Conn::Internal::End(const std::shared_ptr<Conn>& conn) {
@@ -1074,7 +1116,7 @@ void Conn::Settle() {
   bool queued;
   {
     softrpma::MutexLock lock(&mu_);
-    queued = out_offset_ < out_.size();
+    queued = Internal::HasQueuedLocked(this);
   }
   if (queued) Internal::Flush(this);
   drain_pending_.store(false, std::memory_order_seq_cst);
@@ -1122,7 +1164,7 @@ void Conn::Internal::Drive(const std::shared_ptr<Conn>& conn, bool busy) {
     bool queued;
     {
       softrpma::MutexLock lock(&conn->mu_);
-      queued = conn->out_offset_ < conn->out_.size();
+      queued = HasQueuedLocked(conn.get());
     }
     if (queued) Flush(conn.get());
     // Whoever holds the read lock reads as the most thorough driver that came asked.

@@ -260,13 +260,17 @@ class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
   std::atomic<int> watchers_{0};
   std::atomic<bool> parked_{false};
   // THE SHARED-MEMORY RINGS, this side's (it writes) and the peer's (it reads). Messages go
-  // to the socket (kSocket), then, once the switch (kShmRing answered, or kShmSwitch) is
-  // queued, to the socket until it has taken them (kSwitching), then to out_ring_ (kRing):
-  // out_ always holds the next bytes of the current medium.
-  enum class OutMode : uint8_t { kSocket, kSwitching, kRing };
+  // to the socket (kSocket) until the switch (the answering kShmRing, or kShmSwitch) is sent or
+  // queued, and from then on to out_ring_ (kRing): the peer reads the ring only once it has
+  // read the switch. out_ holds the next bytes of the current medium; what the socket had not
+  // taken at the switch (the switch itself among them) waits in socket_tail_, which the socket
+  // takes before any bell.
+  enum class OutMode : uint8_t { kSocket, kRing };
   std::unique_ptr<shm::Ring> out_ring_ ABSL_GUARDED_BY(mu_);  // offered to the peer
   OutMode out_mode_ ABSL_GUARDED_BY(mu_) = OutMode::kSocket;
-  bool bell_owed_ ABSL_GUARDED_BY(mu_) = false;  // a room bell asked for while kSwitching
+  std::vector<uint8_t> socket_tail_ ABSL_GUARDED_BY(mu_);
+  size_t socket_tail_offset_ ABSL_GUARDED_BY(mu_) = 0;
+  bool bell_owed_ ABSL_GUARDED_BY(mu_) = false;  // a bell asked for while socket_tail_ waits
   // out_ holds bytes for out_ring_: a busy poller's Progress writes them (the fabric thread
   // leaves a polled connection to its poller).
   std::atomic<bool> ring_queued_{false};

@@ -10,6 +10,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+
+#include <cstddef>
 #include <unistd.h>
 
 #include <atomic>
@@ -433,6 +435,120 @@ TEST(ShmHostileTest, ASwitchWithoutAnOfferEndsTheConnection) {
   ASSERT_NE(accepted.Last(), nullptr);
   EXPECT_EQ(accepted.Last()->messages.load(), 0);
   close(sock);
+}
+
+// ---- The switch behind queued bytes ----------------------------------------------------------
+
+// Reads exactly `length` bytes of `sock`; the first descriptor passed with them, or -1.
+int ReceiveWithFd(int sock, void* data, size_t length) {
+  int fd = -1;
+  size_t got = 0;
+  while (got < length) {
+    iovec iov{static_cast<uint8_t*>(data) + got, length - got};
+    alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    const ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_type == SCM_RIGHTS && fd < 0) std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    }
+  }
+  return got == length ? fd : -1;
+}
+
+bool ReceiveAll(int sock, void* data, size_t length) {
+  return recv(sock, data, length, MSG_WAITALL) == static_cast<ssize_t>(length);
+}
+
+// Reads one message (a header and its body) out of `ring`, waiting (a bounded while) for it.
+bool ReadMessage(shm::Ring* ring, wire::Header* header, std::vector<uint8_t>* body) {
+  auto read_all = [&](void* into, size_t length) {
+    size_t got = 0;
+    for (int tries = 0; got < length && tries < kLimitMs * 10; ++tries) {
+      const ssize_t n = ring->Read(static_cast<uint8_t*>(into) + got, length - got);
+      if (n < 0) return false;
+      if (n == 0) usleep(100);
+      got += static_cast<size_t>(n);
+    }
+    return got == length;
+  };
+  if (!read_all(header, sizeof(*header))) return false;
+  body->resize(header->body_len);
+  return read_all(body->data(), body->size());
+}
+
+// A switch that finds the dialer's socket still full of what it sent before (a message bigger
+// than the socket takes) waits behind those bytes, and every message sent after it goes to the
+// ring: never onto the socket after the switch, where the listener, which reads the ring from
+// the switch on, would take it for bells and lose it.
+TEST(ShmProtocolTest, MessagesAfterASwitchQueuedBehindOthersGoToTheRing) {
+  const sockaddr_in addr = Loopback(7320);
+  const int raw = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(raw, 0);
+  {
+    sockaddr_un name{};
+    name.sun_family = AF_UNIX;
+    const std::string text = ListenerName(AsSockaddr(addr));
+    std::memcpy(name.sun_path + 1, text.data(), text.size());
+    ASSERT_EQ(bind(raw, reinterpret_cast<sockaddr*>(&name),
+                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + text.size())),
+              0);
+    ASSERT_EQ(listen(raw, 4), 0);
+  }
+  auto got = std::make_shared<Collector>();
+  std::shared_ptr<Conn> conn;
+  ASSERT_EQ(Dial(AsSockaddr(addr), got, &conn), 0);
+  const int peer = accept(raw, nullptr, nullptr);
+  ASSERT_GE(peer, 0);
+  Offer offer;
+  const int dialer_ring_fd = ReceiveWithFd(peer, &offer, sizeof(offer));
+  ASSERT_GE(dialer_ring_fd, 0);
+  ASSERT_EQ(offer.header.type, static_cast<uint16_t>(wire::Type::kShmRing));
+  ASSERT_EQ(offer.body.switched, 0);
+
+  const size_t big = size_t{4} << 20;
+  SendPattern(conn.get(), 0, big);
+  ASSERT_GT(conn->QueuedBytes(), 0u) << "the socket took the whole message: nothing to test";
+  int answer_fd = -1;
+  std::unique_ptr<shm::Ring> mine = shm::Ring::Create(shm::Ring::kMinCapacityLog2, &answer_fd);
+  ASSERT_NE(mine, nullptr);
+  const Offer answer = MakeOffer(shm::Ring::kMinCapacityLog2, 1);
+  ASSERT_TRUE(SendWithFd(peer, &answer, sizeof(answer), answer_fd));
+  close(answer_fd);
+  ASSERT_TRUE(WaitFor([&] { return conn->OnRings(); })) << "the dialer never switched";
+  for (uint64_t i = 1; i <= 5; ++i) SendPattern(conn.get(), i, 100);
+
+  // The socket: the big message, the switch, then nothing but bells.
+  wire::Header header;
+  ASSERT_TRUE(ReceiveAll(peer, &header, sizeof(header)));
+  ASSERT_EQ(header.type, static_cast<uint16_t>(wire::Type::kSend));
+  std::vector<uint8_t> body(header.body_len);
+  ASSERT_EQ(body.size(), big);
+  ASSERT_TRUE(ReceiveAll(peer, body.data(), body.size()));
+  EXPECT_EQ(body, Pattern(big, 0));
+  ASSERT_TRUE(ReceiveAll(peer, &header, sizeof(header)));
+  ASSERT_EQ(header.type, static_cast<uint16_t>(wire::Type::kShmSwitch));
+  usleep(100 * 1000);  // (what may still come after the switch)
+  uint8_t after[4096];
+  const ssize_t n = recv(peer, after, sizeof(after), MSG_DONTWAIT);
+  for (ssize_t i = 0; i < n; ++i) ASSERT_EQ(after[i], 0) << "a message on the socket after the switch";
+
+  // The ring: the later messages, in order.
+  std::unique_ptr<shm::Ring> theirs =
+      shm::Ring::Attach(dialer_ring_fd, static_cast<int>(offer.body.capacity_log2));
+  ASSERT_NE(theirs, nullptr);
+  for (uint64_t i = 1; i <= 5; ++i) {
+    ASSERT_TRUE(ReadMessage(theirs.get(), &header, &body)) << "message " << i;
+    EXPECT_EQ(header.seq, i);
+    EXPECT_EQ(body, Pattern(100, i));
+  }
+  conn->Close();
+  for (const int fd : {peer, raw, dialer_ring_fd}) close(fd);
 }
 
 }  // namespace
