@@ -600,7 +600,8 @@ TwoProcessFigures MeasureTwoProcesses() {
       --in_flight;
     }
   }
-  figures.small_writes_mops = kSmallWrites / std::chrono::duration<double>(Clock::now() - start).count() / 1e6;
+  figures.small_writes_mops =
+      kSmallWrites / std::chrono::duration<double>(Clock::now() - start).count() / 1e6;
 
   const double cpu_before = CpuSecondsOf(server);
   struct timespec second = {1, 0};

@@ -64,6 +64,25 @@ fi
 RPMA_SIM_CMA=maybe timeout 5 "$peer" connect-only $addr 7399 >"$tmp/bad-cma" 2>&1
 check "a bad RPMA_SIM_CMA is an error" "$tmp/bad-cma" "Invalid argument"
 
+# Connections travel on shared-memory rings when both processes offer one (the runs above). A
+# process with RPMA_SIM_SHM=0, on either side, offers none: the connection keeps every message
+# on its socket, and the pair works all the same.
+for pair in "0 1" "1 0"; do
+  read -r shm_server shm_client <<<"$pair"
+  port=$((7340 + shm_server))
+  RPMA_SIM_SHM=$shm_server start "server-shm$shm_server" server $addr $port
+  wait_listening "$tmp/server-shm$shm_server"
+  RPMA_SIM_SHM=$shm_client timeout 20 "$peer" client $addr $port "shm$shm_client" \
+    >"$tmp/client-shm$shm_client" 2>&1
+  wait "${pids[-1]}"
+  check "client, RPMA_SIM_SHM=$shm_client beside a server with $shm_server" \
+    "$tmp/client-shm$shm_client" "^client: ok"
+  check "server, RPMA_SIM_SHM=$shm_server beside a client with $shm_client" \
+    "$tmp/server-shm$shm_server" "^server: ok (1 client)"
+done
+RPMA_SIM_SHM=maybe timeout 5 "$peer" connect-only $addr 7399 >"$tmp/bad-shm" 2>&1
+check "a bad RPMA_SIM_SHM is an error" "$tmp/bad-shm" "Invalid argument"
+
 # Several clients at once.
 start server2 server $addr 7302 3
 wait_listening "$tmp/server2"

@@ -135,8 +135,8 @@ inline constexpr char kShmEnvVar[] = "RPMA_SIM_SHM";
 // Sets the fabric's name from RPMA_SIM_FABRIC (1 to 40 characters of [A-Za-z0-9._-]), or the
 // default when it is unset or empty: "uid<uid>", or "uid<uid>-test-<hash of TEST_TMPDIR>"
 // inside a Bazel test (Bazel runs tests side by side; each gets a fabric of its own).
-// Also reads RPMA_SIM_CMA and RPMA_SIM_SHM. Errors: InvalidArgument naming the bad value. Call before the
-// first Listen / Dial.
+// Also reads RPMA_SIM_CMA and RPMA_SIM_SHM. Errors: InvalidArgument naming the bad value.
+// Call before the first Listen / Dial.
 absl::Status ConfigureFabric();
 // The fabric's name (the default until ConfigureFabric succeeded).
 std::string FabricName();

@@ -536,7 +536,9 @@ TEST(ShmProtocolTest, MessagesAfterASwitchQueuedBehindOthersGoToTheRing) {
   usleep(100 * 1000);  // (what may still come after the switch)
   uint8_t after[4096];
   const ssize_t n = recv(peer, after, sizeof(after), MSG_DONTWAIT);
-  for (ssize_t i = 0; i < n; ++i) ASSERT_EQ(after[i], 0) << "a message on the socket after the switch";
+  for (ssize_t i = 0; i < n; ++i) {
+    ASSERT_EQ(after[i], 0) << "a message on the socket after the switch";
+  }
 
   // The ring: the later messages, in order.
   std::unique_ptr<shm::Ring> theirs =

@@ -22,7 +22,7 @@
 namespace softrpma::sim::wire {
 
 inline constexpr uint32_t kMagic = 0x52504d32;  // "RPM2"
-// The protocol's version, the "1" of kMagic: processes of two versions do not talk.
+// The protocol's version, the last character of kMagic: processes of two versions do not talk.
 inline constexpr int kProtocolVersion = 2;  // 2: the shared-memory rings (kShmRing)
 static_assert((kMagic & 0xff) == '0' + kProtocolVersion, "kMagic ends in kProtocolVersion");
 
@@ -140,8 +140,6 @@ struct RejectBody {
   uint8_t private_data[kMaxRejectPrivateData];
 };
 
-// kQpBind: who the requests that follow come from and which QP of the receiving process they
-// are for (ibv_qp_attr.dest_qp_num of the sender's RTR).
 // kShmRing: a ring offered (switched 0: the dialer's, first message of a connection) or
 // offered back (switched 1: the listener's answer, after which its messages are in its ring).
 // The capacity is checked when the ring is mapped (shm::Ring::Attach).
@@ -153,6 +151,8 @@ struct ShmRingBody {
   uint8_t reserved[7];
 };
 
+// kQpBind: who the requests that follow come from and which QP of the receiving process they
+// are for (ibv_qp_attr.dest_qp_num of the sender's RTR).
 inline constexpr uint32_t kQpBindVersion = 1;
 struct QpBindBody {
   uint32_t version;  // kQpBindVersion

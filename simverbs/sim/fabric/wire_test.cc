@@ -23,11 +23,35 @@ TEST(ValidateHeader, AcceptsEachTypeWithItsBodyLength) {
                         Case{Type::kDisconnect, 0}, Case{Type::kDisconnectReply, 0},
                         Case{Type::kRead, 0}, Case{Type::kAck, 0},
                         Case{Type::kAtomicWrite, 8}, Case{Type::kWrite, 4096},
-                        Case{Type::kSend, 0}, Case{Type::kReadResponse, 1 << 20}}) {
+                        Case{Type::kSend, 0}, Case{Type::kReadResponse, 1 << 20},
+                        Case{Type::kShmRing, sizeof(ShmRingBody)}, Case{Type::kShmSwitch, 0}}) {
     Header header = MakeHeader(c.type);
     header.body_len = c.body_len;
     EXPECT_TRUE(ValidateHeader(header)) << static_cast<int>(c.type);
   }
+}
+
+TEST(ValidateShmRingBody, NeedsTheVersionAndASwitchOfZeroOrOne) {
+  ShmRingBody body;
+  std::memset(&body, 0, sizeof(body));
+  body.version = kShmRingVersion;
+  EXPECT_TRUE(ValidateShmRingBody(body));
+  body.switched = 1;
+  EXPECT_TRUE(ValidateShmRingBody(body));
+  body.switched = 2;
+  EXPECT_FALSE(ValidateShmRingBody(body));
+  body.switched = 0;
+  body.version = kShmRingVersion + 1;
+  EXPECT_FALSE(ValidateShmRingBody(body));
+  Header header = MakeHeader(Type::kShmRing);
+  header.body_len = sizeof(body) + 1;
+  EXPECT_FALSE(ValidateHeader(header));
+  header = MakeHeader(Type::kShmSwitch);
+  header.body_len = 1;
+  EXPECT_FALSE(ValidateHeader(header));
+  header.body_len = 0;
+  header.flags = kFlagCma;  // the carrier's messages carry no flag
+  EXPECT_FALSE(ValidateHeader(header));
 }
 
 TEST(ValidateQpBindBody, NeedsTheVersionAndAQpNumber) {
