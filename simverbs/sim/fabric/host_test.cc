@@ -30,6 +30,7 @@ namespace {
 using ::softrpma::sim::testing::Child;
 using ::softrpma::sim::testing::CpuTicks;
 using ::softrpma::sim::testing::RawConnect;
+using ::softrpma::sim::testing::RawListen;
 using ::softrpma::sim::testing::WaitClosed;
 using ::softrpma::sim::testing::Loopback;
 using ::softrpma::sim::testing::WriteAll;
@@ -239,19 +240,8 @@ TEST(QueuedBytesTest, QueuedBytes_PeerDoesNotRead_CountsTheBacklogAndOnDrainedFo
   // A peer that listens (a raw socket of this process, under the fabric's name) and reads only
   // when told.
   const sockaddr_in addr = Loopback(7208);
-  const int raw = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int raw = RawListen(ListenerName(AsSockaddr(addr)));
   ASSERT_GE(raw, 0);
-  {
-    sockaddr_un name;
-    std::memset(&name, 0, sizeof(name));
-    name.sun_family = AF_UNIX;
-    const std::string text = ListenerName(AsSockaddr(addr));
-    std::memcpy(name.sun_path + 1, text.data(), text.size());
-    ASSERT_EQ(bind(raw, reinterpret_cast<sockaddr*>(&name),
-                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + text.size())),
-              0);
-    ASSERT_EQ(listen(raw, 4), 0);
-  }
   auto recorder = std::make_shared<Recorder>();
   std::shared_ptr<Conn> conn;
   ASSERT_EQ(Dial(AsSockaddr(addr), recorder, &conn), 0);

@@ -103,6 +103,38 @@ int RawConnect(const std::string& name) {
   return fd;
 }
 
+int RawListen(const std::string& name) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un address;
+  const socklen_t length = AbstractAddress(name, &address);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0 || listen(fd, 16) != 0) {
+    const int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
+bool SendWithFd(int sock, const void* data, size_t length, int fd) {
+  iovec iov{const_cast<void*>(data), length};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  std::memset(control, 0, sizeof(control));
+  msghdr msg;
+  std::memset(&msg, 0, sizeof(msg));
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+  return sendmsg(sock, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(length);
+}
+
 bool WriteAll(int fd, const void* data, size_t length) {
   const auto* bytes = static_cast<const uint8_t*>(data);
   while (length > 0) {

@@ -44,6 +44,14 @@ sockaddr_in Loopback(uint16_t port);
 wire::ConnectBody MakeConnectBody(uint16_t port, uint16_t src_port, int32_t pid,
                                   uint64_t probe_addr, uint32_t qp_num);
 
+// A stream socket of this process listening at the abstract name `name` (a raw peer playing a
+// listener: the fabric's dialers reach it); -1 (errno set) on failure.
+int RawListen(const std::string& name);
+
+// Sends `length` bytes on `sock` with the descriptor `fd` passed along (SCM_RIGHTS): all of
+// them in one sendmsg, or false.
+bool SendWithFd(int sock, const void* data, size_t length, int fd);
+
 // Writes all of `data` to `fd`; false when the socket failed (e.g. the peer closed it).
 bool WriteAll(int fd, const void* data, size_t length);
 

@@ -34,6 +34,8 @@ namespace {
 using ::softrpma::sim::testing::Child;
 using ::softrpma::sim::testing::Loopback;
 using ::softrpma::sim::testing::RawConnect;
+using ::softrpma::sim::testing::RawListen;
+using ::softrpma::sim::testing::SendWithFd;
 using ::softrpma::sim::testing::WaitClosed;
 using ::softrpma::sim::testing::WriteAll;
 
@@ -150,71 +152,71 @@ void ExpectEchoes(Collector* got, const std::vector<size_t>& lengths) {
   }
 }
 
-TEST(ShmConnTest, TwoProcesses_EveryMessageSizeArrivesWholeThroughTheRings) {
-  Child echo = StartEcho(7301, "1");
-  ASSERT_GT(echo.pid(), 0);
-  auto got = std::make_shared<Collector>();
+// A connection of this process to an echo child on `port` (the child's RPMA_SIM_SHM `shm`), and
+// what comes back on it.
+struct EchoPair {
+  Child echo;
+  std::shared_ptr<Collector> got = std::make_shared<Collector>();
   std::shared_ptr<Conn> conn;
-  const sockaddr_in addr = Loopback(7301);
-  ASSERT_EQ(Dial(AsSockaddr(addr), got, &conn), 0);
-  ASSERT_TRUE(WaitFor([&] { return conn->OnRings(); })) << "the rings were never switched on";
+};
+
+// Connects `pair`; with `on_rings`, waits until the connection is on its rings both ways.
+void ConnectToEcho(uint16_t port, const char* shm, bool on_rings, EchoPair* pair) {
+  pair->echo = StartEcho(port, shm);
+  ASSERT_GT(pair->echo.pid(), 0);
+  const sockaddr_in addr = Loopback(port);
+  ASSERT_EQ(Dial(AsSockaddr(addr), pair->got, &pair->conn), 0);
+  if (on_rings) {
+    ASSERT_TRUE(WaitFor([&] { return pair->conn->OnRings(); })) << "the rings never came on";
+  }
+}
+
+TEST(ShmConnTest, TwoProcesses_EveryMessageSizeArrivesWholeThroughTheRings) {
+  EchoPair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectToEcho(7301, "1", /*on_rings=*/true, &pair));
   std::vector<size_t> lengths;
   for (size_t i = 0; i < 300; ++i) lengths.push_back((i * 977) % 9000);  // 0 to 9 KB
   lengths.push_back(size_t{1} << 20);  // bigger than a ring: goes through in pieces
   lengths.push_back((size_t{3} << 20) + 17);
-  for (size_t i = 0; i < lengths.size(); ++i) SendPattern(conn.get(), i, lengths[i]);
-  ExpectEchoes(got.get(), lengths);
-  EXPECT_FALSE(got->closed.load());
-  conn->Close();
+  for (size_t i = 0; i < lengths.size(); ++i) SendPattern(pair.conn.get(), i, lengths[i]);
+  ExpectEchoes(pair.got.get(), lengths);
+  EXPECT_FALSE(pair.got->closed.load());
+  pair.conn->Close();
 }
 
 TEST(ShmConnTest, APeerThatOffersNoRingKeepsTheSocketBothWays) {
-  Child echo = StartEcho(7302, "0");
-  ASSERT_GT(echo.pid(), 0);
-  auto got = std::make_shared<Collector>();
-  std::shared_ptr<Conn> conn;
-  const sockaddr_in addr = Loopback(7302);
-  ASSERT_EQ(Dial(AsSockaddr(addr), got, &conn), 0);
+  EchoPair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectToEcho(7302, "0", /*on_rings=*/false, &pair));
   const std::vector<size_t> lengths = {10, 300000, 0, 5};
-  for (size_t i = 0; i < lengths.size(); ++i) SendPattern(conn.get(), i, lengths[i]);
-  ExpectEchoes(got.get(), lengths);
-  EXPECT_FALSE(conn->OnRings());
-  conn->Close();
+  for (size_t i = 0; i < lengths.size(); ++i) SendPattern(pair.conn.get(), i, lengths[i]);
+  ExpectEchoes(pair.got.get(), lengths);
+  EXPECT_FALSE(pair.conn->OnRings());
+  pair.conn->Close();
 }
 
 TEST(ShmConnTest, APeerThatDiesEndsItsConnectionAtOnce) {
-  Child echo = StartEcho(7303, "1");
-  ASSERT_GT(echo.pid(), 0);
-  auto got = std::make_shared<Collector>();
-  std::shared_ptr<Conn> conn;
-  const sockaddr_in addr = Loopback(7303);
-  ASSERT_EQ(Dial(AsSockaddr(addr), got, &conn), 0);
-  ASSERT_TRUE(WaitFor([&] { return conn->OnRings(); }));
-  echo.Stop();  // SIGKILL
-  EXPECT_TRUE(WaitFor([&] { return got->closed.load(); }));
+  EchoPair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectToEcho(7303, "1", /*on_rings=*/true, &pair));
+  pair.echo.Stop();  // SIGKILL
+  EXPECT_TRUE(WaitFor([&] { return pair.got->closed.load(); }));
 }
 
 TEST(ShmConnTest, APeerStoppedForSecondsLosesNothing) {
-  Child echo = StartEcho(7304, "1");
-  ASSERT_GT(echo.pid(), 0);
-  auto got = std::make_shared<Collector>();
-  std::shared_ptr<Conn> conn;
-  const sockaddr_in addr = Loopback(7304);
-  ASSERT_EQ(Dial(AsSockaddr(addr), got, &conn), 0);
-  ASSERT_TRUE(WaitFor([&] { return conn->OnRings(); }));
-  ASSERT_EQ(kill(echo.pid(), SIGSTOP), 0);
+  EchoPair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectToEcho(7304, "1", /*on_rings=*/true, &pair));
+  ASSERT_EQ(kill(pair.echo.pid(), SIGSTOP), 0);
   int status = 0;  // stopped for sure before anything is sent
-  ASSERT_EQ(waitpid(echo.pid(), &status, WUNTRACED), echo.pid());
+  ASSERT_EQ(waitpid(pair.echo.pid(), &status, WUNTRACED), pair.echo.pid());
   ASSERT_TRUE(WIFSTOPPED(status));
   std::vector<size_t> lengths(64, size_t{64} << 10);  // 4 MiB: many rings full
-  for (size_t i = 0; i < lengths.size(); ++i) SendPattern(conn.get(), i, lengths[i]);
-  EXPECT_GT(conn->QueuedBytes(), 0u) << "a stopped peer's ring fills; the rest waits here";
+  for (size_t i = 0; i < lengths.size(); ++i) SendPattern(pair.conn.get(), i, lengths[i]);
+  EXPECT_GT(pair.conn->QueuedBytes(), 0u) << "a stopped peer's ring fills; the rest waits here";
   sleep(2);
-  EXPECT_EQ(got->Count(), 0u);
-  ASSERT_EQ(kill(echo.pid(), SIGCONT), 0);
-  ExpectEchoes(got.get(), lengths);
-  EXPECT_FALSE(got->closed.load());
-  conn->Close();
+  EXPECT_EQ(pair.got->Count(), 0u);
+  ASSERT_EQ(kill(pair.echo.pid(), SIGCONT), 0);
+  ExpectEchoes(pair.got.get(), lengths);
+  EXPECT_FALSE(pair.got->closed.load());
+  pair.conn->Close();
 }
 
 // ---- A hostile dialer on a listener of this process -----------------------------------------
@@ -227,7 +229,15 @@ class Counting final : public Conn::Handler {
   std::atomic<bool> closed{false};
 };
 
+struct Accepted;
+AcceptFn Accepting(Accepted* accepted);
+
+// A listener of this process at an address, and the handlers of what it accepted.
 struct Accepted {
+  void Listen(const sockaddr_in& addr) {
+    ASSERT_EQ(host::Listen(AsSockaddr(addr), Accepting(this), &listener), 0);
+  }
+  std::unique_ptr<Listener> listener;
   std::mutex mu;
   std::vector<std::shared_ptr<Counting>> handlers;
   std::shared_ptr<Counting> Last() {
@@ -243,23 +253,6 @@ AcceptFn Accepting(Accepted* accepted) {
     accepted->handlers.push_back(handler);
     return std::static_pointer_cast<Conn::Handler>(handler);
   };
-}
-
-// Sends `length` bytes with `fd` passed along (SCM_RIGHTS).
-bool SendWithFd(int sock, const void* data, size_t length, int fd) {
-  iovec iov{const_cast<void*>(data), length};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-  cmsg->cmsg_level = SOL_SOCKET;
-  cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-  return sendmsg(sock, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(length);
 }
 
 struct Offer {
@@ -330,8 +323,7 @@ void ExpectOthersServed(const sockaddr_in& addr, Accepted* accepted) {
 TEST(ShmHostileTest, AMessageThroughTheRingIsServedLikeOneThroughTheSocket) {
   const sockaddr_in addr = Loopback(7311);
   Accepted accepted;
-  std::unique_ptr<Listener> listener;
-  ASSERT_EQ(Listen(AsSockaddr(addr), Accepting(&accepted), &listener), 0);
+  ASSERT_NO_FATAL_FAILURE(accepted.Listen(addr));
   HostileOnRings peer;
   ASSERT_NO_FATAL_FAILURE(StartOnRings(addr, &peer));
   const wire::Header ack = wire::MakeHeader(wire::Type::kAck);
@@ -343,8 +335,7 @@ TEST(ShmHostileTest, AMessageThroughTheRingIsServedLikeOneThroughTheSocket) {
 TEST(ShmHostileTest, GarbageInTheRingEndsThatConnectionOnly) {
   const sockaddr_in addr = Loopback(7312);
   Accepted accepted;
-  std::unique_ptr<Listener> listener;
-  ASSERT_EQ(Listen(AsSockaddr(addr), Accepting(&accepted), &listener), 0);
+  ASSERT_NO_FATAL_FAILURE(accepted.Listen(addr));
   HostileOnRings peer;
   ASSERT_NO_FATAL_FAILURE(StartOnRings(addr, &peer));
   const std::shared_ptr<Counting> victim = accepted.Last();
@@ -360,8 +351,7 @@ TEST(ShmHostileTest, GarbageInTheRingEndsThatConnectionOnly) {
 TEST(ShmHostileTest, ACounterThePeerCannotHaveWrittenEndsTheConnectionAndSaysSo) {
   const sockaddr_in addr = Loopback(7313);
   Accepted accepted;
-  std::unique_ptr<Listener> listener;
-  ASSERT_EQ(Listen(AsSockaddr(addr), Accepting(&accepted), &listener), 0);
+  ASSERT_NO_FATAL_FAILURE(accepted.Listen(addr));
   HostileOnRings peer;
   ASSERT_NO_FATAL_FAILURE(StartOnRings(addr, &peer));
   const std::shared_ptr<Counting> victim = accepted.Last();
@@ -383,8 +373,7 @@ TEST(ShmHostileTest, ACounterThePeerCannotHaveWrittenEndsTheConnectionAndSaysSo)
 TEST(ShmHostileTest, AnOfferThatIsNotASealedRingEndsTheConnection) {
   const sockaddr_in addr = Loopback(7314);
   Accepted accepted;
-  std::unique_ptr<Listener> listener;
-  ASSERT_EQ(Listen(AsSockaddr(addr), Accepting(&accepted), &listener), 0);
+  ASSERT_NO_FATAL_FAILURE(accepted.Listen(addr));
   // An unsealed memfd of the right size: its owner could truncate it under the mapping.
   const int memfd = memfd_create("hostile", MFD_CLOEXEC);
   ASSERT_GE(memfd, 0);
@@ -408,8 +397,7 @@ TEST(ShmHostileTest, AnOfferThatIsNotASealedRingEndsTheConnection) {
 TEST(ShmHostileTest, ADescriptorWithAnOrdinaryMessageEndsTheConnection) {
   const sockaddr_in addr = Loopback(7315);
   Accepted accepted;
-  std::unique_ptr<Listener> listener;
-  ASSERT_EQ(Listen(AsSockaddr(addr), Accepting(&accepted), &listener), 0);
+  ASSERT_NO_FATAL_FAILURE(accepted.Listen(addr));
   const int sock = RawConnect(ListenerName(AsSockaddr(addr)));
   ASSERT_GE(sock, 0);
   const wire::Header ack = wire::MakeHeader(wire::Type::kAck);
@@ -423,8 +411,7 @@ TEST(ShmHostileTest, ADescriptorWithAnOrdinaryMessageEndsTheConnection) {
 TEST(ShmHostileTest, ASwitchWithoutAnOfferEndsTheConnection) {
   const sockaddr_in addr = Loopback(7316);
   Accepted accepted;
-  std::unique_ptr<Listener> listener;
-  ASSERT_EQ(Listen(AsSockaddr(addr), Accepting(&accepted), &listener), 0);
+  ASSERT_NO_FATAL_FAILURE(accepted.Listen(addr));
   const int sock = RawConnect(ListenerName(AsSockaddr(addr)));
   ASSERT_GE(sock, 0);
   const wire::Header switch_header = wire::MakeHeader(wire::Type::kShmSwitch);
@@ -488,18 +475,8 @@ bool ReadMessage(shm::Ring* ring, wire::Header* header, std::vector<uint8_t>* bo
 // the switch on, would take it for bells and lose it.
 TEST(ShmProtocolTest, MessagesAfterASwitchQueuedBehindOthersGoToTheRing) {
   const sockaddr_in addr = Loopback(7320);
-  const int raw = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int raw = RawListen(ListenerName(AsSockaddr(addr)));
   ASSERT_GE(raw, 0);
-  {
-    sockaddr_un name{};
-    name.sun_family = AF_UNIX;
-    const std::string text = ListenerName(AsSockaddr(addr));
-    std::memcpy(name.sun_path + 1, text.data(), text.size());
-    ASSERT_EQ(bind(raw, reinterpret_cast<sockaddr*>(&name),
-                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + text.size())),
-              0);
-    ASSERT_EQ(listen(raw, 4), 0);
-  }
   auto got = std::make_shared<Collector>();
   std::shared_ptr<Conn> conn;
   ASSERT_EQ(Dial(AsSockaddr(addr), got, &conn), 0);
