@@ -3,15 +3,18 @@
 // responses back, and what a CQ polled by a busy program needs to make that carrier progress.
 //
 // THE MODEL
-//   * A link's peer QP is in this process or in another. In this process (the LOCAL carrier)
-//     there is no Transport object: the requester hands a WR to the responder under the link's
-//     lock (nic/requester.cc, ExecuteLocked), in the order and at the points the scheduler chose
-//     (sched.h). In another process the link holds a Transport: a request is a wire.h message
-//     sent with Send, executed by the peer's NIC (its responder, the same code: nic/responder.cc), and
-//     answered by exactly one response, in order, that reaches the link's handler.
-//   * The requester, the responder and the completer (nic/requester.cc, responder.cc, completer.cc) are one code for every carrier:
-//     a carrier moves bytes, it never decides what a request does. The opcode table (opcodes.h)
-//     says which request type a WR travels as.
+//   * This is the wire's half of the seam; the NIC's half is the link's carrier (nic/carrier.h).
+//     A link's peer QP is in this process or in another. In this process (the LOCAL carrier,
+//     nic/carrier_local.cc) nothing goes over a wire: the requester hands a WR to the responder
+//     under the link's lock, in the order and at the points the scheduler chose (sched.h). In
+//     another process (the HOST carrier, nic/carrier_host.cc) the link holds a Transport: a
+//     request is a wire.h message sent with Send, executed by the peer's NIC (its responder,
+//     the same code: nic/responder.cc), and answered by exactly one response, in order, that
+//     reaches the link's handler.
+//   * The requester, the responder and the completer (nic/requester.cc, responder.cc,
+//     completer.cc) are one code for every carrier: a carrier moves bytes, it never decides
+//     what a request does. The opcode table (opcodes.h) says which request type a WR travels
+//     as.
 //   * Every byte a Transport delivers is the peer's, UNTRUSTED: wire::ValidateHeader runs before
 //     a handler sees a header, and the responder checks every address, key and length against
 //     this process's regions before memory is touched.

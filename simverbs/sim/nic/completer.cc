@@ -167,7 +167,7 @@ void HandleResponseLocked(SimLink* link, SimQp* qp, const wire::Header& response
   --qp->sq_sent;
   // A responder gone or in ERROR answers nothing on a real fabric: the retries run out.
   RetireHeadLocked(qp, status, wqe.length, status == IBV_WC_RETRY_EXC_ERR ? kRetryTimeoutNs : 0);
-  if (qp->state == IBV_QPS_RTS) ProgressRemoteLocked(link, qp);  // a failing WR may be next
+  if (qp->state == IBV_QPS_RTS) ProgressQpLocked(link, qp);  // a failing WR may be next
 }
 
 }  // namespace nic_internal

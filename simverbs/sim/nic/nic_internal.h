@@ -3,9 +3,12 @@
 // one file per job, as the kernel's soft-RoCE splits rxe_req.c, rxe_resp.c and rxe_comp.c:
 //
 //   segments.cc   the memory of one side of a WR, and the copy between two sides
-//   requester.cc  THE PROGRESS STEP: a send queue's WRs executed in this process (the local
-//                 carrier: the requester hands the WR to the responder under the link's lock)
-//                 or sent as requests over the link's Transport (another process)
+//   requester.cc  THE PROGRESS STEP: a send queue's WRs, in order, each handed to the link's
+//                 carrier (carrier.h) when its time has come
+//   carrier_local.cc  THE LOCAL CARRIER: a WR executed against the peer QP of this process (the
+//                 requester hands it to the responder under the link's lock)
+//   carrier_host.cc   THE HOST CARRIER: a WR sent as a request over the link's Transport to
+//                 the peer's NIC in another process
 //   responder.cc  THE RESPONDER: what the target's NIC does with a request, whichever carrier
 //                 brought it; the peer's waiting requests and THE BUDGET of them
 //   completer.cc  send and receive completions, the retirement of a send queue's head, and a
@@ -18,7 +21,7 @@
 //   extended_post.cc  the extended post API (ibv_wr_*): a batch built, then posted by post.cc
 //   srq.cc        shared receive queues
 //   qp.cc         QP creation, destruction and state (the CM's transitions, ERROR and its
-//                 flushes), and the entry points of the link's carrier
+//                 flushes), and the entry points of the HOST carrier's connection
 //   verbs_qp.cc   QPs of ibv_create_qp / ibv_modify_qp (no CM) and how they find their peer
 //
 // Each function's contract is at its definition. Locks as in qp.h (link, then SRQ, then PD).
@@ -88,9 +91,9 @@ int ToIovecs(const Segments& segments, iovec* iov);
 // The row of a posted WR's opcode (ValidateSend lets only modelled ones in).
 inline const Opcode& RowOf(ibv_wr_opcode opcode) { return *FindOpcode(opcode); }
 
-// ---- requester.cc ----------------------------------------------------------------------------
+// ---- requester.cc, carrier_local.cc -------------------------------------------------------
 
-// The result of executing the head of a send queue.
+// The result of executing the head of a send queue in this process (the LOCAL carrier).
 struct Outcome {
   bool wait;  // receiver not ready: the WR stays at the head
   ibv_wc_status status;
@@ -107,7 +110,6 @@ constexpr Outcome kRetryExceeded{false, IBV_WC_RETRY_EXC_ERR, 0, kRetryTimeoutNs
 
 void ProgressQpLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
 void ProgressLinkLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
-void ProgressRemoteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
 
 // The local QP of a remote link (its one side), or nullptr once it was destroyed.
 inline SimQp* LocalSideLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
@@ -205,6 +207,7 @@ uint64_t RecvCapacity(const ibv_recv_wr* wr);
 // ---- qp.cc -----------------------------------------------------------------------------------
 
 void SetStateLocked(SimQp* qp, ibv_qp_state state);
+std::shared_ptr<Transport> DetachRemoteLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
 void EnterErrorLocked(SimQp* qp);
 void CheckOverflowLocked(SimQp* qp);
 uint64_t ModelledSendOps();

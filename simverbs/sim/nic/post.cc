@@ -105,11 +105,9 @@ int ValidateBatchLocked(const SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) 
   return 0;
 }
 
-// What PostSendWrsLocked leaves for after the link's lock.
-struct Unsent {
-  bool any = false;       // a WR is deferred (or, on a link to another process, not sent)
-  bool backstop = false;  // and the peer is another process
-};
+// What PostSendWrsLocked leaves for after the link's lock: a WR deferred (on a link to another
+// process, not sent), and whether the backstop must send it (carrier.h).
+using Unsent = LinkCarrier::Unsent;
 
 int PostSendWrsLocked(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault,
                       bool extended, Unsent* unsent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->link->mu);
@@ -213,12 +211,7 @@ int PostSendWrsLocked(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const Wr
   }
   ProgressLinkLocked(link);  // the WRs before a bad one were posted
   if (deferred) KickForLocked(link, qp);
-  if (link->remote != nullptr) {
-    unsent->any = qp->sq_sent < qp->sq.size();
-    unsent->backstop = unsent->any && !SelfOnHostTransportLocked(link);
-  } else {
-    unsent->any = link->unexecuted.load(std::memory_order_acquire) > 0;
-  }
+  *unsent = link->carrier->UnsentLocked(link, qp);
   if (err != 0) {
     *bad_wr = wr;
     return err;

@@ -27,9 +27,10 @@ using namespace nic_internal;  // NOLINT(build/namespaces): the NIC's files shar
 namespace nic_internal {
 
 // The dry run behind every kick. A WR that would wait (its receive is not posted, or the
-// responder is not ready) holds back every WR behind it, as ExecuteLocked does: then nothing
-// completes, and no channel may become readable, or a program waiting in poll(2) would wake
-// to an ibv_get_cq_event that sleeps (a real channel is readable only with an event there).
+// responder is not ready) holds back every WR behind it, as the LOCAL carrier does
+// (carrier_local.cc, ExecuteLocked): then nothing completes, and no channel may become
+// readable, or a program waiting in poll(2) would wake to an ibv_get_cq_event that sleeps (a
+// real channel is readable only with an event there).
 // An SRQ's receives count as there (another QP may take them first: such a kick is spurious).
 // REQUIRES: link->mu held; an in-process link.
 WouldComplete WouldCompleteLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
@@ -71,31 +72,11 @@ bool SelfOnHostTransportLocked(const SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRE
   return CurrentTransport() == TransportKind::kHost && link->remote_pid == getpid();
 }
 
-// Kicks the channels that qp's unexecuted WRs would complete on. REQUIRES: link->mu held.
+// Kicks the channels that qp's unexecuted WRs would complete on (its link's carrier knows
+// which). REQUIRES: link->mu held.
 void KickForLocked(SimLink* link, SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   if (qp == nullptr || link->unexecuted.load(std::memory_order_acquire) == 0) return;
-  if (link->remote != nullptr) {
-    // A connection of this process to itself (the host transport, cm.h): its send CQ, as the
-    // in-process link's (the peer's receives are the other end's to know). Toward another
-    // process no kick: the completion needs the peer's answer, whose arrival wakes the waiter.
-    if (!SelfOnHostTransportLocked(link) || qp->send_cq->channel == nullptr) return;
-    for (size_t i = qp->sq_sent; i < qp->sq.size(); ++i) {
-      const SendWqe& wqe = qp->sq.at(i);
-      if (wqe.signaled || wqe.forced_status != IBV_WC_SUCCESS) {
-        qp->send_cq->Kick(/*solicited=*/false);
-        return;
-      }
-    }
-    return;
-  }
-  SimQp* peer = link->side[1 - qp->side];
-  // A post is a hot path: no dry run when neither CQ has a channel to wake (busy polling).
-  if (qp->send_cq->channel == nullptr && (peer == nullptr || peer->recv_cq->channel == nullptr)) {
-    return;
-  }
-  const WouldComplete would = WouldCompleteLocked(link, qp);
-  if (would.send) qp->send_cq->Kick(/*solicited=*/false);
-  if (would.recv && peer != nullptr) peer->recv_cq->Kick(would.recv_solicited);
+  link->carrier->KickLocked(link, qp);
 }
 
 // Kicks for both QPs of `link` (a receive was posted, a side became ready). REQUIRES:
@@ -264,7 +245,9 @@ int WaitCarriersOf(LinkSet* set, std::shared_ptr<Transport>* out, int max) {
     std::shared_ptr<SimLink> link = weak.lock();
     if (link == nullptr) continue;
     softrpma::MutexLock link_lock(&link->mu);
-    if (link->remote != nullptr && !link->peer_gone) out[count++] = link->remote;
+    if (std::shared_ptr<Transport> watched = link->carrier->WatchedLocked(link.get())) {
+      out[count++] = std::move(watched);
+    }
   }
   return count;
 }
@@ -275,11 +258,9 @@ bool WouldCompleteOn(LinkSet* set, const SimCq* cq, bool* solicited) {
   softrpma::MutexLock lock(&set->mu);
   for (const std::weak_ptr<SimLink>& weak : set->links) {
     std::shared_ptr<SimLink> link = weak.lock();
-    if (link == nullptr || link->remote != nullptr ||
-        link->unexecuted.load(std::memory_order_acquire) == 0) {
-      continue;
-    }
+    if (link == nullptr || link->unexecuted.load(std::memory_order_acquire) == 0) continue;
     softrpma::MutexLock link_lock(&link->mu);
+    if (!link->carrier->InProcess()) continue;
     for (SimQp* qp : link->side) {
       if (qp == nullptr) continue;
       const WouldComplete would = WouldCompleteLocked(link.get(), qp);

@@ -275,7 +275,21 @@ void AttachRemote(SimQp* qp, std::shared_ptr<Transport> conn) {
   if (qp->recv_cq != qp->send_cq) qp->recv_cq->AddRemote(conn);
   softrpma::MutexLock lock(&qp->link->mu);
   qp->link->remote = std::move(conn);
+  qp->link->carrier = &HostCarrier();
 }
+
+namespace nic_internal {
+
+// The link's HOST carrier ends (carrier.h): the link is LOCAL again, and its connection is the
+// caller's to close, outside the lock. REQUIRES: link->mu held.
+std::shared_ptr<Transport> DetachRemoteLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  link->carrier = &LocalCarrier();
+  std::shared_ptr<Transport> conn = std::move(link->remote);
+  link->remote = nullptr;
+  return conn;
+}
+
+}  // namespace nic_internal
 
 void EnterRts(SimQp* qp) {
   SimLink* link = qp->link.get();
@@ -336,7 +350,7 @@ bool ResponseFits(const std::shared_ptr<SimLink>& link, const wire::Header& head
 
 void ResumeRemoteLink(const std::shared_ptr<SimLink>& link) {
   softrpma::MutexLock lock(&link->mu);
-  if (link->remote != nullptr) DrainIncomingLocked(link.get());
+  link->carrier->DrainLocked(link.get());
 }
 
 void DrainBeforeDisconnect(SimQp* qp) {

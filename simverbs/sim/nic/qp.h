@@ -8,7 +8,8 @@
 //     (A QP of ibv_create_qp is RESET after creation and is moved by ibv_modify_qp instead:
 //     "QPs of ibv_create_qp" below.)
 //   * Execution is in order per QP and happens inside the "progress step" of a QP
-//     (ProgressQpLocked in requester.cc): its send queue is executed from its head until it is empty,
+//     (ProgressQpLocked in requester.cc, through the link's carrier: carrier.h): its send
+//     queue is executed from its head until it is empty,
 //     its head must wait for a receive, or (asynchronous execution, the default; sched.h) its
 //     head's time has not come. The step runs at the post points of a connection (any post of
 //     a send or receive WR on either QP: a WR executes at the 1st, 2nd or 3rd post point after
@@ -105,6 +106,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "simverbs/mutex.h"
+#include "simverbs/sim/nic/carrier.h"
 #include "simverbs/sim/nic/cq.h"
 #include "simverbs/sim/nic/device.h"
 #include "simverbs/sim/fabric/bytes.h"
@@ -237,9 +239,12 @@ struct IncomingRequest {
 struct SimLink final {
   softrpma::Mutex mu;
   SimQp* side[2] ABSL_GUARDED_BY(mu) = {nullptr, nullptr};
-  // A connection to a QP in another process (fabric/host.h): the link then has one local side,
-  // which sends its requests over `remote` and answers the peer's (HandleRemoteMessage).
-  // nullptr for a connection inside this process.
+  // How its WRs reach the peer's NIC (carrier.h): LOCAL (both sides here) until AttachRemote
+  // makes it HOST, and again after DetachRemoteLocked.
+  const LinkCarrier* carrier ABSL_GUARDED_BY(mu) = &LocalCarrier();
+  // The HOST carrier's connection to a QP in another process (fabric/host.h): the link then has
+  // one local side, which sends its requests over `remote` and answers the peer's
+  // (HandleRemoteMessage). nullptr exactly when the carrier is LOCAL.
   std::shared_ptr<Transport> remote ABSL_GUARDED_BY(mu);
   uint32_t remote_qp_num ABSL_GUARDED_BY(mu) = 0;
   // The peer's process, as the kernel names the connection's other end (SO_PEERCRED), never

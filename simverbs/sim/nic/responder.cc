@@ -100,10 +100,11 @@ Outcome DeliverToReceive(SimQp* peer, const Delivery& delivery, const MessageSou
 }
 
 // ---- THE RESPONDER: what the target's NIC does with a request ------------------------------
-// A request reaches it from the requester in this process (ExecuteLocked) or from another
-// process (ServeRequestLocked); either way its checks run in ONE ORDER: the responder's
-// readiness (ReadinessOf), the target range's key, bounds and access, then an atomic's
-// alignment (CheckTargetLocked), then the receive's capacity and keys (DeliverToReceive).
+// A request reaches it from the requester in this process (the LOCAL carrier:
+// carrier_local.cc, ExecuteLocked) or from another process (ServeRequestLocked); either way
+// its checks run in ONE ORDER: the responder's readiness (ReadinessOf), the target range's
+// key, bounds and access, then an atomic's alignment (CheckTargetLocked), then the receive's
+// capacity and keys (DeliverToReceive).
 // Memory is touched only after every check that could refuse the request.
 
 // A responder not ready yet is a passive side whose connect has not completed (INIT), or a QP
@@ -389,13 +390,13 @@ void ClearIncomingLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) 
 }
 
 // The peer's process is gone (its connection closed): nobody is left to answer, so the head
-// of the send queue times out and the rest flushes (ProgressRemoteLocked), and its requests
+// of the send queue times out and the rest flushes (ProgressQpLocked), and its requests
 // that waited here are forgotten.
 void PeerGoneLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
   if (link->remote == nullptr || link->peer_gone) return;
   link->peer_gone = true;
   ClearIncomingLocked(link);
-  if (SimQp* qp = LocalSideLocked(link); qp != nullptr) ProgressRemoteLocked(link, qp);
+  if (SimQp* qp = LocalSideLocked(link); qp != nullptr) ProgressQpLocked(link, qp);
 }
 
 }  // namespace nic_internal

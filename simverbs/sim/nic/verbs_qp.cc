@@ -322,8 +322,7 @@ std::shared_ptr<Transport> ResetLocked(SimQp* qp) {
     ++recvs;
   }
   qp->rq_in_use.fetch_sub(std::min(recvs, qp->rq_in_use.load()), std::memory_order_acq_rel);
-  std::shared_ptr<Transport> conn = std::move(link->remote);
-  link->remote = nullptr;
+  std::shared_ptr<Transport> conn = DetachRemoteLocked(link);
   link->serve = nullptr;
   link->peer_gone = false;
   ClearIncomingLocked(link);
@@ -387,7 +386,7 @@ int BindLocal(SimQp* qp, const ibv_qp_attr& attr, int mask) ABSL_NO_THREAD_SAFET
     ProcessGid(own_gid);
     SimQp* partner = nullptr;
     int free_side = -1;
-    if (partner_link != nullptr && partner_link->remote == nullptr) {
+    if (partner_link != nullptr && partner_link->carrier->InProcess()) {
       for (int i = 0; i < 2; ++i) {
         SimQp* side = partner_link->side[i];
         if (side != nullptr && side->qp.qp_num == attr.dest_qp_num) partner = side;
@@ -572,7 +571,7 @@ int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask) {
   {
     softrpma::MutexLock lock(&link->mu);
     if (qp->state != cur) {  // moved meanwhile (an overflow: ERR)
-      if (conn != nullptr) to_close = std::move(link->remote);
+      if (conn != nullptr) to_close = DetachRemoteLocked(link);
     } else {
       RecordAttrs(qp, *attr, attr_mask);
       if (next == IBV_QPS_RESET) {

@@ -179,6 +179,13 @@ class VerbsQpTest : public ::testing::Test {
     EXPECT_STREQ(reinterpret_cast<char*>(buf.data() + 32), text);
   }
 
+  // The carrier of qp's link (carrier.h): "local" or "host".
+  static std::string CarrierOf(ibv_qp* qp) {
+    SimLink* link = to_sim(qp)->link.get();
+    softrpma::MutexLock lock(&link->mu);
+    return link->carrier->name();
+  }
+
   // Attributes that name only a state (for IBV_QP_STATE alone).
   static ibv_qp_attr StateAttr(ibv_qp_state state) {
     ibv_qp_attr attr;
@@ -355,6 +362,32 @@ TEST_F(VerbsQpTest, ResetThenBoundToItselfLeavesTheSharedLink) {
   ConnectAToItself();
   EXPECT_NE(to_sim(a_.qp)->link, to_sim(b_.qp)->link);
   ExpectAWritesToItself("mine");
+}
+
+// A link's carrier follows its binding: LOCAL for two QPs of this process on one link, HOST
+// while the QP is bound through the fabric (to itself: its own endpoint), LOCAL again after
+// RESET, with no connection left on the link.
+TEST_F(VerbsQpTest, TheLinksCarrierFollowsTheBinding) {
+  EXPECT_EQ(CarrierOf(a_.qp), "local");
+  ConnectPair();
+  EXPECT_EQ(CarrierOf(a_.qp), "local");
+  EXPECT_EQ(CarrierOf(b_.qp), "local");
+  ASSERT_EQ(Modify(a_.qp, StateAttr(IBV_QPS_RESET), IBV_QP_STATE), 0);
+  ConnectAToItself();
+  EXPECT_EQ(CarrierOf(a_.qp), "host");
+  ExpectAWritesToItself("carried");
+  ASSERT_EQ(Modify(a_.qp, StateAttr(IBV_QPS_RESET), IBV_QP_STATE), 0);
+  EXPECT_EQ(CarrierOf(a_.qp), "local");
+  {
+    SimLink* link = to_sim(a_.qp)->link.get();
+    softrpma::MutexLock lock(&link->mu);
+    EXPECT_EQ(link->remote, nullptr);
+  }
+  // And a LOCAL link again works as one: a and b bound to each other.
+  ASSERT_EQ(Modify(b_.qp, StateAttr(IBV_QPS_RESET), IBV_QP_STATE), 0);
+  ConnectPair();
+  EXPECT_EQ(CarrierOf(a_.qp), "local");
+  EXPECT_EQ(to_sim(a_.qp)->link, to_sim(b_.qp)->link);
 }
 
 TEST_F(VerbsQpTest, AbsentQpNumberEndsInRetryExceeded) {
