@@ -56,7 +56,8 @@ done
 run "$rpma_sim" help sweep
 for flag in "--seed=S" "-j N" "--timeout=T  (default: 10s)" "--max-runs=M" "--points=P,..." \
   "--report=FILE" "--leaks" "--lib=DIR" "--device=D" "--junit=FILE" "--shard=K/N" \
-  "--execution=async|eager" "--kinds=fail,wc,conn,kill" "--keep-traces=DIR"; do
+  "--execution=async|eager" "--kinds=fail,wc,conn,kill" "--keep-traces=DIR" \
+  "--plan-from=REPORT" "--plan-only"; do
   expect_in "help sweep lists $flag" "$out" "$flag"
 done
 
@@ -107,6 +108,17 @@ usage_error "devices takes no flag" 'flag --device=siw is not a flag of `rpma-si
   devices --device=siw
 usage_error "--lib without the library" "--lib=$work: there is no librpma.so.0" \
   run --lib="$work" -- true
+usage_error "--plan-only without a report" "--plan-only needs --report=FILE" \
+  sweep --plan-only -- true
+usage_error "--plan-only with a shard" "--plan-only makes the plan of every shard" \
+  sweep --plan-only --report="$work/p.json" --shard=1/2 -- true
+usage_error "--plan-from a missing file" "--plan-from: cannot read \"$work/none.json\"" \
+  sweep --plan-from="$work/none.json" -- true
+echo '{"not": "a report"}' >"$work/garbage.json"
+usage_error "--plan-from no report" "--plan-from: $work/garbage.json is not a sweep's report" \
+  sweep --plan-from="$work/garbage.json" -- true
+usage_error "--plan-only and --plan-from" "one makes a plan, the other takes one" \
+  sweep --plan-only --report="$work/p.json" --plan-from="$work/garbage.json" -- true
 
 # A malformed spec names the rule and the column, and the program never starts.
 rm -f "$work/ran"

@@ -154,6 +154,7 @@ const char* ValuePlaceholder(absl::string_view name) {
   if (name == "execution") return "async|eager";
   if (name == "kinds") return "fail,wc,conn,kill";
   if (name == "keep_traces") return "DIR";
+  if (name == "plan_from") return "REPORT";
   return "FILE";
 }
 

@@ -124,4 +124,68 @@ for attempt in 1 2 3; do
 done
 check "the merged report equals the unsharded one" test "$(sed -n 2p <<<"$compare")" = same
 check "every not-swept entry names its program" test "$(sed -n 1p <<<"$compare")" = named
+
+# One plan for every shard (--plan-only, then --plan-from): the shards and the unsharded sweep
+# plan the same runs whatever their own clean runs counted, so the merge equals the unsharded
+# report on the first try.
+run "$rpma_sim" sweep -j 2 --timeout=20s --max-runs=30 --plan-only --report="$work/plan.json" \
+  -- "$pair" "$peer" 7605
+expect_status "the plan is made" 0 "$status"
+expect_in "the plan says it ran no fault" "$out" "plan only: no fault run"
+check "the plan's report has no run, and the plan's size" python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+sys.exit(0 if r["runs"] == [] and r["plan_runs"] == 30 and r["points"] else 1)
+' "$work/plan.json"
+run "$rpma_sim" sweep -j 2 --timeout=20s --max-runs=30 --plan-from="$work/plan.json" \
+  --report="$work/whole3.json" -- "$pair" "$peer" 7605
+expect_status "the unsharded sweep of the plan passes" 0 "$status"
+for k in 1 2; do
+  run "$rpma_sim" sweep -j 2 --timeout=20s --max-runs=30 --plan-from="$work/plan.json" \
+    --shard="$k/2" --report="$work/plan$k.json" -- "$pair" "$peer" 7605
+  expect_status "shard $k of 2 of the plan passes" 0 "$status"
+done
+run "$rpma_sim" report merge --report="$work/merged3.json" "$work/plan1.json" "$work/plan2.json"
+expect_status "the merge of the plan's shards passes" 0 "$status"
+check "the plan's shards give no determinism warning" \
+  bash -c '! grep -q "not deterministic" <<<"$1"' _ "$out$err"
+compare="$(compare_sweeps "$work/whole3.json" "$work/merged3.json" "$work/plan1.json" \
+  "$work/plan2.json")"
+echo "plan: $compare"
+check "the merge of the plan's shards equals the unsharded sweep of it" \
+  test "$(sed -n 2p <<<"$compare")" = same
+# The plan decides, not this sweep's clean run: a plan whose client polled its CQ 100 times more
+# than any run does is what the sweep's report and runs follow, and the sweep says the counts
+# differ.
+python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+for p in r["points"]:
+    if p["prog"] == "client" and p["point"] == "ibv_poll_cq":
+        p["hits"] += 100
+json.dump(r, open(sys.argv[2], "w"))
+' "$work/plan.json" "$work/plan_more.json"
+run "$rpma_sim" sweep -j 2 --timeout=20s --max-runs=30 --plan-from="$work/plan_more.json" \
+  --shard=1/2 --report="$work/more.json" -- "$pair" "$peer" 7605
+expect_status "a sweep of the edited plan passes" 0 "$status"
+check "the sweep says its counts differ from the plan's" grep -q -E \
+  "this clean run's hit counts differ from the plan's at [1-9][0-9]* points" <<<"$out"
+check "its report has the plan's count" python3 -c '
+import json, sys
+plan = {(p["prog"], p["point"]): p["hits"] for p in json.load(open(sys.argv[1]))["points"]}
+got = {(p["prog"], p["point"]): p["hits"] for p in json.load(open(sys.argv[2]))["points"]}
+sys.exit(0 if plan == got and plan[("client", "ibv_poll_cq")] > 100 else 1)
+' "$work/plan_more.json" "$work/more.json"
+
+# A plan is of one program, device and set of kinds: another's is refused before anything runs.
+run "$rpma_sim" sweep --plan-from="$work/plan.json" -- "$peer" fork 127.0.0.1 7606
+expect_status "a plan of another program: usage error" 2 "$status"
+expect_in "a plan of another program: said" "$err" "it is the report of another program"
+check "a plan of another program: no clean run" bash -c '! grep -q "clean run:" <<<"$1"' _ "$out"
+run "$rpma_sim" sweep --device=siw --plan-from="$work/plan.json" -- "$pair" "$peer" 7605
+expect_status "a plan of another device: usage error" 2 "$status"
+expect_in "a plan of another device: said" "$err" "it was swept on device mlx5, this sweep is on siw"
+run "$rpma_sim" sweep --kinds=fail --plan-from="$work/plan.json" -- "$pair" "$peer" 7605
+expect_status "a plan of other kinds: usage error" 2 "$status"
+expect_in "a plan of other kinds: said" "$err" "--kinds=fail,wc,conn,kill, this sweep has --kinds=fail"
 finish

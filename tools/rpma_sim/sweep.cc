@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -154,6 +155,15 @@ struct RunRecord {
 };
 
 // The sweep of one program.
+// The points (of a program) whose hits differ between two clean runs' counts (0 hits: not hit).
+size_t CountsThatDiffer(const std::vector<PointHits>& a, const std::vector<PointHits>& b) {
+  std::map<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>> hits;
+  for (const PointHits& p : a) hits[{p.prog, p.point}].first += p.hits;
+  for (const PointHits& p : b) hits[{p.prog, p.point}].second += p.hits;
+  return std::count_if(hits.begin(), hits.end(),
+                       [](const auto& entry) { return entry.second.first != entry.second.second; });
+}
+
 class Sweeper final {
  public:
   Sweeper(const SweepOptions& options, std::FILE* out) : options_(options), out_(out) {}
@@ -184,6 +194,9 @@ class Sweeper final {
   void PrintFailure(const RunRecord& record) const;
   // Whether `record` makes the sweep fail: crashed or hung; leaked with --leaks.
   bool FailsSweep(const RunRecord& record) const;
+  // Why the --plan-from report cannot plan this sweep (another program, device or kinds, or a
+  // clean run that failed); "" when it can.
+  std::string PlanMismatch(const SweepReport& plan) const;
   ReportRun ToReportRun(const RunRecord& record) const;
   // The sweep as a report: its clean run, the points (with the whole plan's `plan_runs`) and
   // the runs made.
@@ -467,6 +480,25 @@ ReportRun Sweeper::ToReportRun(const RunRecord& r) const {
   return out;
 }
 
+std::string Sweeper::PlanMismatch(const SweepReport& plan) const {
+  if (plan.program != options_.program) {
+    return absl::StrCat("it is the report of another program (", ShellJoin(plan.program), ")");
+  }
+  if (plan.device != DeviceName()) {
+    return absl::StrCat("it was swept on device ", plan.device, ", this sweep is on ",
+                        DeviceName());
+  }
+  std::vector<std::string> kinds;
+  for (SweepKind kind : options_.kinds) kinds.push_back(SweepKindName(kind));
+  if (plan.kinds != kinds) {
+    return absl::StrCat("it was swept with --kinds=", absl::StrJoin(plan.kinds, ","),
+                        ", this sweep has --kinds=", absl::StrJoin(kinds, ","));
+  }
+  if (plan.clean_run.fails_sweep) return "its clean run failed: it has no plan";
+  if (plan.points.empty() && plan.not_swept.empty()) return "its clean run hit no fault point";
+  return "";
+}
+
 SweepReport Sweeper::MakeReport(const RunRecord& clean, const std::vector<PointHits>& swept,
                                 const std::vector<PointHits>& not_swept,
                                 const std::vector<RunRecord>& runs, uint64_t plan_runs,
@@ -569,6 +601,14 @@ int Sweeper::Run() {
                options_.shard.has_value()
                    ? absl::StrCat(", shard ", ShardName(*options_.shard)).c_str()
                    : "");
+  if (options_.plan.has_value()) {  // refused before anything runs
+    if (const std::string why = PlanMismatch(*options_.plan); !why.empty()) {
+      std::fprintf(stderr, "rpma-sim: --plan-from=%s: %s\n", options_.plan_from.c_str(),
+                   why.c_str());
+      return kSweepUsage;
+    }
+    std::fprintf(out_, "the plan: the clean run of %s\n", options_.plan_from.c_str());
+  }
 
   // 1. The clean run, which counts the hits of every point.
   RunRecord clean;
@@ -636,6 +676,18 @@ int Sweeper::Run() {
     std::fprintf(stderr, "rpma-sim: the simulator's hit counts (%s): %s\n", kStatsVar,
                  std::string(stats.status().message()).c_str());
     return kSweepFailed;
+  }
+  if (options_.plan.has_value()) {
+    std::vector<PointHits> planned = options_.plan->points;
+    planned.insert(planned.end(), options_.plan->not_swept.begin(),
+                   options_.plan->not_swept.end());
+    if (const size_t differ = CountsThatDiffer(*stats, planned); differ > 0) {
+      std::fprintf(out_,
+                   "this clean run's hit counts differ from the plan's at %zu points; the plan "
+                   "(--plan-from=%s) decides the runs\n",
+                   differ, options_.plan_from.c_str());
+    }
+    *stats = std::move(planned);
   }
   std::vector<PointHits> swept;
   std::vector<PointHits> not_swept;
@@ -711,6 +763,12 @@ int Sweeper::Run() {
                  " of %llu possible (--max-runs=%llu, shared fairly between the points and kinds)",
                  static_cast<unsigned long long>(possible),
                  static_cast<unsigned long long>(options_.max_runs));
+  }
+  if (options_.plan_only) {
+    std::fprintf(out_, "\nplan only: no fault run; give the report to the sweeps that run it "
+                       "(--plan-from=REPORT, with --shard=K/N)\n");
+    const bool ok = WriteOutputs(MakeReport(clean, swept, not_swept, {}, plan_runs, false));
+    return ok ? kSweepPassed : kSweepFailed;
   }
   if (options_.shard.has_value()) {
     plan = TakeShard(plan, *options_.shard);

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "tools/rpma_sim/report.h"
 #include "tools/rpma_sim/shard.h"
 #include "tools/rpma_sim/sim_env.h"
 #include "tools/rpma_sim/sweep_kinds.h"
@@ -40,6 +41,14 @@ struct SweepOptions {
   std::string report_path;                     // JSON report; "" for none
   std::string junit_path;                      // JUnit XML, a test case per run; "" for none
   std::optional<Shard> shard;                  // run only this part of the plan; none: all
+  // --plan-from: the report of an earlier sweep (or --plan-only) of the same program, device
+  // and kinds whose clean-run hit counts make the plan instead of this sweep's clean run's, so
+  // that every shard plans the same runs however the program's counts vary from run to run.
+  // This sweep's clean run still runs and must pass. `plan_from` names the file (messages).
+  std::optional<SweepReport> plan;
+  std::string plan_from;
+  // --plan-only: the clean run and the plan, written to the report with no run; no fault run.
+  bool plan_only = false;
   bool leaks = false;                          // look for leaks (ASan's LeakSanitizer or valgrind)
   // Trace every run (RPMA_SIM_TRACE=<scratch>/%r.%p.trace) and keep the traces of each run that
   // fails the sweep in <keep_traces>/run-N/ (N: the run's number, 0 for the clean run); "": off.

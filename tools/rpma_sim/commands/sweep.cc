@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,6 +67,15 @@ ABSL_FLAG(std::string, shard, "",
           "part, so N sweeps with 1/N to N/N make the whole sweep; `rpma-sim report merge` "
           "joins their reports. Not given: Bazel's TEST_TOTAL_SHARDS and TEST_SHARD_INDEX when "
           "set (a test with shard_count)");
+ABSL_FLAG(std::string, plan_from, "",
+          "plan the runs from the clean run of this report (--report of an earlier sweep, or of "
+          "--plan-only, of the same program, device and kinds) instead of this sweep's own: "
+          "shards given one plan run every run once even when the program's hit counts vary "
+          "from run to run (threads, several processes). This sweep's clean run still runs "
+          "and must pass");
+ABSL_FLAG(bool, plan_only, false,
+          "run the clean run, print the plan and write it to --report (no run in it); no fault "
+          "run. For --plan-from");
 
 namespace softrpma::rpma_sim {
 namespace {
@@ -153,6 +163,27 @@ int Sweep(const CommandLine& line, const char* argv0) {
     }
   }
   options.kill_orphans = absl::GetFlag(FLAGS_kill_orphans);
+  options.plan_only = absl::GetFlag(FLAGS_plan_only);
+  if (options.plan_only && options.report_path.empty()) {
+    return Usage("--plan-only needs --report=FILE: the plan goes there");
+  }
+  if (options.plan_only && line.given.contains("shard")) {
+    return Usage("--plan-only makes the plan of every shard: give --shard to the sweeps that "
+                 "take it (--plan-from)");
+  }
+  options.plan_from = absl::GetFlag(FLAGS_plan_from);
+  if (line.given.contains("plan_from")) {
+    if (options.plan_only) return Usage("--plan-only and --plan-from: one makes a plan, the other takes one");
+    std::ifstream file(options.plan_from, std::ios::binary);
+    if (!file) return Usage(absl::StrCat("--plan-from: cannot read \"", options.plan_from, "\""));
+    const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    absl::StatusOr<SweepReport> plan = ParseReport(text);
+    if (!plan.ok()) {
+      return Usage(absl::StrCat("--plan-from: ", options.plan_from, " is not a sweep's report (",
+                                plan.status().message(), ")"));
+    }
+    options.plan = *std::move(plan);
+  }
   std::optional<Libraries> libraries = ResolveLibraries(argv0);
   if (!libraries.has_value()) return kExitUsage;
   options.library_flags = libraries->flags;
@@ -199,7 +230,7 @@ const Command& SweepCommand() {
   static const Command command{
       {"sweep",
        {"seed", "j", "timeout", "max_runs", "seeds", "points", "kinds", "report", "junit",
-        "shard", "leaks", "keep_traces", "kill_orphans", "lib",
+        "shard", "plan_from", "plan_only", "leaks", "keep_traces", "kill_orphans", "lib",
         "verbs_lib", "upstream_librpma", "upstream_lib", "device", "execution", "races"},
        true,
        0,
@@ -207,7 +238,8 @@ const Command& SweepCommand() {
       "rpma-sim sweep [--device=D,...] [--seed=S] [--seeds=N] [-j N] [--timeout=T]\n"
       "               [--max-runs=M]\n"
       "               [--points=P,...] [--kinds=fail,wc,conn,kill] [--report=FILE]\n"
-      "               [--junit=FILE] [--shard=K/N] [--leaks] [--keep-traces=DIR]\n"
+      "               [--junit=FILE] [--shard=K/N] [--plan-from=REPORT] [--plan-only]\n"
+      "               [--leaks] [--keep-traces=DIR]\n"
       "               [--kill-orphans=false]\n"
       "               [--lib=DIR] [--verbs-lib=DIR] [--upstream-librpma] -- PROGRAM [ARGS...]",
       "Runs PROGRAM once with no fault to count how often each fault point is hit\n"
@@ -238,6 +270,9 @@ const Command& SweepCommand() {
       "(plain lines elsewhere); a table per point ends the sweep.\n"
       "--shard=K/N runs part K of N of the runs (by default Bazel's TEST_TOTAL_SHARDS /\n"
       "TEST_SHARD_INDEX when set); `rpma-sim report merge` joins the shards' reports.\n"
+      "A program whose hit counts vary from run to run (threads, several processes) gives\n"
+      "shards that plan apart; --plan-only --report=plan.json makes one plan and\n"
+      "--plan-from=plan.json gives it to every shard.\n"
       "With --device=mlx5,siw the whole sweep runs once per device, each with its own\n"
       "summary (and report); the replay lines carry --device.\n"
       "Every run has the environment of `rpma-sim run`, --upstream-librpma included (the\n"
@@ -250,7 +285,9 @@ const Command& SweepCommand() {
       "  rpma-sim sweep -j 4 --timeout=30s --max-runs=200 --report=sweep.json -- ./my_app\n"
       "  rpma-sim sweep --points=ibv_post_send,malloc --leaks -- bazel-bin/tools/demo --once\n"
       "  rpma-sim sweep --kinds=wc,conn -- ./my_app\n"
-      "  rpma-sim sweep --shard=1/3 --report=s1.json --junit=s1.xml -- ./my_app\n",
+      "  rpma-sim sweep --shard=1/3 --report=s1.json --junit=s1.xml -- ./my_app\n"
+      "  rpma-sim sweep --plan-only --report=plan.json -- ./my_app\n"
+      "  rpma-sim sweep --plan-from=plan.json --shard=1/3 --report=s1.json -- ./my_app\n",
       &Sweep,
   };
   return command;
