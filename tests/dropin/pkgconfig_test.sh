@@ -13,7 +13,7 @@ require_sim
 
 work="${TEST_TMPDIR:-$(mktemp -d)}"
 tree="$root/api/librpma"
-read -r -a sanitize <<<"$(sanitizer_flags "$tree/lib/librpma.so.0")"
+read -r -a sanitize <<<"$(sanitizer_flags "$tree/lib/softrpma/librpma.so.0")"
 failures=0
 fail() {
   echo "FAILED: $1"
@@ -26,7 +26,7 @@ check_prefix() {
   local name="$1" prefix="$2" port="$3"
   local header lib out
   header="$(readlink -f "$prefix/include/librpma.h")"
-  lib="$(readlink -f "$prefix/lib/librpma.so.0")"
+  lib="$(readlink -f "$prefix/lib/softrpma/librpma.so.0")"
   export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
   echo "== $name: PKG_CONFIG_PATH=$PKG_CONFIG_PATH"
 
@@ -37,8 +37,8 @@ check_prefix() {
   flags="$(pkg-config --cflags --libs librpma)"
   libdir="$(pkg-config --variable=libdir librpma)"
   echo "pkg-config --cflags --libs librpma: $flags"
-  [[ "$(readlink -f "$libdir")" == "$(readlink -f "$prefix/lib")" ]] ||
-    fail "$name: libdir $libdir is not $prefix/lib"
+  [[ "$(readlink -f "$libdir")" == "$(readlink -f "$prefix/lib/softrpma")" ]] ||
+    fail "$name: libdir $libdir is not $prefix/lib/softrpma"
   # Like the distro's librpma.pc, the flags bring libibverbs and librdmacm.
   [[ " $flags " == *" -libverbs "* && " $flags " == *" -lrdmacm "* ]] ||
     fail "$name: -libverbs -lrdmacm missing from the flags"
@@ -69,9 +69,10 @@ check_prefix bazel-bin "$tree" 24001
 # An install, as README.md says: the tree Bazel built copied to another prefix (from bazel-out,
 # not from the runfiles, whose files are symlinks into it; lib/librpma.so stays a symlink).
 mkdir -p "$work/prefix"
-cp -R "$(dirname "$(dirname "$(readlink -f "$tree/lib/librpma.so.0")")")/." "$work/prefix/"
-[[ -L "$work/prefix/lib/librpma.so" && ! -L "$work/prefix/lib/librpma.so.0" ]] ||
-  fail "the copied tree does not have lib/librpma.so -> librpma.so.0"
+cp -R "$(dirname "$(dirname "$(dirname "$(readlink -f "$tree/lib/softrpma/librpma.so.0")")")")/." \
+  "$work/prefix/"
+[[ -L "$work/prefix/lib/softrpma/librpma.so" && ! -L "$work/prefix/lib/softrpma/librpma.so.0" ]] ||
+  fail "the copied tree does not have lib/softrpma/librpma.so -> librpma.so.0"
 check_prefix installed "$work/prefix" 24002
 
 if ((failures > 0)); then

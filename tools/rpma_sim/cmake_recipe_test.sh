@@ -16,7 +16,7 @@ if ! command -v cmake >/dev/null || ! command -v ctest >/dev/null; then
   finish
   exit 1
 fi
-read -r -a sanitize <<<"$(sanitizer_flags "$tree/lib/librpma.so.0")"
+read -r -a sanitize <<<"$(sanitizer_flags "$tree/lib/softrpma/librpma.so.0")"
 
 # build_and_test NAME PREFIX: configures, builds and runs the project's tests against PREFIX.
 build_and_test() {
@@ -33,9 +33,9 @@ build_and_test() {
   expect_status "$name: cmake builds it" 0 "$status"
   # The program is linked against the tree's librpma, not the distro's.
   local used
-  used="$(LD_LIBRARY_PATH="$prefix/lib" ldd "$build/peer_app" | awk '/librpma\.so\.0/ {print $3}')"
+  used="$(LD_LIBRARY_PATH="$prefix/lib/softrpma" ldd "$build/peer_app" | awk '/librpma\.so\.0/ {print $3}')"
   check "$name: linked against the tree's library" \
-    test "$(readlink -f "$used")" = "$(readlink -f "$prefix/lib/librpma.so.0")"
+    test "$(readlink -f "$used")" = "$(readlink -f "$prefix/lib/softrpma/librpma.so.0")"
   run ctest --test-dir "$build" --output-on-failure -j 2 --timeout 300
   echo "$out"
   expect_status "$name: ctest passes" 0 "$status"

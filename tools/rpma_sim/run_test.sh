@@ -115,11 +115,11 @@ LD_LIBRARY_PATH=/somewhere/else run "$rpma_sim" run --lib="$work/lib" -- "$probe
 expect_in "--lib goes first in LD_LIBRARY_PATH" "$out" "LD_LIBRARY_PATH first=$work/lib"
 
 # Where rpma-sim finds our librpma.so.0 by itself: next to it (both copied into one directory),
-# in an install prefix (bin/rpma-sim, lib/librpma.so.0: the layout of //api:librpma_pc's tree),
+# in an install prefix (bin/rpma-sim, lib/softrpma/librpma.so.0: the layout of `./run install`),
 # and nowhere, which is an error rather than a run on whatever librpma the loader finds.
 # (RUNFILES_DIR, which bazel test sets, would lead to this test's own copy: not for these.)
 lay="$work/layouts"  # (not $work: $work/lib holds a copy of the library, see above)
-mkdir -p "$lay/flat" "$lay/prefix/bin" "$lay/prefix/lib" "$lay/alone" "$lay/fake"
+mkdir -p "$lay/flat" "$lay/prefix/bin" "$lay/prefix/lib/softrpma" "$lay/alone" "$lay/fake"
 cp "$rpma_sim" "$root/api/librpma.so.0" "$shim_dir/libibverbs.so.1" "$shim_dir/librdmacm.so.1" \
   "$lay/flat/"
 run env -u RUNFILES_DIR "$lay/flat/rpma-sim" run -- "$probe" 0
@@ -127,17 +127,19 @@ expect_status "library next to rpma-sim: exit 0" 0 "$status"
 expect_in "library next to rpma-sim: found" "$out" "LD_LIBRARY_PATH first=$lay/flat"$'\n'
 expect_status "library next to rpma-sim: nothing on stderr" "" "$err"
 cp "$rpma_sim" "$lay/prefix/bin/"
-cp "$root/api/librpma.so.0" "$lay/prefix/lib/"
+cp "$root/api/librpma.so.0" "$lay/prefix/lib/softrpma/"
 run env -u RUNFILES_DIR "$lay/prefix/bin/rpma-sim" run -- "$probe" 0
 expect_status "no shim in the prefix: exit 2" 2 "$status"
 expect_in "no shim in the prefix: said" "$err" \
   "rpma-sim: cannot find the verbs shim's libibverbs.so.1 and librdmacm.so.1 (looked in $lay/prefix/bin, "
-mkdir -p "$lay/prefix/lib/verbs-shim"
-cp "$shim_dir/libibverbs.so.1" "$shim_dir/librdmacm.so.1" "$lay/prefix/lib/verbs-shim/"
+mkdir -p "$lay/prefix/lib/softrpma/verbs-shim"
+cp "$shim_dir/libibverbs.so.1" "$shim_dir/librdmacm.so.1" "$lay/prefix/lib/softrpma/verbs-shim/"
 run env -u RUNFILES_DIR "$lay/prefix/bin/rpma-sim" run -- "$probe" 0
-expect_in "library in <prefix>/lib: found" "$out" "LD_LIBRARY_PATH first=$lay/prefix/lib"$'\n'
+expect_in "library in <prefix>/lib/softrpma: found" "$out" \
+  "LD_LIBRARY_PATH first=$lay/prefix/lib/softrpma"$'\n'
 run env -u RUNFILES_DIR "$lay/prefix/bin/rpma-sim" run -- sh -c 'echo "$LD_LIBRARY_PATH"'
-expect_in "shim in <prefix>/lib/verbs-shim: found" "$out" "$lay/prefix/lib:$lay/prefix/lib/verbs-shim"
+expect_in "shim in <prefix>/lib/softrpma/verbs-shim: found" "$out" \
+  "$lay/prefix/lib/softrpma:$lay/prefix/lib/softrpma/verbs-shim"
 cp "$rpma_sim" "$lay/alone/"
 run env -u RUNFILES_DIR "$lay/alone/rpma-sim" run -- touch "$lay/alone-ran"
 expect_status "no library: exit 2" 2 "$status"

@@ -181,9 +181,10 @@ std::vector<std::string> LibDirCandidates(absl::string_view exe, absl::string_vi
   return CandidateDirs(exe, argv0, runfiles_dir,
                        {
                            "",                      // one directory
+                           "/../lib/softrpma",      // <prefix>/bin, <prefix>/lib/softrpma
                            "/../lib",               // <prefix>/bin, <prefix>/lib
                            "/../../api",            // bazel-bin/tools/rpma_sim, bazel-bin/api
-                           "/../../api/librpma/lib",  // bazel-bin/api/librpma (//api:librpma_pc)
+                           "/../../api/librpma/lib/softrpma",  // //api:librpma_pc's tree
                        },
                        "softrpma/api");
 }
@@ -274,7 +275,7 @@ std::vector<std::string> VerbsLibDirCandidates(absl::string_view exe, absl::stri
   return CandidateDirs(exe, argv0, runfiles_dir,
                        {
                            "",                           // one directory
-                           "/../lib/verbs-shim",         // //api:librpma_pc's tree
+                           "/../lib/softrpma/verbs-shim",  // <prefix>, //api:librpma_pc's tree
                            "/../../simverbs/shim/lib",   // bazel-bin
                        },
                        "softrpma/simverbs/shim/lib");

@@ -99,9 +99,10 @@ ChildCommand SimCommand(const SimConfig& config, std::vector<std::string> progra
 
 // Where softrpma's librpma.so.0 may be, in order, for rpma-sim at `exe` (symlinks resolved)
 // and, when not empty, as it was called (`argv0`, absolute) and $RUNFILES_DIR; each path once.
-// For each of exe and argv0, with D its directory: D itself (both in one directory), D/../lib
-// (an install prefix: bin/rpma-sim and lib/, the layout of //api:librpma_pc's tree), D/../../api
-// (bazel-bin), D/../../api/librpma/lib (bazel-bin's pkg-config tree) and
+// For each of exe and argv0, with D its directory: D itself (both in one directory),
+// D/../lib/softrpma (an install prefix: bin/rpma-sim and lib/softrpma/, the layout of
+// `./run install` and //api:librpma_pc's tree), D/../lib (bin/ and lib/), D/../../api
+// (bazel-bin), D/../../api/librpma/lib/softrpma (bazel-bin's install tree) and
 // <it>.runfiles/softrpma/api; then $RUNFILES_DIR/softrpma/api.
 std::vector<std::string> LibDirCandidates(absl::string_view exe, absl::string_view argv0,
                                           absl::string_view runfiles_dir);
@@ -115,7 +116,7 @@ std::vector<std::string> LibDirCandidates(absl::string_view exe, absl::string_vi
 absl::StatusOr<std::string> FindLibDir(absl::string_view lib_flag, absl::string_view argv0);
 
 // Where the verbs shim's directory may be, in the order and for the programs of
-// LibDirCandidates(): D itself, D/../lib/verbs-shim (//api:librpma_pc's tree),
+// LibDirCandidates(): D itself, D/../lib/softrpma/verbs-shim (an install prefix),
 // D/../../simverbs/shim/lib (bazel-bin) and <it>.runfiles/softrpma/simverbs/shim/lib; then
 // $RUNFILES_DIR/softrpma/simverbs/shim/lib.
 std::vector<std::string> VerbsLibDirCandidates(absl::string_view exe, absl::string_view argv0,

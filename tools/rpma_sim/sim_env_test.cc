@@ -194,20 +194,23 @@ TEST(ReplayCommand, NoFaults_NoFaultsFlag) {
 TEST(LibDirCandidates, EveryLayoutOnce_InOrder) {
   EXPECT_THAT(
       LibDirCandidates("/b/tools/rpma_sim/rpma-sim", "/b/tools/rpma_sim/rpma-sim", "/r"),
-      ElementsAre("/b/tools/rpma_sim", "/b/tools/rpma_sim/../lib", "/b/tools/rpma_sim/../../api",
-                  "/b/tools/rpma_sim/../../api/librpma/lib",
+      ElementsAre("/b/tools/rpma_sim", "/b/tools/rpma_sim/../lib/softrpma",
+                  "/b/tools/rpma_sim/../lib", "/b/tools/rpma_sim/../../api",
+                  "/b/tools/rpma_sim/../../api/librpma/lib/softrpma",
                   "/b/tools/rpma_sim/rpma-sim.runfiles/softrpma/api", "/r/softrpma/api"));
   EXPECT_THAT(LibDirCandidates("/x/rpma-sim", "/opt/s/bin/rpma-sim", ""),
-              ElementsAre("/x", "/x/../lib", "/x/../../api", "/x/../../api/librpma/lib",
-                          "/x/rpma-sim.runfiles/softrpma/api", "/opt/s/bin", "/opt/s/bin/../lib",
-                          "/opt/s/bin/../../api", "/opt/s/bin/../../api/librpma/lib",
+              ElementsAre("/x", "/x/../lib/softrpma", "/x/../lib", "/x/../../api",
+                          "/x/../../api/librpma/lib/softrpma",
+                          "/x/rpma-sim.runfiles/softrpma/api", "/opt/s/bin",
+                          "/opt/s/bin/../lib/softrpma", "/opt/s/bin/../lib",
+                          "/opt/s/bin/../../api", "/opt/s/bin/../../api/librpma/lib/softrpma",
                           "/opt/s/bin/rpma-sim.runfiles/softrpma/api"));
 }
 
 TEST(VerbsLibDirCandidates, EveryLayoutOnce_InOrder) {
   EXPECT_THAT(VerbsLibDirCandidates("/b/tools/rpma_sim/rpma-sim", "/b/tools/rpma_sim/rpma-sim",
                                     "/r"),
-              ElementsAre("/b/tools/rpma_sim", "/b/tools/rpma_sim/../lib/verbs-shim",
+              ElementsAre("/b/tools/rpma_sim", "/b/tools/rpma_sim/../lib/softrpma/verbs-shim",
                           "/b/tools/rpma_sim/../../simverbs/shim/lib",
                           "/b/tools/rpma_sim/rpma-sim.runfiles/softrpma/simverbs/shim/lib",
                           "/r/softrpma/simverbs/shim/lib"));

@@ -36,13 +36,13 @@ ABSL_FLAG(std::string, device, "",
 ABSL_FLAG(std::string, lib, "",
           "the directory of softrpma's librpma.so.0, put first in LD_LIBRARY_PATH so that a "
           "program linked against the distro's librpma runs on it. Default: found near "
-          "rpma-sim (its own directory, ../lib, bazel-bin/api, bazel-bin/api/librpma/lib); "
+          "rpma-sim (its own directory, ../lib/softrpma, ../lib, bazel-bin/api); "
           "rpma-sim refuses to run without it");
 ABSL_FLAG(std::string, verbs_lib, "",
           "the directory of the verbs shim's libibverbs.so.1 and librdmacm.so.1 "
           "(//simverbs/shim:verbs_lib_dir), put in LD_LIBRARY_PATH after softrpma's librpma so "
           "that a program calling libibverbs / librdmacm itself (ibv_devinfo, rping) runs on the "
-          "simulated NIC too. Default: found near rpma-sim (its own directory, ../lib/verbs-shim, "
+          "simulated NIC too. Default: found near rpma-sim (its own directory, ../lib/softrpma/verbs-shim, "
           "bazel-bin/simverbs/shim/lib); rpma-sim refuses to run without it");
 ABSL_FLAG(bool, upstream_librpma, false,
           "run PROGRAM on upstream librpma (the distro's librpma.so.0, Debian's librpma0) over "

@@ -1,0 +1,16 @@
+# softrpma-config-version.cmake: the version find_package(softrpma <version>) is checked against:
+# the librpma API softrpma implements (librpma.pc's Version). A request for 1.x up to 1.3 is
+# met, an exact one for 1.3 or 1.3.0 too; 2.x or a later 1.x is not. Only for 64-bit builds.
+set(PACKAGE_VERSION "1.3.0")
+if(NOT CMAKE_SIZEOF_VOID_P STREQUAL "8")
+  set(PACKAGE_VERSION "${PACKAGE_VERSION} (64-bit only)")
+  set(PACKAGE_VERSION_UNSUITABLE TRUE)
+elseif(PACKAGE_FIND_VERSION VERSION_GREATER PACKAGE_VERSION OR
+       NOT PACKAGE_FIND_VERSION_MAJOR STREQUAL "1")
+  set(PACKAGE_VERSION_COMPATIBLE FALSE)
+else()
+  set(PACKAGE_VERSION_COMPATIBLE TRUE)
+  if(PACKAGE_FIND_VERSION VERSION_EQUAL PACKAGE_VERSION)
+    set(PACKAGE_VERSION_EXACT TRUE)
+  endif()
+endif()
