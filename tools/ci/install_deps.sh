@@ -12,6 +12,7 @@ packages=(
   libxml2-utils      # xmllint: tools/rpma_sim:junit_cli_test checks JUnit XML against a schema
   cmake              # tools/rpma_sim:cmake_recipe_test builds a CMake project against the tree
   man-db             # man -l: tools/rpma_sim:cli_test renders rpma-sim --man (brings groff-base)
+  patchelf           # ./run install: the installed libraries find their Abseil beside them ($ORIGIN)
   libabsl-dev
   libgtest-dev
   libgmock-dev

@@ -26,6 +26,7 @@
 #include "tools/rpma_sim/command_line.h"
 #include "tools/rpma_sim/commands/command.h"
 #include "tools/rpma_sim/commands/common.h"
+#include "tools/rpma_sim/env_page.h"
 #include "tools/rpma_sim/man_page.h"
 
 namespace softrpma::rpma_sim {
@@ -49,8 +50,10 @@ constexpr char kUsageLines[] =
   rpma-sim trace --fingerprint FILE...   (one line that two runs compare by)
   rpma-sim report merge [--report=OUT.json] [--junit=OUT.xml] SHARD.json...
   rpma-sim help [SUBCOMMAND]          (or: rpma-sim SUBCOMMAND --help)
+  rpma-sim help env                   (the environment variables the simulated NIC reads)
   rpma-sim --version                  (softrpma's, the librpma API's, the fabric protocol's)
-  rpma-sim --man                      (this help as the man page rpma-sim(1), in roff))";
+  rpma-sim --man                      (this help as the man page rpma-sim(1), in roff)
+  rpma-sim --man-env                  (help env as the man page softrpma-env(7), in roff))";
 constexpr char kSubcommands[] =
     R"(  points  List every fault point of the simulated NIC: the verbs / rdma_cm call it stands for
           (or malloc, every allocation), and whether it can be made to fail.
@@ -213,7 +216,8 @@ std::string ManPageText() {
     absl::StrAppend(&source.synopsis, synopsis(*command), "\n");
   }
   absl::StrAppend(&source.synopsis,
-                  "rpma-sim help [SUBCOMMAND]\nrpma-sim --version\nrpma-sim --man\n");
+                  "rpma-sim help [SUBCOMMAND]\nrpma-sim help env\nrpma-sim --version\n"
+                  "rpma-sim --man\nrpma-sim --man-env\n");
   source.description = absl::StrCat(kProgramText, "\n\n", "Subcommands:\n", kSubcommands);
   for (const Command* command : Commands()) {
     source.commands.push_back(ManCommand{command->spec.name, synopsis(*command),
@@ -221,7 +225,9 @@ std::string ManPageText() {
                                          command->examples});
   }
   source.exit_status = kExitStatus;
-  source.see_also = absl::StrCat(kManual, "\n(in softrpma's source tree)");
+  source.see_also = absl::StrCat(
+      "softrpma-env(7): the environment variables. ", kManual,
+      "\n(in softrpma's source tree, and in share/doc/softrpma/ of an installed prefix)");
   return ManPage(source);
 }
 
@@ -235,6 +241,14 @@ int Main(int argc, char** argv) {
   }
   if (args.size() == 1 && args[0] == "--man") {
     std::fputs(ManPageText().c_str(), stdout);
+    return 0;
+  }
+  if (args.size() == 1 && args[0] == "--man-env") {
+    std::fputs(EnvManPage(absl::StrCat("softrpma ", kSoftrpmaVersion)).c_str(), stdout);
+    return 0;
+  }
+  if (args.size() == 2 && args[0] == "help" && args[1] == "env") {
+    std::fputs(EnvHelpText().c_str(), stdout);
     return 0;
   }
   absl::StatusOr<CommandLine> line = ParseArgs(Subcommands(), args);
