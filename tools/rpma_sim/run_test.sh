@@ -259,4 +259,31 @@ if [[ ! -e /usr/lib/x86_64-linux-gnu/librpma.so.0 && ! -e /lib/x86_64-linux-gnu/
   expect_in "--upstream-librpma, librpma0 not installed: said" "$err" "apt-get install librpma0"
 fi
 
+
+# --expect-failure: the run passes (exit 0, a passing JUnit case) when the program reports the
+# fault with a non-zero exit; it fails when the program exits 0 (exit 1, said) or crashes (its
+# signal's status), and the JUnit case says the same as the exit status.
+fault='ibv_alloc_pd:fail=EIO:nth=1'
+run "$rpma_sim" run --expect-failure --faults="$fault" --junit="$work/expected.xml" -- \
+  "$victim" report
+expect_status "--expect-failure, the fault reported: exit 0" 0 "$status"
+expect_in "--expect-failure, the fault reported: the program's output" "$out" "rpma_peer_new:"
+check "--expect-failure, the fault reported: the case passed" \
+  grep -q '<testsuite name=.* tests="1" failures="0"' "$work/expected.xml"
+expect_in "--expect-failure, the fault reported: the case's name says so" \
+  "$(cat "$work/expected.xml")" "name=\"$fault, expected to fail\""
+run "$rpma_sim" run --expect-failure --junit="$work/unexpected.xml" -- "$victim" report
+expect_status "--expect-failure, exit 0: exit 1" 1 "$status"
+expect_in "--expect-failure, exit 0: said" "$err" "exited 0; --expect-failure expected it to fail"
+expect_in "--expect-failure, exit 0: a failing case" "$(cat "$work/unexpected.xml")" \
+  'message="clean (exit 0), expected a failure (--expect-failure)"'
+run "$rpma_sim" run --expect-failure --faults="$fault" --junit="$work/crashed.xml" -- \
+  "$victim" crash
+# (SIGSEGV, or SIGABRT from AddressSanitizer's report under --config=asan)
+check "--expect-failure, a crash: the signal's status" test "$status" -gt 128
+expect_in "--expect-failure, a crash: a failing case" "$(cat "$work/crashed.xml")" \
+  'message="crashed ('
+run "$rpma_sim" run --expect-failure --faults="$fault" -- "$victim" report
+expect_status "--expect-failure without --junit: exit 0" 0 "$status"
+
 finish

@@ -1,5 +1,6 @@
-// `rpma-sim run`: PROGRAM once on the simulated NIC, in place of rpma-sim (or, with --junit, as
-// a child whose run is classified and written as a JUnit test case).
+// `rpma-sim run`: PROGRAM once on the simulated NIC, in place of rpma-sim (or, with --junit or
+// --expect-failure, as a child whose run is classified, and with --junit written as a JUnit test
+// case).
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -38,15 +39,21 @@ ABSL_FLAG(std::string, trace, "",
           "`rpma-sim trace FILE`");
 ABSL_FLAG(std::string, stats, "",
           "RPMA_SIM_STATS: at exit, write how often each fault point was hit to this file");
+ABSL_FLAG(bool, expect_failure, false,
+          "the run passes when PROGRAM fails as a correct program does: a non-zero exit, no "
+          "crash, hang or sanitizer report in any of its processes (an injected fault it must "
+          "report). Exits 0 then, 1 when PROGRAM exited 0; with --junit the test case says the "
+          "same");
 
 namespace softrpma::rpma_sim {
 namespace {
 
-// `run --junit=FILE`: PROGRAM as a child (its output captured, then printed), classified as a
-// sweep run is, and one JUnit test case for it. Returns PROGRAM's exit status (128 + the
-// signal that ended it).
-int RunWithJunit(SimConfig config, const LibraryFlags& library_flags,
-                 const CommandLine& line, const char* argv0, const std::string& junit) {
+// `run --junit=FILE` / `run --expect-failure`: PROGRAM as a child (its output captured, then
+// printed), classified as a sweep run is, and with `junit` not "" one JUnit test case for it.
+// Returns PROGRAM's exit status (128 + the signal that ended it); with `expect_failure`, 0 when
+// PROGRAM failed as expected (a non-zero exit and no failure class), else that status or 1.
+int RunAsChild(SimConfig config, const LibraryFlags& library_flags, const CommandLine& line,
+               const char* argv0, const std::string& junit, bool expect_failure) {
   const char* tmp = std::getenv("TMPDIR");
   const std::string tmp_dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
   std::string output_path = absl::StrCat(tmp_dir, "/rpma-sim-run.XXXXXX");
@@ -91,16 +98,26 @@ int RunWithJunit(SimConfig config, const LibraryFlags& library_flags,
       output);
   const int status = exit.signal != 0 ? 128 + exit.signal : exit.exit_code;
   const std::string spec = config.faults.value_or("");
+  // Failed as a correct program fails: it exited non-zero and nothing a sweep calls a failure
+  // (a signal, a sanitizer report, a crashed process of a script) happened.
+  const bool failed_as_expected =
+      exit.signal == 0 && exit.exit_code != 0 && !IsFailure(verdict.run_class);
   JunitCase c;
   c.name = spec.empty() ? "run without a fault" : spec;
+  if (expect_failure) absl::StrAppend(&c.name, ", expected to fail");
   c.classname =
       absl::StrCat("rpma-sim.run.", config.device.empty() ? DefaultDevice() : config.device, ".",
                    std::filesystem::path(line.program[0]).filename().string());
   c.time_s = absl::ToDoubleSeconds(exit.duration);
-  // A test passes when PROGRAM exits 0 (what `run` returns) and no sanitizer reported.
-  c.failed = status != 0 || IsFailure(verdict.run_class);
-  const std::string outcome =
-      absl::StrCat(RunClassName(verdict.run_class), " (", verdict.detail, ")");
+  // A test passes when PROGRAM exits 0 (what `run` returns) and no sanitizer reported; with
+  // --expect-failure, when it failed as expected.
+  c.failed = expect_failure ? !failed_as_expected : status != 0 || IsFailure(verdict.run_class);
+  std::string outcome = absl::StrCat(RunClassName(verdict.run_class), " (", verdict.detail, ")");
+  if (expect_failure && status == 0 && !IsFailure(verdict.run_class)) {
+    absl::StrAppend(&outcome, ", expected a failure (--expect-failure)");
+    std::fprintf(stderr, "rpma-sim: %s exited 0; --expect-failure expected it to fail\n",
+                 line.program[0].c_str());
+  }
   if (c.failed) {
     c.failure_message = outcome;
     c.failure_type = RunClassName(verdict.run_class);
@@ -110,7 +127,13 @@ int RunWithJunit(SimConfig config, const LibraryFlags& library_flags,
     c.system_out = output.size() > 2000 ? output.substr(output.size() - 2000) : output;
   }
   JunitSuite suite{absl::StrCat("rpma-sim run ", ShellJoin(line.program)), {c}};
-  if (!WriteTextFile(junit, JunitXml(suite.name, {suite}), "junit file") && status == 0) return 1;
+  const bool written = junit.empty() || WriteTextFile(junit, JunitXml(suite.name, {suite}),
+                                                      "junit file");
+  if (expect_failure) {
+    if (!c.failed) return written ? 0 : 1;
+    return status != 0 ? status : 1;
+  }
+  if (!written && status == 0) return 1;
   return status;
 }
 
@@ -146,7 +169,10 @@ int Run(const CommandLine& line, const char* argv0) {
   ApplyLibraries(*libraries, &config);
   std::fflush(stdout);
   const std::string junit = absl::GetFlag(FLAGS_junit);
-  if (!junit.empty()) return RunWithJunit(config, libraries->flags, line, argv0, junit);
+  const bool expect_failure = absl::GetFlag(FLAGS_expect_failure);
+  if (!junit.empty() || expect_failure) {
+    return RunAsChild(config, libraries->flags, line, argv0, junit, expect_failure);
+  }
   absl::Status status = ExecInPlace(SimCommand(config, line.program));
   std::fprintf(stderr, "rpma-sim: cannot run %s: %s\n", line.program[0].c_str(),
                std::string(status.message()).c_str());
@@ -159,13 +185,13 @@ const Command& RunCommand() {
   static const Command command{
       {"run",
        {"seed", "faults", "scenario", "trace", "stats", "lib", "verbs_lib", "upstream_librpma",
-        "upstream_lib", "device", "execution", "races", "junit"},
+        "upstream_lib", "device", "execution", "races", "junit", "expect_failure"},
        true,
        0,
        0},
       "rpma-sim run [--device=D] [--seed=S] [--faults=SPEC] [--scenario=FILE] "
       "[--trace=FILE]\n             [--stats=FILE] [--lib=DIR] [--verbs-lib=DIR] "
-      "[--upstream-librpma] [--junit=FILE]\n             -- PROGRAM [ARGS...]",
+      "[--upstream-librpma] [--junit=FILE]\n             [--expect-failure] -- PROGRAM [ARGS...]",
       "Runs PROGRAM once, in place of rpma-sim, on the simulated NIC: RPMA_BACKEND=sim, the\n"
       "RPMA_SIM_* variables the flags give (the inherited ones removed), LD_LIBRARY_PATH\n"
       "starting with softrpma's librpma.so.0 and then the verbs shim's libibverbs.so.1 and\n"
@@ -180,9 +206,14 @@ const Command& RunCommand() {
       "error naming the rule and column (exit 2). Exits with PROGRAM's status.\n"
       "With --junit=FILE, rpma-sim waits for PROGRAM instead (stdin from /dev/null, its\n"
       "output captured and printed when it ends), classifies the run as sweep does and writes\n"
-      "a JUnit test case for it, failed unless PROGRAM exited 0 without a sanitizer report.",
+      "a JUnit test case for it, failed unless PROGRAM exited 0 without a sanitizer report.\n"
+      "With --expect-failure, rpma-sim waits for PROGRAM too, and the run passes (exit 0, and\n"
+      "the test case of --junit) when PROGRAM failed as a correct program reports an injected\n"
+      "fault: a non-zero exit and no crash or sanitizer report; it fails (exit 1) when PROGRAM\n"
+      "exited 0, and with PROGRAM's status when it crashed.",
       "  rpma-sim run -- ./my_app\n"
       "  rpma-sim run --faults='ibv_post_send:fail=EIO:nth=1' --junit=run.xml -- ./my_app\n"
+      "  rpma-sim run --faults='ibv_alloc_pd:fail=EIO:nth=1' --expect-failure -- ./my_app\n"
       "  rpma-sim run --device=siw -- ./my_app\n"
       "  rpma-sim run -- ibv_devinfo\n"
       "  rpma-sim run -- rping -s -a 127.0.0.1 -C 3   # and `rpma-sim run -- rping -c ...`\n"
