@@ -19,6 +19,15 @@ here="$root/tools/install"
 docs=("$root/docs/CI.md" "$root/docs/RPMA_SIM.md")
 read -r -a sanitize <<<"$(sanitizer_flags "$tree/lib/softrpma/librpma.so.0")"
 port=$((30000 + ($$ % 15000)))
+# Under --config=asan / tsan the shim is built with a sanitizer, whose runtime a distro verbs
+# program (ibv_devinfo, ib_write_bw) does not load first: preload it for those (as
+# simverbs/shim/testlib.sh does).
+verbs_env=(env)
+runtimes="$(ldd "$tree/lib/softrpma/verbs-shim/libibverbs.so.1" |
+  awk '/lib(asan|ubsan|tsan)\.so/ {print $3}' | paste -sd: -)"
+if [[ -n "$runtimes" ]]; then
+  verbs_env=(env LD_PRELOAD="$runtimes" ASAN_OPTIONS=detect_leaks=0)
+fi
 
 # loaded_outside PREFIX COMMAND...: each library (libabsl_*, librpma.so.0) the command's processes
 # loaded that is outside PREFIX, one a line; empty when all came from PREFIX.
@@ -59,18 +68,18 @@ uses_prefix() {
 
   # Verbs programs on the prefix's shim.
   if command -v ibv_devinfo >/dev/null; then
-    run "$sim" run -- ibv_devinfo -l
+    run "${verbs_env[@]}" "$sim" run -- ibv_devinfo -l
     expect_in "$name: ibv_devinfo lists the simulated device" "$out" "softrpma_sim0"
   else
     echo "SKIP: $name: ibv_devinfo (ibverbs-utils is not installed)"
   fi
   if command -v ib_write_bw >/dev/null; then
-    "$sim" run -- timeout 60 ib_write_bw -R -n 50 -p "$((p + 1))" >"$work/bw-server-$name" 2>&1 &
+    "${verbs_env[@]}" "$sim" run -- timeout 60 ib_write_bw -R -n 50 -p "$((p + 1))" >"$work/bw-server-$name" 2>&1 &
     local server=$!
     local tries=0
     # The client retries until the server listens (a refused connect exits at once).
     while :; do
-      run "$sim" run -- timeout 60 ib_write_bw -R -n 50 -p "$((p + 1))" 127.0.0.1
+      run "${verbs_env[@]}" "$sim" run -- timeout 60 ib_write_bw -R -n 50 -p "$((p + 1))" 127.0.0.1
       [[ "$status" != 0 ]] && ((++tries < 20)) && kill -0 "$server" 2>/dev/null || break
       sleep 0.5
     done
