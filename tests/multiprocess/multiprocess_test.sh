@@ -245,5 +245,50 @@ for how in answer silent; do
   fi
 done
 
+# A server busy outside the simulator for 300 ms before it answers a DREQ (as upstream's
+# multithreaded tests are): the client's CLOSED comes with its DREP, after it, not with the
+# DREQ's timeout in the client's own simulated time (RPMA_SIM_PEER_ANSWER_MS). Also with both
+# processes pinned to one CPU; and with RPMA_SIM_PEER_ANSWER_MS=0 the timeout comes first.
+busy_pair() {  # busy_pair NAME PORT PREFIX...: the pair's outputs in $tmp/busy-NAME-{server,client}
+  local name="$1" port="$2"
+  shift 2
+  "$@" timeout 20 "$peer" busy-server $addr "$port" 300 >"$tmp/busy-$name-server" 2>&1 &
+  local server=$!
+  pids+=($server)
+  wait_listening "$tmp/busy-$name-server"
+  "$@" timeout 20 "$peer" closing-client $addr "$port" >"$tmp/busy-$name-client" 2>&1
+  wait "$server"
+}
+# order NAME: whether the client's CLOSED came after the server's answer.
+closed_after_answer() {
+  local answered closed
+  answered=$(sed -n 's/^server: answering at //p' "$tmp/busy-$1-server")
+  closed=$(sed -n 's/^client: closed at //p' "$tmp/busy-$1-client")
+  [[ -n "$answered" && -n "$closed" ]] && ((closed >= answered))
+}
+cpu0=()
+if command -v taskset >/dev/null; then cpu0=(taskset -c 0); fi
+for name in free pinned; do
+  if [[ $name == pinned ]]; then busy_pair $name 7316 env "${cpu0[@]}"; else busy_pair $name 7315 env; fi
+  check "busy server ($name): server" "$tmp/busy-$name-server" "^server: ok"
+  check "busy server ($name): client" "$tmp/busy-$name-client" "^client: ok"
+  if closed_after_answer $name; then
+    echo "ok: busy server ($name): the client's CLOSED came after the server's answer"
+  else
+    fail "busy server ($name): the client's CLOSED came before the server's answer"
+    cat "$tmp/busy-$name-server" "$tmp/busy-$name-client"
+  fi
+done
+busy_pair no-wait 7317 env RPMA_SIM_PEER_ANSWER_MS=0
+check "busy server (no wait): client" "$tmp/busy-no-wait-client" "^client: ok"
+if closed_after_answer no-wait; then
+  fail "busy server (RPMA_SIM_PEER_ANSWER_MS=0): the client's timeout should come first"
+else
+  echo "ok: busy server (RPMA_SIM_PEER_ANSWER_MS=0): the client's timeout came first"
+fi
+RPMA_SIM_PEER_ANSWER_MS=soon timeout 20 "$peer" closing-client $addr 7318 >"$tmp/bad-answer" 2>&1
+check "RPMA_SIM_PEER_ANSWER_MS=soon is refused, naming it" "$tmp/bad-answer" \
+  "RPMA_SIM_PEER_ANSWER_MS: bad value"
+
 echo "multiprocess: $failures failed"
 ((failures == 0))

@@ -28,6 +28,11 @@
  *   peer sender-threads ADDR PORT N   N senders in threads of this process, on one peer
  *   peer dreq-client ADDR PORT        connect, disconnect (the DREQ), then wait for a line on
  *                                     stdin before getting its own CLOSED
+ *   peer closing-client ADDR PORT     connect, disconnect, and print the CLOCK_MONOTONIC time
+ *                                     at which its CLOSED came ("client: closed at NS")
+ *   peer busy-server ADDR PORT MS     accept one client; on its DREQ (CLOSED) stay busy MS ms
+ *                                     outside the simulator, print "server: answering at NS",
+ *                                     then disconnect (the DREP) and delete the connection
  *   peer dreq-server ADDR PORT answer|silent
  *                                     accept one client with a receive posted; on its DREQ
  *                                     check that the receive is still posted and that a send
@@ -46,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BUF_SIZE (512 * 1024)
@@ -398,6 +404,50 @@ static int run_dreq_server(struct rpma_peer *peer, struct rpma_ep *ep, const cha
 	return 0;
 }
 
+static unsigned long long monotonic_ns(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec;
+}
+
+/* Disconnects first: its CLOSED is the DREP's (or the DREQ's timeout). */
+static int run_closing_client(const char *addr, const char *port)
+{
+	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
+	struct rpma_conn_req *req = NULL;
+	CHECK(rpma_conn_req_new(peer, addr, port, NULL, &req));
+	struct rpma_conn *conn = NULL;
+	CHECK(rpma_conn_req_connect(&req, NULL, &conn));
+	expect_event(conn, RPMA_CONN_ESTABLISHED);
+	CHECK(rpma_conn_disconnect(conn));
+	expect_event(conn, RPMA_CONN_CLOSED);
+	printf("%s: closed at %llu\n", role, monotonic_ns());
+	CHECK(rpma_conn_delete(&conn));
+	CHECK(rpma_peer_delete(&peer));
+	printf("%s: ok\n", role);
+	return 0;
+}
+
+/* Answers the client's DREQ only after `ms` busy outside the simulator. */
+static int run_busy_server(struct rpma_peer *peer, struct rpma_ep *ep, int ms)
+{
+	struct rpma_conn_req *req = NULL;
+	CHECK(rpma_ep_next_conn_req(ep, NULL, &req));
+	struct rpma_conn *conn = NULL;
+	CHECK(rpma_conn_req_connect(&req, NULL, &conn));
+	expect_event(conn, RPMA_CONN_ESTABLISHED);
+	expect_event(conn, RPMA_CONN_CLOSED); /* the client's DREQ */
+	usleep((useconds_t)ms * 1000);
+	printf("%s: answering at %llu\n", role, monotonic_ns());
+	CHECK(rpma_conn_disconnect(conn)); /* the DREP */
+	CHECK(rpma_conn_delete(&conn));
+	CHECK(rpma_ep_shutdown(&ep));
+	CHECK(rpma_peer_delete(&peer));
+	printf("%s: ok\n", role);
+	return 0;
+}
+
 /* Connects where nobody listens: prints the first event. */
 static int run_connect_only(const char *addr, const char *port)
 {
@@ -624,6 +674,10 @@ int main(int argc, char *argv[])
 		role = "client";
 		return run_dreq_client(addr, port);
 	}
+	if (strcmp(mode, "closing-client") == 0) {
+		role = "client";
+		return run_closing_client(addr, port);
+	}
 	if (strcmp(mode, "sender") == 0 || strcmp(mode, "sender-threads") == 0) {
 		role = "sender";
 		struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
@@ -681,6 +735,8 @@ int main(int argc, char *argv[])
 		return run_srq_server(peer, ep, argc > 4 ? atoi(argv[4]) : 1);
 	if (strcmp(mode, "dreq-server") == 0)
 		return run_dreq_server(peer, ep, argc > 4 ? argv[4] : "answer");
+	if (strcmp(mode, "busy-server") == 0)
+		return run_busy_server(peer, ep, argc > 4 ? atoi(argv[4]) : 300);
 	if (strcmp(mode, "fork-misuse") == 0) {
 		pid_t child = fork_or_exit();
 		if (child == 0) {

@@ -107,6 +107,14 @@ const std::vector<EnvVar>& EnvironmentVariables() {
        "host, through the fabric as a connection to another process is. For running one test "
        "suite over both.",
        true},
+      {"RPMA_SIM_PEER_ANSWER_MS", "MS (0 to 600000, default 2000)",
+       "How long, in real time, a timer that a peer in another process could still beat waits "
+       "for it: after rdma_disconnect, the DREQ's timeout (DISCONNECTED with status -ETIMEDOUT, "
+       "RPMA_CONN_CLOSED) is taken only when the peer's answer has not come in this long and "
+       "the peer process is alive, because each process has its own simulated clock and the "
+       "peer may be busy outside the simulator. 0: the timeout at once. The trace says "
+       "cm_peer_silent where real time decided.",
+       false},
       {"RPMA_SIM_FABRIC_HANDSHAKE_MS", "MS",
        "How long an accepted fabric connection may wait for its first message (default 10000).",
        true},

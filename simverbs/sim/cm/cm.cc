@@ -1,5 +1,9 @@
 #include "simverbs/sim/cm/cm.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <time.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -21,6 +25,29 @@ namespace softrpma::sim {
 namespace {
 
 using State = SimCmId::State;
+
+// A held timer's waiter looks again at least this often (PendingCmEvent::hold_until_ns).
+constexpr uint64_t kHoldSliceNs = 5'000'000;
+
+uint64_t MonotonicNowNs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
+}
+
+// Sleeps until one of `watched` is readable (its index) or `ns` passed (-1).
+int WaitOnWatches(const SleeperWatches& watched, uint64_t ns) {
+  pollfd fds[SleeperWatches::kMax];
+  for (int i = 0; i < watched.count(); ++i) {
+    fds[i] = pollfd{watched.fds()[i], POLLIN | POLLRDHUP, 0};
+  }
+  const int ms = static_cast<int>((ns + 999'999) / 1'000'000);
+  const int got = poll(fds, static_cast<nfds_t>(watched.count()), ms);
+  for (int i = 0; got > 0 && i < watched.count(); ++i) {
+    if (fds[i].revents != 0) return i;
+  }
+  return -1;
+}
 
 sockaddr* SrcOf(SimCmId* id) { return &id->id.route.addr.src_addr; }
 sockaddr* DstOf(SimCmId* id) { return &id->id.route.addr.dst_addr; }
@@ -592,10 +619,17 @@ int ConnectionManager::Disconnect(SimCmId* id) {
       const uint64_t timeout_ns = id->active ? kDreqTimeoutActiveNs : kDreqTimeoutPassiveNs;
       id->awaiting_drep = true;
       id->dreq_deadline_ns = GlobalClock().now_ns() + timeout_ns;
+      // A peer in another process may be busy outside the simulator, its clock not ours: its
+      // DREP gets a real-time bound before our timeout may be taken (PendingCmEvent).
+      const uint64_t wait_ns = host::PeerAnswerWaitNs();
+      const uint64_t hold_until_ns =
+          id->peer != nullptr && id->peer->InAnotherProcess() && wait_ns > 0
+              ? MonotonicNowNs() + wait_ns
+              : 0;
       QueueTimerLocked(id, RDMA_CM_EVENT_DISCONNECTED, -ETIMEDOUT, timeout_ns,
-                       /*until_drep=*/true);
+                       /*until_drep=*/true, hold_until_ns);
       QueueTimerLocked(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, timeout_ns + kTimewaitNs,
-                       /*until_drep=*/true);
+                       /*until_drep=*/true, hold_until_ns);
       if (id->peer != nullptr) id->peer->SendDisconnectRequest();
       return 0;
     }
@@ -808,7 +842,8 @@ void ConnectionManager::QueueLocked(SimCmId* owner, rdma_cm_event_type type, int
 }
 
 void ConnectionManager::QueueTimerLocked(SimCmId* id, rdma_cm_event_type type, int status,
-                                         uint64_t delay_ns, bool until_drep) {
+                                         uint64_t delay_ns, bool until_drep,
+                                         uint64_t hold_until_ns) {
   SimEventChannel* channel = id->channel;
   if (channel == nullptr) return;
   PendingCmEvent event;
@@ -819,6 +854,7 @@ void ConnectionManager::QueueTimerLocked(SimCmId* id, rdma_cm_event_type type, i
   event.status = status;
   event.due_ns = GlobalClock().now_ns() + delay_ns;
   event.until_drep = until_drep;
+  event.hold_until_ns = until_drep ? hold_until_ns : 0;
   softrpma::MutexLock channel_lock(&channel->mu);
   PushEventLocked(channel, event);
   if (TraceOn()) {
@@ -989,9 +1025,22 @@ int ConnectionManager::TakeEvent(SimEventChannel* channel, rdma_cm_event** event
       for (int i = 0; i < n; ++i) watched.Add(std::move(found[i]));
     }
     int ready = -1;
+    uint64_t held_ns = 0;  // the front event is a timer held for a peer's answer this long
     {
       softrpma::MutexLock lock(&channel->mu);
-      if (!channel->events.empty()) {
+      if (!channel->events.empty() && channel->events.front().until_drep &&
+          channel->events.front().hold_until_ns != 0) {
+        const uint64_t now_ns = MonotonicNowNs();
+        const PendingCmEvent& front = channel->events.front();
+        if (now_ns < front.hold_until_ns) {
+          held_ns = front.hold_until_ns - now_ns;
+          if ((fcntl(channel->signal.fd(), F_GETFL) & O_NONBLOCK) != 0) return EAGAIN;
+        } else if (TraceOn()) {
+          // Real time decided: the peer process did not answer within the bound.
+          TraceEvent("cm_peer_silent id=%u", front.id->serial);
+        }
+      }
+      if (held_ns == 0 && !channel->events.empty()) {
         SimCmEvent* sim_event = New<SimCmEvent>();
         if (sim_event == nullptr) return ENOMEM;  // the event stays queued
         const PendingCmEvent& pending = channel->events.front();
@@ -1027,8 +1076,19 @@ int ConnectionManager::TakeEvent(SimEventChannel* channel, rdma_cm_event** event
         *event = &sim_event->event;
         return 0;
       }
-      const int err = channel->signal.Wait(&channel->mu, watched.fds(), watched.count(), &ready);
-      if (err != 0) return err;
+      if (held_ns == 0) {
+        const int err =
+            channel->signal.Wait(&channel->mu, watched.fds(), watched.count(), &ready);
+        if (err != 0) return err;
+      }
+    }
+    if (held_ns > 0) {
+      // The channel's fd stays readable (the event is there): sleep on the connections
+      // instead, a few milliseconds at a time (the fabric thread may take the DREP first).
+      ready = WaitOnWatches(watched, std::min<uint64_t>(held_ns, kHoldSliceNs));
+      watched.Serve(ready);
+      watch = true;
+      continue;
     }
     // Handled with no lock held (the carrier's handlers take the CM's locks).
     watched.Serve(ready);

@@ -180,6 +180,12 @@ struct PendingCmEvent {
   // The DISCONNECTED / TIMEWAIT_EXIT of a DREQ that waits for its DREP (which brings it
   // forward) or its timeout.
   bool until_drep;
+  // A DREQ timer whose peer is another process: until this CLOCK_MONOTONIC time (ns), the
+  // timeout is not delivered while the DREP may still come (0: no hold). Simulated time is the
+  // process's own, so a timer must not fire while a peer busy outside the simulator could
+  // still answer (docs/FABRIC.md, "Timers a peer process could beat"); the hold is a real-time
+  // bound (RPMA_SIM_PEER_ANSWER_MS) because this process cannot see whether the peer is busy.
+  uint64_t hold_until_ns;
 };
 
 struct SimEventChannel final {
@@ -373,9 +379,11 @@ class ConnectionManager final {
                    SimCmId* listen_id, const rdma_conn_param* conn, const void* private_data,
                    uint8_t private_data_len, bool connect_response = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues `type` (status `status`, no data) for `id` itself, due `delay_ns` from now.
+  // Queues `type` (status `status`, no data) for `id` itself, due `delay_ns` from now (held
+  // until `hold_until_ns`, see PendingCmEvent).
   void QueueTimerLocked(SimCmId* id, rdma_cm_event_type type, int status, uint64_t delay_ns,
-                        bool until_drep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                        bool until_drep, uint64_t hold_until_ns = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Inserts `event` into `channel` in due-time order, raising its fd.
   static void PushEventLocked(SimEventChannel* channel, PendingCmEvent event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(channel->mu);

@@ -39,6 +39,7 @@
 #define SOFTRPMA_SIMVERBS_SIM_CM_CM_PEER_H_
 
 #include <rdma/rdma_cma.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <memory>
@@ -108,6 +109,10 @@ class CmPeer {
   // rdma_get_cm_event to watch (transport.h, THE SLEEPER'S WATCH); nullptr: none (local, or
   // not connected yet, or ended).
   virtual std::shared_ptr<Transport> Carrier() { return nullptr; }
+  // Whether the other end is another process (whose simulated clock is not ours): a DREQ's
+  // timeout then waits RPMA_SIM_PEER_ANSWER_MS for its DREP (PendingCmEvent::hold_until_ns).
+  // REQUIRES: the CM's mu_ held.
+  virtual bool InAnotherProcess() const { return false; }
 };
 
 // The other end is `other`, an id of the same ConnectionManager. Made in twins by
@@ -174,6 +179,7 @@ class HostCmPeer final : public CmPeer,
   bool CanAccept(const SimCmId* id) override { return true; }
   void Settle() override;
   std::shared_ptr<Transport> Carrier() override { return conn(); }
+  bool InAnotherProcess() const override { return remote_pid != 0 && remote_pid != getpid(); }
 
   // host::Conn::Handler. Until the CM exchange has crossed this connection (the REQ on an
   // accepted one, the REP or REJ on a dialed one), only CM messages may come, each of its

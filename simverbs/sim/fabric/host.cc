@@ -675,6 +675,10 @@ void CallSoon(void (*fn)()) {
 
 // ---- Names ----------------------------------------------------------------------------------
 
+std::atomic<uint64_t> g_peer_answer_ns{kPeerAnswerWaitMs * 1000 * 1000};
+
+uint64_t PeerAnswerWaitNs() { return g_peer_answer_ns.load(std::memory_order_relaxed); }
+
 absl::Status ConfigureFabric() {
   const char* cma = std::getenv(kCmaEnvVar);
   if (cma != nullptr && *cma != '\0' && std::strcmp(cma, "0") != 0 && std::strcmp(cma, "1") != 0) {
@@ -688,6 +692,19 @@ absl::Status ConfigureFabric() {
         kShmEnvVar, ": bad value \"", shm, "\": expected 0 (off) or 1 (on, the default)"));
   }
   g_shm_enabled.store(shm == nullptr || std::strcmp(shm, "0") != 0);
+  const char* answer = std::getenv(kPeerAnswerEnvVar);
+  uint64_t answer_ms = kPeerAnswerWaitMs;
+  if (answer != nullptr && *answer != '\0') {
+    char* end = nullptr;
+    errno = 0;
+    answer_ms = std::strtoull(answer, &end, 10);
+    if (*end != '\0' || errno != 0 || *answer == '-' || answer_ms > 600000) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kPeerAnswerEnvVar, ": bad value \"", answer,
+          "\": expected milliseconds, 0 (no wait) to 600000 (default ", kPeerAnswerWaitMs, ")"));
+    }
+  }
+  g_peer_answer_ns.store(answer_ms * 1000 * 1000);
   const char* value = std::getenv(kFabricEnvVar);
   std::string name;
   if (value == nullptr || *value == '\0') {

@@ -131,11 +131,21 @@ inline constexpr char kCmaEnvVar[] = "RPMA_SIM_CMA";
 // "0": this process offers no shared-memory ring, so each of its connections carries every
 // byte through its socket; "1" or unset: rings where both processes offer one (THE MODEL).
 inline constexpr char kShmEnvVar[] = "RPMA_SIM_SHM";
+// How long (milliseconds of real time, 0 to 600000; default kPeerAnswerWaitMs) a timer that a
+// peer in another process could still beat waits for it: an rdma_disconnect's DREQ timeout is
+// taken only when the peer's DREP has not come in this long (or the peer is gone), because the
+// peer may be busy outside the simulator and the two processes' simulated clocks are their
+// own (docs/FABRIC.md, "Timers a peer process could beat"). 0: the timeout at once, as before.
+inline constexpr char kPeerAnswerEnvVar[] = "RPMA_SIM_PEER_ANSWER_MS";
+inline constexpr uint64_t kPeerAnswerWaitMs = 2000;
+// RPMA_SIM_PEER_ANSWER_MS in nanoseconds (the default until ConfigureFabric read it).
+uint64_t PeerAnswerWaitNs();
 
 // Sets the fabric's name from RPMA_SIM_FABRIC (1 to 40 characters of [A-Za-z0-9._-]), or the
 // default when it is unset or empty: "uid<uid>", or "uid<uid>-test-<hash of TEST_TMPDIR>"
 // inside a Bazel test (Bazel runs tests side by side; each gets a fabric of its own).
-// Also reads RPMA_SIM_CMA and RPMA_SIM_SHM. Errors: InvalidArgument naming the bad value.
+// Also reads RPMA_SIM_CMA, RPMA_SIM_SHM and RPMA_SIM_PEER_ANSWER_MS. Errors: InvalidArgument
+// naming the bad value.
 // Call before the first Listen / Dial.
 absl::Status ConfigureFabric();
 // The fabric's name (the default until ConfigureFabric succeeded).
