@@ -342,6 +342,13 @@ static int run_client(const char *addr, const char *port, const char *id, const 
 	return 0;
 }
 
+static unsigned long long monotonic_ns(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec;
+}
+
 /* Reads stdin up to a newline (or its end): the harness says go. */
 static void wait_for_go(void)
 {
@@ -350,7 +357,10 @@ static void wait_for_go(void)
 	}
 }
 
-static int run_dreq_client(const char *addr, const char *port)
+/* Connects, then disconnects first (the DREQ): its CLOSED is the DREP's or the DREQ's timeout.
+ * With `wait`, it waits for the harness's go before it looks (dreq-client); it prints the
+ * CLOCK_MONOTONIC time at which CLOSED came (closing-client's order check). */
+static int run_dreq_client(const char *addr, const char *port, int wait)
 {
 	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
 	struct rpma_conn_req *req = NULL;
@@ -360,8 +370,10 @@ static int run_dreq_client(const char *addr, const char *port)
 	expect_event(conn, RPMA_CONN_ESTABLISHED);
 	CHECK(rpma_conn_disconnect(conn));
 	printf("%s: disconnected\n", role);
-	wait_for_go();
+	if (wait)
+		wait_for_go();
 	expect_event(conn, RPMA_CONN_CLOSED); /* the DREP's, or the DREQ's timeout */
+	printf("%s: closed at %llu\n", role, monotonic_ns());
 	CHECK(rpma_conn_delete(&conn));
 	CHECK(rpma_peer_delete(&peer));
 	printf("%s: ok\n", role);
@@ -399,31 +411,6 @@ static int run_dreq_server(struct rpma_peer *peer, struct rpma_ep *ep, const cha
 	CHECK(rpma_conn_delete(&conn));
 	CHECK(rpma_mr_dereg(&mr));
 	CHECK(rpma_ep_shutdown(&ep));
-	CHECK(rpma_peer_delete(&peer));
-	printf("%s: ok\n", role);
-	return 0;
-}
-
-static unsigned long long monotonic_ns(void)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec;
-}
-
-/* Disconnects first: its CLOSED is the DREP's (or the DREQ's timeout). */
-static int run_closing_client(const char *addr, const char *port)
-{
-	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
-	struct rpma_conn_req *req = NULL;
-	CHECK(rpma_conn_req_new(peer, addr, port, NULL, &req));
-	struct rpma_conn *conn = NULL;
-	CHECK(rpma_conn_req_connect(&req, NULL, &conn));
-	expect_event(conn, RPMA_CONN_ESTABLISHED);
-	CHECK(rpma_conn_disconnect(conn));
-	expect_event(conn, RPMA_CONN_CLOSED);
-	printf("%s: closed at %llu\n", role, monotonic_ns());
-	CHECK(rpma_conn_delete(&conn));
 	CHECK(rpma_peer_delete(&peer));
 	printf("%s: ok\n", role);
 	return 0;
@@ -672,11 +659,11 @@ int main(int argc, char *argv[])
 	}
 	if (strcmp(mode, "dreq-client") == 0) {
 		role = "client";
-		return run_dreq_client(addr, port);
+		return run_dreq_client(addr, port, 1);
 	}
 	if (strcmp(mode, "closing-client") == 0) {
 		role = "client";
-		return run_closing_client(addr, port);
+		return run_dreq_client(addr, port, 0);
 	}
 	if (strcmp(mode, "sender") == 0 || strcmp(mode, "sender-threads") == 0) {
 		role = "sender";
