@@ -123,9 +123,10 @@ deadline=$((SECONDS + timeout_s))
 echo "$me: fabric $RPMA_SIM_FABRIC, timeout ${timeout_s} s"
 start server "${server_argv[@]}"
 
-# Until the server listens on the test's fabric (any listener there is the server's).
+# Until the server listens on the test's fabric (any listener there is the server's; not the
+# endpoint a verbs QP made without the CM opens, .../ep/..., before the program's own listener).
 if [[ -r /proc/net/unix ]]; then
-  while ! grep -qF "@softrpma/$RPMA_SIM_FABRIC/" /proc/net/unix; do
+  while ! grep -F "@softrpma/$RPMA_SIM_FABRIC/" /proc/net/unix | grep -qvF "/ep/"; do
     ! ended server || fail "the server ended ($(how server)) before it listened; no client started"
     ((SECONDS < deadline)) ||
       fail "the server did not listen within ${timeout_s} s; it was stopped, no client started"

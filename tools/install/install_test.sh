@@ -74,7 +74,8 @@ uses_prefix() {
     echo "SKIP: $name: ibv_devinfo (ibverbs-utils is not installed)"
   fi
   if command -v ib_write_bw >/dev/null; then
-    "${verbs_env[@]}" "$sim" run -- timeout 60 ib_write_bw -R -n 50 -p "$((p + 1))" >"$work/bw-server-$name" 2>&1 &
+    "${verbs_env[@]}" "$sim" run -- timeout 60 ib_write_bw -R -n 50 -p "$((p + 1))" \
+      >"$work/bw-server-$name" 2>&1 &
     local server=$!
     local tries=0
     # The client retries until the server listens (a refused connect exits at once).
@@ -114,7 +115,8 @@ absl_outside() {
 }
 deps="$(ldd "$prefix/lib/softrpma/librpma.so.0")"
 check "ldd librpma.so.0: nothing unresolved" test -z "$(grep 'not found' <<<"$deps")"
-check "ldd librpma.so.0: Abseil found (the check below looks at something)" grep -q libabsl_ <<<"$deps"
+check "ldd librpma.so.0: Abseil found (the check below looks at something)" \
+  grep -q libabsl_ <<<"$deps"
 for f in lib/softrpma/librpma.so.0 bin/rpma-sim lib/softrpma/verbs-shim/libibverbs.so.1; do
   outside="$(absl_outside "$prefix/$f")"
   check "ldd $f: Abseil only from the prefix" test -z "$outside"
@@ -138,6 +140,23 @@ run "$here/stage.sh" "$work" "$work/other"
 check "stage.sh refuses a directory that is not softrpma's tree" test "$status" -ne 0
 expect_in "stage.sh says what the tree is" "$err" "is not softrpma's tree"
 
+# A prefix shared with other software keeps what is not softrpma's.
+shared="$work/shared"
+mkdir -p "$shared/bin" "$shared/include" "$shared/lib/pkgconfig"
+touch "$shared/bin/other-tool" "$shared/include/other.h" "$shared/lib/pkgconfig/other.pc"
+run "$here/stage.sh" "$tree" "$shared"
+expect_status "stage.sh installs into a shared prefix" 0 "$status"
+for f in bin/other-tool include/other.h lib/pkgconfig/other.pc; do
+  check "a shared prefix keeps $f" test -e "$shared/$f"
+done
+check "a shared prefix gets rpma-sim" test -x "$shared/bin/rpma-sim"
+run "$here/stage.sh" "$tree" /
+check "stage.sh refuses / as the prefix" test "$status" -ne 0
+expect_in "stage.sh says why it refuses /" "$err" "refusing / as the prefix"
+run "$here/stage.sh" "$tree" "$work/a prefix"
+check "stage.sh refuses a prefix with white space" test "$status" -ne 0
+expect_in "stage.sh says why it refuses white space" "$err" "has white space"
+
 uses_prefix installed "$prefix" "$port"
 
 # 3. The packages.
@@ -150,7 +169,8 @@ check "a .deb is made" test -n "$deb"
 check "a .tar.gz is made" test -n "$tarball"
 if [[ -n "$deb" ]]; then
   contents="$(dpkg-deb -c "$deb")"
-  expect_in "the .deb holds /usr/bin/rpma-sim" "$contents" "./usr/bin/rpma-sim -> ../lib/softrpma/bin/rpma-sim"
+  expect_in "the .deb holds /usr/bin/rpma-sim" "$contents" \
+    "./usr/bin/rpma-sim -> ../lib/softrpma/bin/rpma-sim"
   expect_in "the .deb holds the library in its own prefix" "$contents" \
     "./usr/lib/softrpma/lib/softrpma/librpma.so.0"
   expect_in "the .deb holds rpma-sim(1)" "$contents" "./usr/share/man/man1/rpma-sim.1.gz"
@@ -161,8 +181,8 @@ if [[ -n "$deb" ]]; then
   for dep in libibverbs1 librdmacm1 "libstdc++6 (>= " "libc6 (>= "; do
     expect_in "the .deb depends on $dep" "$control" "$dep"
   done
-  check "the .deb's version is rpma-sim's" \
-    test "$(dpkg-deb -f "$deb" Version)" = "$("$prefix/bin/rpma-sim" --version | sed -n 's/^rpma-sim (softrpma) //p')"
+  version="$("$prefix/bin/rpma-sim" --version | sed -n 's/^rpma-sim (softrpma) //p')"
+  check "the .deb's version is rpma-sim's" test "$(dpkg-deb -f "$deb" Version)" = "$version"
   dpkg-deb -x "$deb" "$work/deb-root"
   run "$work/deb-root/usr/bin/rpma-sim" --version
   expect_status "the unpacked .deb: /usr/bin/rpma-sim (a symlink) runs" 0 "$status"

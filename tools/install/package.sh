@@ -28,6 +28,8 @@ out="$2"
 shift 2
 here="$(cd "$(dirname "$0")" && pwd)"
 command -v dpkg-deb >/dev/null || die "dpkg-deb is needed (Debian's dpkg)"
+command -v objdump >/dev/null || die "objdump is needed (Debian's binutils)"
+umask 022  # (dpkg-deb refuses a DEBIAN directory others cannot read)
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 staging="$(mktemp -d)"
@@ -65,10 +67,12 @@ needs() {  # PREFIX-OF-VERSION: the newest version of that family the ELF files 
 glibc="$(needs GLIBC)"
 glibcxx="$(needs GLIBCXX)"
 case "$glibcxx" in  # GLIBCXX_3.4.N first shipped with GCC's libstdc++6 of this release
-  3.4.2[0-9] | "") gcc=9 ;;
+  3.4.2[0-7] | "") gcc=9 ;;
+  3.4.28) gcc=10 ;;
+  3.4.29) gcc=11 ;;
   3.4.30) gcc=12 ;;
   3.4.31) gcc=13 ;;
-  3.4.32) gcc=14 ;;
+  3.4.32) gcc=13.2 ;;
   *) die "the tree needs GLIBCXX_$glibcxx; add its GCC release to package.sh" ;;
 esac
 installed_size="$(du -sk --apparent-size "$root/usr" | cut -f1)"
@@ -79,6 +83,7 @@ Architecture: $arch
 Maintainer: softrpma developers <softrpma@localhost>
 Installed-Size: $installed_size
 Depends: libc6 (>= $glibc), libstdc++6 (>= $gcc), libgcc-s1, libibverbs1, librdmacm1
+Suggests: libibverbs-dev, librdmacm-dev, pkg-config
 Section: libs
 Priority: optional
 Description: librpma 1.3 on a simulated RDMA NIC, for tests without hardware

@@ -33,20 +33,30 @@ shift 2
   die "$tree is not softrpma's tree (bazel build -c opt //api:librpma_pc makes it)"
 command -v patchelf >/dev/null || die "patchelf is needed (apt-get install patchelf)"
 mkdir -p "$prefix"
-prefix="$(cd "$prefix" && pwd)"
+prefix="$(cd "$prefix" && pwd -P)"  # (as $ORIGIN will see it: symlinks resolved)
+[[ "$prefix" != / ]] || die "refusing / as the prefix: give softrpma a prefix of its own"
+[[ "$prefix" != *[[:space:]]* ]] || die "the prefix '$prefix' has white space; choose another"
 
-# The tree, as files (Bazel's outputs are read-only; an earlier install is replaced).
-for dir in bin include lib/softrpma lib/pkgconfig lib/cmake/softrpma lib/cmake/librpma; do
+# The tree, as files (Bazel's outputs are read-only). Only softrpma's own paths are replaced:
+# a prefix shared with other software (~/.local, /usr/local) keeps everything else.
+for file in bin/rpma-sim include/librpma.h lib/pkgconfig/librpma.pc; do
+  mkdir -p "$(dirname "$prefix/$file")"
+  rm -f "$prefix/$file"
+  cp -L "$tree/$file" "$prefix/$file"
+  chmod u+w "$prefix/$file"
+done
+for dir in lib/softrpma lib/cmake/softrpma lib/cmake/librpma; do
   rm -rf "${prefix:?}/$dir"
   mkdir -p "$prefix/$dir"
   cp -RL "$tree/$dir/." "$prefix/$dir/"
+  chmod -R u+w "$prefix/$dir"
 done
 rm -f "$prefix/lib/softrpma/librpma.so"
 ln -s librpma.so.0 "$prefix/lib/softrpma/librpma.so"
-chmod -R u+w "$prefix"
 
 # The ELF files of the tree.
-elves=("$prefix/bin/rpma-sim" "$prefix/lib/softrpma/librpma.so.0" "$prefix"/lib/softrpma/verbs-shim/*.so.1)
+elves=("$prefix/bin/rpma-sim" "$prefix/lib/softrpma/librpma.so.0"
+  "$prefix"/lib/softrpma/verbs-shim/*.so.1)
 
 # Abseil: every libabsl_* the tree's ELF files load (ldd follows their dependencies), copied
 # beside librpma.so.0 under its soname.
@@ -79,7 +89,8 @@ fi
 
 # What each file would load from outside the tree: only the system's verbs, libnl (theirs),
 # the C++ runtime, libc and the sanitizer runtimes of a sanitizer build.
-allowed='^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|libibverbs|librdmacm|libnl-3|libnl-route-3|libasan|libtsan|libubsan)[-.]'
+allowed='^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s'
+allowed+='|libibverbs|librdmacm|libnl-3|libnl-route-3|libasan|libtsan|libubsan)[-.]'
 bad=0
 for elf in "${elves[@]}" "$prefix"/lib/softrpma/libabsl_*; do
   [[ -e "$elf" ]] || continue

@@ -720,11 +720,18 @@ void ConnectionManager::DrepReceivedLocked(SimCmId* id) {
   if (!id->awaiting_drep) return;
   id->awaiting_drep = false;
   SimEventChannel* channel = id->channel;
+  if (channel == nullptr) return;
   const uint64_t now_ns = GlobalClock().now_ns();
-  if (channel == nullptr || now_ns >= id->dreq_deadline_ns) return;  // timed out already
   softrpma::MutexLock channel_lock(&channel->mu);
-  std::vector<PendingCmEvent> moved;
   auto& events = channel->events;
+  // A DREP inside a hold's real-time bound is in time, whatever this process's clock did
+  // meanwhile (other ids' events may have moved it past the DREQ's deadline).
+  const uint64_t real_ns = MonotonicNowNs();
+  const bool held = std::any_of(events.begin(), events.end(), [&](const PendingCmEvent& e) {
+    return e.owner == id && e.until_drep && e.hold_until_ns > real_ns;
+  });
+  if (now_ns >= id->dreq_deadline_ns && !held) return;  // timed out already
+  std::vector<PendingCmEvent> moved;
   for (auto it = events.begin(); it != events.end();) {
     if (it->owner == id && it->until_drep) {
       moved.push_back(*it);
@@ -1034,8 +1041,9 @@ int ConnectionManager::TakeEvent(SimEventChannel* channel, rdma_cm_event** event
         const PendingCmEvent& front = channel->events.front();
         if (now_ns < front.hold_until_ns) {
           held_ns = front.hold_until_ns - now_ns;
+          channel->signal.Raise();  // (if a Wait took the counter) for other readers
           if ((fcntl(channel->signal.fd(), F_GETFL) & O_NONBLOCK) != 0) return EAGAIN;
-        } else if (TraceOn()) {
+        } else if (TraceOn() && front.type == RDMA_CM_EVENT_DISCONNECTED) {
           // Real time decided: the peer process did not answer within the bound.
           TraceEvent("cm_peer_silent id=%u", front.id->serial);
         }

@@ -695,10 +695,9 @@ absl::Status ConfigureFabric() {
   const char* answer = std::getenv(kPeerAnswerEnvVar);
   uint64_t answer_ms = kPeerAnswerWaitMs;
   if (answer != nullptr && *answer != '\0') {
-    char* end = nullptr;
-    errno = 0;
-    answer_ms = std::strtoull(answer, &end, 10);
-    if (*end != '\0' || errno != 0 || *answer == '-' || answer_ms > 600000) {
+    const bool digits = std::strspn(answer, "0123456789") == std::strlen(answer);
+    answer_ms = digits && std::strlen(answer) <= 6 ? std::strtoull(answer, nullptr, 10) : 0;
+    if (!digits || std::strlen(answer) > 6 || answer_ms > 600000) {
       return absl::InvalidArgumentError(absl::StrCat(
           kPeerAnswerEnvVar, ": bad value \"", answer,
           "\": expected milliseconds, 0 (no wait) to 600000 (default ", kPeerAnswerWaitMs, ")"));

@@ -41,9 +41,10 @@ ABSL_FLAG(std::string, stats, "",
           "RPMA_SIM_STATS: at exit, write how often each fault point was hit to this file");
 ABSL_FLAG(bool, expect_failure, false,
           "the run passes when PROGRAM fails as a correct program does: a non-zero exit, no "
-          "crash, hang or sanitizer report in any of its processes (an injected fault it must "
+          "crash or sanitizer report in any of its processes (an injected fault it must "
           "report). Exits 0 then, 1 when PROGRAM exited 0; with --junit the test case says the "
-          "same");
+          "same. As with --junit, rpma-sim waits for PROGRAM (stdin from /dev/null, its output "
+          "printed when it ends)");
 
 namespace softrpma::rpma_sim {
 namespace {
