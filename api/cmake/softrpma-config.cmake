@@ -117,6 +117,17 @@ function(_softrpma_sim_flags out)
   set(${out} "${flags}" PARENT_SCOPE)
 endfunction()
 
+# In a helper `fn` whose test is `name`: ARG_<key> defaults to `default` and must be a whole
+# number >= 1 (`what` names it in the error: "SHARDS must be a number").
+macro(_softrpma_count fn key default what)
+  if(NOT DEFINED ARG_${key})
+    set(ARG_${key} ${default})
+  endif()
+  if(NOT ARG_${key} MATCHES "^[1-9][0-9]*$")
+    message(FATAL_ERROR "${fn}(${name}): ${what} >= 1, not '${ARG_${key}}'")
+  endif()
+endmacro()
+
 # softrpma_add_run_test(NAME COMMAND prog [args...] [FAULTS spec] [SEED s] [DEVICE d]
 #                       [EXPECT_FAILURE])
 # A test that runs `rpma-sim run --junit=... -- prog args` (with --faults, --seed, --device when
@@ -165,13 +176,7 @@ function(softrpma_add_sweep_test name)
   if(NOT ARG_COMMAND)
     message(FATAL_ERROR "softrpma_add_sweep_test(${name}): COMMAND is required")
   endif()
-  if(NOT DEFINED ARG_SHARDS)
-    set(ARG_SHARDS 1)
-  endif()
-  if(NOT ARG_SHARDS MATCHES "^[1-9][0-9]*$")
-    message(FATAL_ERROR "softrpma_add_sweep_test(${name}): SHARDS must be a number >= 1, "
-                        "not '${ARG_SHARDS}'")
-  endif()
+  _softrpma_count(softrpma_add_sweep_test SHARDS 1 "SHARDS must be a number")
   _softrpma_command(command ${ARG_COMMAND})
   _softrpma_sim_flags(flags)
   foreach(pair "JOBS;-j=" "RUN_TIMEOUT;--timeout=" "MAX_RUNS;--max-runs=" "POINTS;--points=")
@@ -238,13 +243,7 @@ function(softrpma_add_pair_test name)
   if(NOT ARG_SERVER OR NOT ARG_CLIENT)
     message(FATAL_ERROR "softrpma_add_pair_test(${name}): SERVER and CLIENT are required")
   endif()
-  if(NOT DEFINED ARG_TIMEOUT)
-    set(ARG_TIMEOUT 60)
-  endif()
-  if(NOT ARG_TIMEOUT MATCHES "^[1-9][0-9]*$")
-    message(FATAL_ERROR "softrpma_add_pair_test(${name}): TIMEOUT must be a number of seconds "
-                        ">= 1, not '${ARG_TIMEOUT}'")
-  endif()
+  _softrpma_count(softrpma_add_pair_test TIMEOUT 60 "TIMEOUT must be a number of seconds")
   if(NOT EXISTS "${SOFTRPMA_PAIR_SCRIPT}")
     message(FATAL_ERROR "softrpma_add_pair_test(${name}): no ${SOFTRPMA_PAIR_SCRIPT} (a "
                         "softrpma tree older than the pair tests?)")

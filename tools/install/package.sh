@@ -49,7 +49,8 @@ tar -C "$staging/tar" --owner=0 --group=0 --numeric-owner --sort=name -czf "$tar
 # The .deb: the same prefix at /usr/lib/softrpma; what Debian keeps elsewhere moved there.
 root="$staging/deb"
 prefix="$root/usr/lib/softrpma"
-"$here/stage.sh" "$tree" "$prefix" "$@" >/dev/null
+mkdir -p "$prefix"
+cp -a "$staging/tar/$name/." "$prefix/"  # (relocatable: the same files, $ORIGIN run paths)
 mkdir -p "$root/usr/bin" "$root/usr/share/man" "$root/usr/share/doc" "$root/DEBIAN"
 ln -s ../lib/softrpma/bin/rpma-sim "$root/usr/bin/rpma-sim"
 mv "$prefix/share/man/man1" "$prefix/share/man/man7" "$root/usr/share/man/"

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -29,10 +28,10 @@ using State = SimCmId::State;
 // A held timer's waiter looks again at least this often (PendingCmEvent::hold_until_ns).
 constexpr uint64_t kHoldSliceNs = 5'000'000;
 
-uint64_t MonotonicNowNs() {
-  timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
+// How much longer `event` is held for a peer process's answer at real time `real_ns`
+// (host::NowNs); 0: not held.
+uint64_t HeldForNs(const PendingCmEvent& event, uint64_t real_ns) {
+  return event.until_drep && event.hold_until_ns > real_ns ? event.hold_until_ns - real_ns : 0;
 }
 
 // Sleeps until one of `watched` is readable (its index) or `ns` passed (-1).
@@ -624,7 +623,7 @@ int ConnectionManager::Disconnect(SimCmId* id) {
       const uint64_t wait_ns = host::PeerAnswerWaitNs();
       const uint64_t hold_until_ns =
           id->peer != nullptr && id->peer->InAnotherProcess() && wait_ns > 0
-              ? MonotonicNowNs() + wait_ns
+              ? host::NowNs() + wait_ns
               : 0;
       QueueTimerLocked(id, RDMA_CM_EVENT_DISCONNECTED, -ETIMEDOUT, timeout_ns,
                        /*until_drep=*/true, hold_until_ns);
@@ -726,9 +725,9 @@ void ConnectionManager::DrepReceivedLocked(SimCmId* id) {
   auto& events = channel->events;
   // A DREP inside a hold's real-time bound is in time, whatever this process's clock did
   // meanwhile (other ids' events may have moved it past the DREQ's deadline).
-  const uint64_t real_ns = MonotonicNowNs();
+  const uint64_t real_ns = host::NowNs();
   const bool held = std::any_of(events.begin(), events.end(), [&](const PendingCmEvent& e) {
-    return e.owner == id && e.until_drep && e.hold_until_ns > real_ns;
+    return e.owner == id && HeldForNs(e, real_ns) > 0;
   });
   if (now_ns >= id->dreq_deadline_ns && !held) return;  // timed out already
   std::vector<PendingCmEvent> moved;
@@ -1035,15 +1034,13 @@ int ConnectionManager::TakeEvent(SimEventChannel* channel, rdma_cm_event** event
     uint64_t held_ns = 0;  // the front event is a timer held for a peer's answer this long
     {
       softrpma::MutexLock lock(&channel->mu);
-      if (!channel->events.empty() && channel->events.front().until_drep &&
-          channel->events.front().hold_until_ns != 0) {
-        const uint64_t now_ns = MonotonicNowNs();
+      if (!channel->events.empty() && channel->events.front().hold_until_ns != 0) {
         const PendingCmEvent& front = channel->events.front();
-        if (now_ns < front.hold_until_ns) {
-          held_ns = front.hold_until_ns - now_ns;
+        held_ns = HeldForNs(front, host::NowNs());
+        if (held_ns > 0) {
           channel->signal.Raise();  // (if a Wait took the counter) for other readers
           if ((fcntl(channel->signal.fd(), F_GETFL) & O_NONBLOCK) != 0) return EAGAIN;
-        } else if (TraceOn() && front.type == RDMA_CM_EVENT_DISCONNECTED) {
+        } else if (front.until_drep && TraceOn() && front.type == RDMA_CM_EVENT_DISCONNECTED) {
           // Real time decided: the peer process did not answer within the bound.
           TraceEvent("cm_peer_silent id=%u", front.id->serial);
         }

@@ -333,12 +333,6 @@ int GetFabric(Fabric** out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
   return 0;
 }
 
-uint64_t NowNs() {
-  timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000ULL + static_cast<uint64_t>(now.tv_nsec);
-}
-
 // Connections are watched one event at a time (EPOLLONESHOT, re-armed by Rearm once handled
 // or left to a poller, so a busy-polling program is not interrupted by the fabric thread for
 // every message) and edge-triggered (whoever reads, reads until EAGAIN); listeners
@@ -678,6 +672,12 @@ void CallSoon(void (*fn)()) {
 std::atomic<uint64_t> g_peer_answer_ns{kPeerAnswerWaitMs * 1000 * 1000};
 
 uint64_t PeerAnswerWaitNs() { return g_peer_answer_ns.load(std::memory_order_relaxed); }
+
+uint64_t NowNs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000ULL + static_cast<uint64_t>(now.tv_nsec);
+}
 
 absl::Status ConfigureFabric() {
   const char* cma = std::getenv(kCmaEnvVar);

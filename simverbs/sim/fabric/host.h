@@ -140,6 +140,8 @@ inline constexpr char kPeerAnswerEnvVar[] = "RPMA_SIM_PEER_ANSWER_MS";
 inline constexpr uint64_t kPeerAnswerWaitMs = 2000;
 // RPMA_SIM_PEER_ANSWER_MS in nanoseconds (the default until ConfigureFabric read it).
 uint64_t PeerAnswerWaitNs();
+// Real time: CLOCK_MONOTONIC now, in nanoseconds (the fabric's timers, the CM's holds).
+uint64_t NowNs();
 
 // Sets the fabric's name from RPMA_SIM_FABRIC (1 to 40 characters of [A-Za-z0-9._-]), or the
 // default when it is unset or empty: "uid<uid>", or "uid<uid>-test-<hash of TEST_TMPDIR>"
