@@ -17,6 +17,9 @@
 //     against a pipe ping-pong between two processes, both asleep in read(2);
 //   * an 8-byte RDMA write ping-pong, each side spinning on its own memory (polling its CQ
 //     meanwhile): half a round trip, as ib_write_lat counts it;
+//   * the same as ib_write_lat runs it: each side waits for its write's completion, then spins
+//     on its memory with no call into the NIC (the incoming write must land without one),
+//     against the busy send/recv ping-pong above (ib_send_lat's pattern);
 //   * 1 MiB RDMA writes, 16 in flight (bandwidth), and 64-byte ones (writes per second);
 //   * the CPU the server uses in one second with a connection open and no traffic.
 // beside libfabric's shm provider: the same RMA figures measured by this binary
@@ -358,6 +361,7 @@ int kBigWrites = 2000;
 int kBigPingPongs = 500;
 int kSleepingRounds = 2000;
 int kSmallWrites = 200000;
+int kQuietRounds = 2000;
 // The write ping-pong's words: where each side's peer writes (in the server's 1 MiB buffer and
 // in the client's 2 MiB one), and the 8 bytes each side writes from.
 constexpr size_t kServerSlot = kBigWrite - 64;
@@ -372,6 +376,15 @@ ibv_wc PollOne(rpma_cq* cq) {
   Check(ret, "get_wc");
   if (wc.status != IBV_WC_SUCCESS) Check(RPMA_E_UNKNOWN, ibv_wc_status_str(wc.status));
   return wc;
+}
+
+// The op_context of the quiet write ping-pong's writes.
+constexpr char kQuietWrite[] = "quiet write";
+
+// Polls cq until the completion of the WR posted with op_context `context` arrives.
+void PollFor(rpma_cq* cq, const void* context) {
+  while (PollOne(cq).wr_id != reinterpret_cast<uintptr_t>(context)) {
+  }
 }
 
 // The server process: one connection; answers kPingPongRounds pings, then waits for the client
@@ -442,6 +455,18 @@ ibv_wc PollOne(rpma_cq* cq) {
                      nullptr),
           "write");
   }
+  // The quiet write ping-pong (ib_write_lat's pattern): no call while it spins; its write's
+  // completion collected (by its op_context) before it spins again.
+  for (int i = kPingPongRounds + 1; i <= kPingPongRounds + kQuietRounds; ++i) {
+    while (*slot != static_cast<uint64_t>(i)) {
+    }
+    std::memcpy(out.data(), &i, sizeof(i));
+    std::memset(out.data() + sizeof(i), 0, 8 - sizeof(i));
+    Check(rpma_write(conn, client_mr, kClientSlot, out_mr, 0, 8, RPMA_F_COMPLETION_ALWAYS,
+                     kQuietWrite),
+          "write");
+    PollFor(cq, kQuietWrite);
+  }
   Check(rpma_conn_next_event(conn, &event), "closed");  // sleeps until the client disconnects
   rpma_mr_remote_delete(&client_mr);
   rpma_conn_disconnect(conn);
@@ -470,6 +495,7 @@ double CpuSecondsOf(pid_t pid) {
 struct TwoProcessFigures {
   double latency_us = 0;      // half a round trip
   double write_pingpong_us = 0;  // 8-byte writes, each side spinning on its memory: half
+  double quiet_write_pingpong_us = 0;  // the same with no call while spinning (ib_write_lat)
   double small_writes_mops = 0;  // 64 B writes, 16 in flight: millions per second
   double pingpong_gbs = 0;    // 1 MiB ping-pong, 2 x bytes / time
   double sleeping_us = 0;     // a round trip, both sides asleep in rpma_conn_wait
@@ -568,6 +594,19 @@ TwoProcessFigures MeasureTwoProcesses() {
   }
   figures.write_pingpong_us =
       std::chrono::duration<double, std::micro>(Clock::now() - start).count() / kPingPongRounds / 2;
+  start = Clock::now();
+  for (int i = kPingPongRounds + 1; i <= kPingPongRounds + kQuietRounds; ++i) {
+    const uint64_t value = static_cast<uint64_t>(i);
+    std::memcpy(buf.data(), &value, sizeof(value));
+    Check(rpma_write(conn, remote, kServerSlot, mr, 0, 8, RPMA_F_COMPLETION_ALWAYS,
+                     kQuietWrite),
+          "write");
+    PollFor(cq, kQuietWrite);
+    while (*my_slot != value) {
+    }
+  }
+  figures.quiet_write_pingpong_us =
+      std::chrono::duration<double, std::micro>(Clock::now() - start).count() / kQuietRounds / 2;
   // Completions of the last writes may still come: collected before the streams count theirs.
   for (ibv_wc wc; rpma_cq_get_wc(cq, 1, &wc, nullptr) == 0;) {
   }
@@ -709,6 +748,9 @@ void ReportTwoProcesses() {
     std::printf("  %-44s %8.2f us   %.2fx shm fi_write (%.2f us)\n",
                 "8-byte write ping-pong, spinning, half", ours.write_pingpong_us,
                 ours.write_pingpong_us / rma.write_pingpong_us, rma.write_pingpong_us);
+    std::printf("  %-44s %8.2f us   %.2fx the send/recv ping-pong\n",
+                "8-byte write ping-pong, no call spinning, half", ours.quiet_write_pingpong_us,
+                ours.quiet_write_pingpong_us / ours.latency_us);
     std::printf("  %-44s %8.2f M/s  %.2fx shm fi_write (%.2f M/s)\n",
                 "64 B RDMA writes (16 in flight)", ours.small_writes_mops,
                 ours.small_writes_mops / rma.small_writes_mops, rma.small_writes_mops);
@@ -718,6 +760,9 @@ void ReportTwoProcesses() {
   } else {
     std::printf("  %-44s %8.2f us\n", "8-byte write ping-pong, spinning, half",
                 ours.write_pingpong_us);
+    std::printf("  %-44s %8.2f us   %.2fx the send/recv ping-pong\n",
+                "8-byte write ping-pong, no call spinning, half", ours.quiet_write_pingpong_us,
+                ours.quiet_write_pingpong_us / ours.latency_us);
     std::printf("  %-44s %8.2f M/s\n", "64 B RDMA writes (16 in flight)", ours.small_writes_mops);
     std::printf("  %-44s %8.2f GB/s\n", "1 MiB RDMA write bandwidth (16 in flight)",
                 ours.bandwidth_gbs);
@@ -750,6 +795,7 @@ int main(int argc, char** argv) {
       kBigPingPongs /= 20;
       kSleepingRounds /= 20;
       kSmallWrites /= 20;
+      kQuietRounds /= 20;
       for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
       --argc;
       break;

@@ -9,6 +9,7 @@
 #include <semaphore.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -41,6 +42,8 @@ struct Conn::Internal {
   static void Drive(const std::shared_ptr<Conn>& conn, bool busy = false);
   static void ReadLocked(const std::shared_ptr<Conn>& conn, bool busy);
   static bool PollerActive(const Conn& conn);
+  // When the connection stops counting as busy-polled (its last poll + kBusyPollWindowNs).
+  static uint64_t PollerUntilNs(const Conn& conn);
   // The fabric thread, on news for `conn`: true when a sleeper watches it and has it now (the
   // connection stays disarmed until the last Unwatch). Never with bytes queued to send: those
   // need the fabric thread's writable watch, which a sleeper does not keep.
@@ -466,19 +469,35 @@ void ExpireHandshakes(uint64_t now_ns, Deadlines* deadlines) {
   }
 }
 
-// epoll_wait's timeout: the next deadline, 1 ms while a poller is watched for, else none.
-int WaitTimeoutMs(bool deferred, const Deadlines& deadlines) {
-  uint64_t next_ns = UINT64_MAX;
-  if (!deadlines.handshakes.empty()) next_ns = deadlines.handshakes.front().deadline_ns;
+// The fabric thread's timeout, in ns (-1: none): the next deadline, the first deferred
+// connection's included (`deferred_until_ns`, UINT64_MAX for none).
+int64_t WaitTimeoutNs(uint64_t deferred_until_ns, const Deadlines& deadlines) {
+  uint64_t next_ns = deferred_until_ns;
+  if (!deadlines.handshakes.empty()) {
+    next_ns = std::min(next_ns, deadlines.handshakes.front().deadline_ns);
+  }
   for (const Deadlines::Paused& paused : deadlines.paused) {
     next_ns = std::min(next_ns, paused.resume_ns);
   }
-  int timeout_ms = deferred ? 1 : -1;
-  if (next_ns == UINT64_MAX) return timeout_ms;
+  if (next_ns == UINT64_MAX) return -1;
   const uint64_t now_ns = NowNs();
-  const uint64_t wait_ms = next_ns <= now_ns ? 0 : (next_ns - now_ns + 999999) / 1000000;
-  const int capped = static_cast<int>(std::min<uint64_t>(wait_ms, 60 * 1000));
-  return timeout_ms < 0 ? capped : std::min(timeout_ms, capped);
+  return next_ns <= now_ns
+             ? 0
+             : static_cast<int64_t>(std::min<uint64_t>(next_ns - now_ns, uint64_t{60} * 1000000000));
+}
+
+// epoll_wait with a timeout in ns (epoll_pwait2, Linux 5.11; rounded up to ms before).
+int EpollWaitNs(int epoll_fd, epoll_event* events, int max, int64_t timeout_ns) {
+  static std::atomic<bool> no_pwait2{false};
+  if (timeout_ns >= 0 && !no_pwait2.load(std::memory_order_relaxed)) {
+    const timespec timeout{static_cast<time_t>(timeout_ns / 1000000000),
+                           static_cast<long>(timeout_ns % 1000000000)};
+    const int n = epoll_pwait2(epoll_fd, events, max, &timeout, nullptr);
+    if (n >= 0 || errno != ENOSYS) return n;
+    no_pwait2.store(true, std::memory_order_relaxed);
+  }
+  const int timeout_ms = timeout_ns < 0 ? -1 : static_cast<int>((timeout_ns + 999999) / 1000000);
+  return epoll_wait(epoll_fd, events, max, timeout_ms);
 }
 
 void AcceptAll(const std::shared_ptr<Listener::State>& listener, Deadlines* deadlines) {
@@ -539,28 +558,47 @@ void* RunFabric(void* arg) {
   Fabric* fabric = static_cast<Fabric*>(arg);
   const int epoll_fd = fabric->epoll_fd;
   epoll_event events[64];
-  // Connections with news that a busy poller is about to read (Conn::kBusyPollWindowNs).
-  absl::flat_hash_map<uint64_t, std::shared_ptr<Conn>> deferred;
+  // Connections with news that a busy poller is about to read (Conn::kBusyPollWindowNs), and
+  // when to look at each again (NextDeferredLookNs).
+  struct Deferred {
+    std::shared_ptr<Conn> conn;
+    uint64_t look_ns;
+    uint64_t since_ns;  // when it was deferred
+  };
+  absl::flat_hash_map<uint64_t, Deferred> deferred;
   // Built before `started` is posted: from that post on the process may fork, and a fork
   // child inherits the allocator's locks as this thread held them (std::deque allocates when
   // constructed; under ASan a child forked during that allocation hung in its first new).
   // Later allocations here happen under g_work_mu, which the fork handlers hold.
   Deadlines deadlines;
+  // The default timer slack (50 us) would stretch the look at a deferred connection, a few
+  // us after its poller stopped, by more than the window itself.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   sem_post(&fabric->started);
+  // When the first deferred connection's poller counts as gone (UINT64_MAX: none deferred).
+  uint64_t deferred_until_ns = UINT64_MAX;
   while (true) {
-    const int n = epoll_wait(epoll_fd, events, 64, WaitTimeoutMs(!deferred.empty(), deadlines));
+    const int n =
+        EpollWaitNs(epoll_fd, events, 64, WaitTimeoutNs(deferred_until_ns, deadlines));
     if (n < 0 && errno != EINTR) return nullptr;
     softrpma::MutexLock work(&g_work_mu);
     const uint64_t now_ns = NowNs();
     ResumeListeners(now_ns, &deadlines);
     ExpireHandshakes(now_ns, &deadlines);
     for (auto it = deferred.begin(); it != deferred.end();) {
-      if (Conn::Internal::PollerActive(*it->second)) {
+      Deferred& entry = it->second;
+      if (entry.look_ns > now_ns) {
         ++it;
         continue;
       }
-      Conn::Internal::Drive(it->second);
-      Conn::Internal::Rearm(it->second.get());
+      if (Conn::Internal::PollerActive(*entry.conn)) {
+        entry.look_ns = NextDeferredLookNs(now_ns, Conn::Internal::PollerUntilNs(*entry.conn),
+                                           now_ns - entry.since_ns);
+        ++it;
+        continue;
+      }
+      Conn::Internal::Drive(entry.conn);
+      Conn::Internal::Rearm(entry.conn.get());
       deferred.erase(it++);
     }
     for (int i = 0; i < n; ++i) {
@@ -600,12 +638,19 @@ void* RunFabric(void* arg) {
         // A sleeper watches it (Conn::Watch): left disarmed for it, armed by its Unwatch.
         if (Conn::Internal::Park(watch.conn.get())) continue;
         if (Conn::Internal::PollerActive(*watch.conn)) {
-          deferred[token] = watch.conn;  // stays disarmed while it is polled
+          // It stays disarmed while it is polled.
+          deferred[token] = Deferred{
+              watch.conn, NextDeferredLookNs(now_ns, Conn::Internal::PollerUntilNs(*watch.conn), 0),
+              now_ns};
           continue;
         }
         Conn::Internal::Drive(watch.conn);
       }
       Conn::Internal::Rearm(watch.conn.get());
+    }
+    deferred_until_ns = UINT64_MAX;
+    for (const auto& [token, entry] : deferred) {
+      deferred_until_ns = std::min(deferred_until_ns, entry.look_ns);
     }
   }
 }
@@ -672,6 +717,12 @@ void CallSoon(void (*fn)()) {
 std::atomic<uint64_t> g_peer_answer_ns{kPeerAnswerWaitMs * 1000 * 1000};
 
 uint64_t PeerAnswerWaitNs() { return g_peer_answer_ns.load(std::memory_order_relaxed); }
+
+uint64_t NextDeferredLookNs(uint64_t now_ns, uint64_t poller_until_ns, uint64_t deferred_ns) {
+  if (deferred_ns == 0) return poller_until_ns;
+  return std::max(poller_until_ns,
+                  now_ns + std::clamp(deferred_ns, Conn::kBusyPollWindowNs, kDeferredLookCapNs));
+}
 
 uint64_t NowNs() {
   timespec now;
@@ -1153,6 +1204,10 @@ void Conn::Internal::Rearm(Conn* conn) {
 
 bool Conn::Internal::PollerActive(const Conn& conn) {
   return NowNs() - conn.last_poll_ns_.load(std::memory_order_relaxed) < kBusyPollWindowNs;
+}
+
+uint64_t Conn::Internal::PollerUntilNs(const Conn& conn) {
+  return conn.last_poll_ns_.load(std::memory_order_relaxed) + kBusyPollWindowNs;
 }
 
 bool Conn::Internal::Idle(Conn* conn) {

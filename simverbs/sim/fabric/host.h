@@ -143,6 +143,17 @@ uint64_t PeerAnswerWaitNs();
 // Real time: CLOCK_MONOTONIC now, in nanoseconds (the fabric's timers, the CM's holds).
 uint64_t NowNs();
 
+// A connection whose news the fabric thread left to its busy poller (Conn::kBusyPollWindowNs)
+// is looked at again when the poller's window ends (`poller_until_ns`). A poller still polling
+// at a look is looked at again after as long as it has been deferred (`deferred_ns`), at
+// least a window and at most kDeferredLookCapNs: a program that polls for seconds has the
+// fabric thread look once a millisecond, as it always did, and one that polls for a moment and
+// then leaves the simulator (ib_write_lat waits for its write's completion, then spins on its
+// memory) has what came meanwhile executed moments after it left. While deferred, the
+// connection rings nothing: its watch is disarmed, and its peer rings only an armed ring.
+inline constexpr uint64_t kDeferredLookCapNs = 1000 * 1000;
+uint64_t NextDeferredLookNs(uint64_t now_ns, uint64_t poller_until_ns, uint64_t deferred_ns);
+
 // Sets the fabric's name from RPMA_SIM_FABRIC (1 to 40 characters of [A-Za-z0-9._-]), or the
 // default when it is unset or empty: "uid<uid>", or "uid<uid>-test-<hash of TEST_TMPDIR>"
 // inside a Bazel test (Bazel runs tests side by side; each gets a fabric of its own).
@@ -205,9 +216,11 @@ class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
   // handler's held.
   void Progress() override ABSL_LOCKS_EXCLUDED(mu_, read_mu_);
   // While a program polls (Progress within the last kBusyPollWindowNs), the fabric thread
-  // leaves the connection's messages to the poller, and looks again 1 ms later: two threads
-  // reading one socket would make each wait for the other's time slice.
-  static constexpr uint64_t kBusyPollWindowNs = 200 * 1000;
+  // leaves the connection's messages to the poller (two threads reading one socket would make
+  // each wait for the other's time slice), and looks again when the window ends: a program
+  // that polled once and then spins on its memory (ib_write_lat's target) has what arrived
+  // executed then, as a NIC would, not at its next poll, which may never come.
+  static constexpr uint64_t kBusyPollWindowNs = 100 * 1000;
   // As Progress, but waits for a thread that is at it to finish first: when it returns, every
   // message that had arrived when it was called has been handled. REQUIRES: no lock of the
   // handler's held.

@@ -105,6 +105,26 @@ bool SkipUnlessRoot() {
 
 // ---- A fabric is its user's ----------------------------------------------------------------
 
+// A program that polled once and then spins on its memory (ib_write_lat's target) has what
+// arrives executed by the fabric thread when its poll's window ends, not up to 1 ms later; a
+// poller that keeps polling is looked at as rarely as before, once a millisecond.
+TEST(DeferredLookTest, NextDeferredLook_FirstAtTheWindowsEndThenAfterAsLongAsDeferred) {
+  constexpr uint64_t kNow = 1000 * 1000 * 1000;
+  constexpr uint64_t kUs = 1000;
+  const uint64_t window_end = kNow + Conn::kBusyPollWindowNs / 2;
+  EXPECT_EQ(NextDeferredLookNs(kNow, window_end, 0), window_end);
+  EXPECT_LE(Conn::kBusyPollWindowNs, 100 * kUs);
+  // Still polling at a look: after as long as it has been deferred, at least a window...
+  EXPECT_EQ(NextDeferredLookNs(kNow, kNow, 1 * kUs), kNow + Conn::kBusyPollWindowNs);
+  EXPECT_EQ(NextDeferredLookNs(kNow, kNow, 300 * kUs), kNow + 300 * kUs);
+  // ... and at most kDeferredLookCapNs, 1 ms (the old fixed period).
+  EXPECT_EQ(NextDeferredLookNs(kNow, kNow, 5000 * kUs), kNow + kDeferredLookCapNs);
+  EXPECT_EQ(kDeferredLookCapNs, 1000 * kUs);
+  // Never inside the poller's window.
+  EXPECT_EQ(NextDeferredLookNs(kNow, kNow + 2 * kDeferredLookCapNs, 5000 * kUs),
+            kNow + 2 * kDeferredLookCapNs);
+}
+
 TEST(DialTest, Dial_ListenerHeldByAnotherUser_ReturnsEaccesNamingIt) {
   if (SkipUnlessRoot()) GTEST_SKIP() << "needs root";
   const sockaddr_in addr = Loopback(7204);
