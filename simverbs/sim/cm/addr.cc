@@ -93,9 +93,23 @@ std::string AddressToString(const sockaddr* addr) {
   return absl::StrCat("[", text, "]:", PortOf(addr));
 }
 
-int GetAddrInfo(const char* node, const char* service, const rdma_addrinfo* hints,
-                rdma_addrinfo** res) {
-  if (node == nullptr && service == nullptr) return EINVAL;
+namespace {
+
+// Copies `len` bytes of `from` into `storage` and points `*to` / `*to_len` at them (rdma-core's
+// ucma_copy_addr copies whatever the caller gave). EINVAL when it does not fit.
+int CopyHintAddress(const sockaddr* from, socklen_t len, sockaddr_storage* storage,
+                    sockaddr** to, socklen_t* to_len) {
+  if (from == nullptr || len > sizeof(sockaddr_storage)) return EINVAL;
+  std::memset(storage, 0, sizeof(*storage));
+  std::memcpy(storage, from, len);
+  *to = reinterpret_cast<sockaddr*>(storage);
+  *to_len = len;
+  return 0;
+}
+
+// node or service given: getaddrinfo(3)'s first IPv4/IPv6 result into `result`.
+int Resolve(const char* node, const char* service, const rdma_addrinfo* hints,
+            SimAddrInfo* result) {
   const int flags = hints != nullptr ? hints->ai_flags : 0;
   const int family = hints != nullptr ? hints->ai_family : AF_UNSPEC;
   if (family != AF_UNSPEC && family != AF_INET && family != AF_INET6) return EINVAL;
@@ -121,12 +135,6 @@ int GetAddrInfo(const char* node, const char* service, const rdma_addrinfo* hint
     freeaddrinfo(list);
     return EADDRNOTAVAIL;
   }
-  SimAddrInfo* result = New<SimAddrInfo>();
-  if (result == nullptr) {
-    freeaddrinfo(list);
-    return ENOMEM;
-  }
-  std::memset(&result->info, 0, sizeof(result->info));
   rdma_addrinfo& info = result->info;
   info.ai_flags = flags;
   info.ai_family = found->ai_family;
@@ -143,6 +151,42 @@ int GetAddrInfo(const char* node, const char* service, const rdma_addrinfo* hint
     info.ai_dst_len = AddressLength(found->ai_addr);
   }
   freeaddrinfo(list);
+  return 0;
+}
+
+}  // namespace
+
+int GetAddrInfo(const char* node, const char* service, const rdma_addrinfo* hints,
+                rdma_addrinfo** res) {
+  // As rdma-core's addrinfo.c: node, service and hints may not all be NULL; with neither node
+  // nor service the result is the hints' flags, family, QP type, port space and addresses.
+  if (node == nullptr && service == nullptr && hints == nullptr) return EINVAL;
+  SimAddrInfo* result = New<SimAddrInfo>();
+  if (result == nullptr) return ENOMEM;
+  std::memset(&result->info, 0, sizeof(result->info));
+  rdma_addrinfo& info = result->info;
+  int error = 0;
+  if (node != nullptr || service != nullptr) {
+    error = Resolve(node, service, hints, result);
+  } else {
+    info.ai_flags = hints->ai_flags;
+    info.ai_family = hints->ai_family;
+    info.ai_qp_type = hints->ai_qp_type;
+    info.ai_port_space = hints->ai_port_space;
+    if (hints->ai_dst_len != 0) {
+      error = CopyHintAddress(hints->ai_dst_addr, hints->ai_dst_len, &result->dst,
+                              &info.ai_dst_addr, &info.ai_dst_len);
+    }
+  }
+  // A source address the resolution did not give comes from the hints (both paths).
+  if (error == 0 && info.ai_src_len == 0 && hints != nullptr && hints->ai_src_len != 0) {
+    error = CopyHintAddress(hints->ai_src_addr, hints->ai_src_len, &result->src,
+                            &info.ai_src_addr, &info.ai_src_len);
+  }
+  if (error != 0) {
+    Delete(result);
+    return error;
+  }
   *res = &info;
   return 0;
 }

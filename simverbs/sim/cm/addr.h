@@ -33,12 +33,16 @@ void CopyAddress(const sockaddr* from, sockaddr* to);
 // "192.0.2.1:7204" / "[::1]:7204", for messages.
 std::string AddressToString(const sockaddr* addr);
 
-// rdma_getaddrinfo(node, service, hints, res). Resolves with getaddrinfo(3) (RAI_PASSIVE ->
-// AI_PASSIVE, RAI_NUMERICHOST -> AI_NUMERICHOST) and returns one rdma_addrinfo (RC, RDMA_PS_TCP
-// unless hints say otherwise) whose ai_src_addr (RAI_PASSIVE) or ai_dst_addr (otherwise) is the
-// first IPv4/IPv6 result. Errors: EINVAL (node and service both NULL, a bad family),
-// GaiError(EAI_*) (getaddrinfo failed: an unparsable numeric host or service, a name that does
-// not resolve...; backend.h), EADDRNOTAVAIL (no IPv4/IPv6 result), ENOMEM.
+// rdma_getaddrinfo(node, service, hints, res), as rdma-core's. With node or service: resolves
+// with getaddrinfo(3) (RAI_PASSIVE -> AI_PASSIVE, RAI_NUMERICHOST -> AI_NUMERICHOST) and returns
+// one rdma_addrinfo (RC, RDMA_PS_TCP unless hints say otherwise) whose ai_src_addr (RAI_PASSIVE)
+// or ai_dst_addr (otherwise) is the first IPv4/IPv6 result. With neither: the hints' flags,
+// family, QP type, port space and destination address, copied. Either way a source address the
+// result lacks is copied from the hints' ai_src_addr (libfabric's verbs provider passes its
+// source this way, with NULL node and service). Errors: EINVAL (node, service and hints all
+// NULL, a bad family, a hint address longer than sockaddr_storage), GaiError(EAI_*)
+// (getaddrinfo failed: an unparsable numeric host or service, a name that does not resolve...;
+// backend.h), EADDRNOTAVAIL (no IPv4/IPv6 result), ENOMEM.
 int GetAddrInfo(const char* node, const char* service, const rdma_addrinfo* hints,
                 rdma_addrinfo** res);
 // rdma_freeaddrinfo(res) of a list GetAddrInfo made.

@@ -85,8 +85,62 @@ TEST_F(CmTest, Getaddrinfo_Unparsable_Einval) {
 
   // As librdmacm: getaddrinfo's own code.
   EXPECT_EQ(backend_->RdmaGetaddrinfo("not-an-address", "1", &hints, &res), GaiError(EAI_NONAME));
-  EXPECT_EQ(backend_->RdmaGetaddrinfo(nullptr, nullptr, &hints, &res), EINVAL);
   EXPECT_EQ(res, nullptr);
+}
+
+TEST_F(CmTest, Getaddrinfo_NoNodeServiceOrHints_Einval) {
+  rdma_addrinfo* res = nullptr;
+
+  EXPECT_EQ(backend_->RdmaGetaddrinfo(nullptr, nullptr, nullptr, &res), EINVAL);
+
+  EXPECT_EQ(res, nullptr);
+}
+
+// As rdma-core's addrinfo.c (libfabric's verbs provider asks so for its source address): with
+// neither node nor service, the result is the hints, their addresses copied.
+TEST_F(CmTest, Getaddrinfo_NoNodeNoService_CopiesHints) {
+  sockaddr_in src = Ipv4("127.0.0.1", 0);
+  sockaddr_in dst = Ipv4("192.0.2.7", 7204);
+  rdma_addrinfo hints{};
+  hints.ai_flags = RAI_PASSIVE;
+  hints.ai_family = AF_INET;
+  hints.ai_qp_type = IBV_QPT_RC;
+  hints.ai_port_space = RDMA_PS_TCP;
+  hints.ai_src_addr = AsSockaddr(&src);
+  hints.ai_src_len = sizeof(src);
+  hints.ai_dst_addr = AsSockaddr(&dst);
+  hints.ai_dst_len = sizeof(dst);
+  rdma_addrinfo* res = nullptr;
+
+  ASSERT_EQ(backend_->RdmaGetaddrinfo(nullptr, nullptr, &hints, &res), 0);
+
+  ASSERT_NE(res, nullptr);
+  EXPECT_EQ(res->ai_flags, RAI_PASSIVE);
+  EXPECT_EQ(res->ai_family, AF_INET);
+  EXPECT_EQ(res->ai_qp_type, IBV_QPT_RC);
+  EXPECT_EQ(res->ai_port_space, RDMA_PS_TCP);
+  ASSERT_EQ(res->ai_src_len, sizeof(src));
+  ASSERT_NE(res->ai_src_addr, AsSockaddr(&src));  // a copy
+  EXPECT_EQ(std::memcmp(res->ai_src_addr, &src, sizeof(src)), 0);
+  ASSERT_EQ(res->ai_dst_len, sizeof(dst));
+  EXPECT_EQ(std::memcmp(res->ai_dst_addr, &dst, sizeof(dst)), 0);
+  backend_->RdmaFreeaddrinfo(res);
+}
+
+// A source the resolution did not give (an active lookup) is also the hints'.
+TEST_F(CmTest, Getaddrinfo_Active_SourceFromHints) {
+  sockaddr_in src = Ipv4("127.0.0.1", 5000);
+  rdma_addrinfo hints{};
+  hints.ai_src_addr = AsSockaddr(&src);
+  hints.ai_src_len = sizeof(src);
+  rdma_addrinfo* res = nullptr;
+
+  ASSERT_EQ(backend_->RdmaGetaddrinfo("127.0.0.1", "7204", &hints, &res), 0);
+
+  ASSERT_NE(res->ai_dst_addr, nullptr);
+  ASSERT_EQ(res->ai_src_len, sizeof(src));
+  EXPECT_EQ(std::memcmp(res->ai_src_addr, &src, sizeof(src)), 0);
+  backend_->RdmaFreeaddrinfo(res);
 }
 
 TEST_F(CmTest, SyncId_ResolveAddrAndRoute_SetVerbs) {
