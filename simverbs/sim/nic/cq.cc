@@ -72,6 +72,9 @@ static_assert(offsetof(ibv_cq_ex, comp_events_completed) ==
 static_assert(offsetof(ibv_cq_ex, async_events_completed) ==
               offsetof(ibv_cq, async_events_completed));
 
+// The entries a new CQ's ring has room for before it first grows (GrowRing).
+constexpr size_t kInitialRingEntries = 256;
+
 SimCq::SimCq(SimDevice* dev, int cqe, void* cq_context, SimCompChannel* comp_channel, bool dummy)
     : device(dev), channel(comp_channel), is_dummy(dummy) {
   std::memset(&cq_ex, 0, sizeof(cq_ex));  // the whole union: a plain CQ's cq_ex ops are NULL
@@ -83,8 +86,16 @@ SimCq::SimCq(SimDevice* dev, int cqe, void* cq_context, SimCompChannel* comp_cha
   cq.cqe = cqe;
   pthread_mutex_init(&cq.mutex, nullptr);
   pthread_cond_init(&cq.cond, nullptr);
+  capacity_ = static_cast<size_t>(cqe);
   softrpma::MutexLock lock(&mu_);
-  ring_.resize(static_cast<size_t>(cqe));
+  ring_.resize(std::min(capacity_, kInitialRingEntries));
+}
+
+void SimCq::GrowRing() {
+  std::vector<CqEntry> grown(std::min(capacity_, 2 * ring_.size()));
+  for (size_t i = 0; i < count_; ++i) grown[i] = ring_[(head_ + i) % ring_.size()];
+  ring_.swap(grown);
+  head_ = 0;
 }
 
 SimCq::~SimCq() {
@@ -96,7 +107,8 @@ bool SimCq::Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* slots,
                  CompletionTimer::Slot slot) {
   softrpma::MutexLock lock(&mu_);
   if (overflowed.load(std::memory_order_relaxed)) return false;
-  if (count_ == ring_.size()) {
+  if (count_ == ring_.size() && count_ < capacity_) GrowRing();
+  if (count_ == capacity_) {
     overflowed.store(true, std::memory_order_release);
     if (TraceOn()) TraceEvent("cq_overflow cq=%u", cq.handle);
     ibv_async_event event;

@@ -236,7 +236,11 @@ struct SimCq final {
   void SetArm(bool solicited_only, bool muted) ABSL_LOCKS_EXCLUDED(mu_);
 
   softrpma::Mutex mu_;
-  std::vector<CqEntry> ring_ ABSL_GUARDED_BY(mu_);  // capacity cqe, preallocated
+  // Grows the ring (doubling, at most capacity_) when it is full below capacity_: a CQ of
+  // millions of entries (mlx5's max_cqe is 4 M) costs what it holds, not 80 B per entry up front.
+  void GrowRing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t capacity_ = 0;  // cq.cqe: the entries it holds before it overflows
+  std::vector<CqEntry> ring_ ABSL_GUARDED_BY(mu_);  // a circular buffer, head_ first
   size_t head_ ABSL_GUARDED_BY(mu_) = 0;
   size_t count_ ABSL_GUARDED_BY(mu_) = 0;
   // count_, readable without mu_ (written under it): Poll's empty check takes no lock.

@@ -177,6 +177,32 @@ TEST_F(CqTest, Overflow_CqErrAsyncEvent_QueuedCompletionsStillPolled_QpGoesToErr
   ASSERT_EQ(fcntl(context->async_fd, F_SETFL, flags), 0);
 }
 
+// A CQ's ring grows with what it holds (a 4 M-entry mlx5 CQ is not 300 MB up front): the
+// completions keep their order across the growth, with the ring's head moved by a poll, and the
+// CQ still overflows at its cqe, not at the ring's size.
+TEST_F(CqTest, ManyCompletions_RingGrows_OrderKept_OverflowAtCqe) {
+  ConnectionOptions options;
+  options.cqe = 511;  // mlx5: 2^9 - 1, above the ring's first size
+  options.max_send_wr = 1024;
+  Connect(options);
+  for (uint64_t wr_id = 1; wr_id <= 100; ++wr_id) ASSERT_EQ(Write(wr_id), 0);
+  std::vector<ibv_wc> wc(600);
+  int polled = -1;
+  ASSERT_EQ(backend_->IbvPollCq(conn_.active.send_cq, 50, wc.data(), &polled), 0);
+  ASSERT_EQ(polled, 50);
+  for (uint64_t wr_id = 101; wr_id <= 561; ++wr_id) ASSERT_EQ(Write(wr_id), 0);  // 511 held
+
+  ASSERT_EQ(backend_->IbvPollCq(conn_.active.send_cq, 600, wc.data(), &polled), 0);
+
+  ASSERT_EQ(polled, 511);
+  for (int i = 0; i < polled; ++i) ASSERT_EQ(wc[i].wr_id, 51u + i) << i;
+  EXPECT_EQ(conn_.active.qp()->state, IBV_QPS_RTS);
+  for (uint64_t wr_id = 1; wr_id <= 512; ++wr_id) ASSERT_EQ(Write(wr_id), 0);  // 512 > 511
+  ASSERT_EQ(backend_->IbvPollCq(conn_.active.send_cq, 600, wc.data(), &polled), 0);
+  EXPECT_EQ(polled, 511);
+  EXPECT_EQ(conn_.active.qp()->state, IBV_QPS_ERR);
+}
+
 TEST_F(CqTest, ReqNotify_NoChannel_Einval) {
   ConnectionOptions options;
   options.comp_channel = false;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,20 @@
 
 namespace softrpma::sim::testing {
 namespace {
+
+// This process's resident set (VmRSS of /proc/self/status), in KiB; -1 when unreadable.
+long ResidentKb() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmRSS:") {
+      long kb = -1;
+      status >> kb;
+      return kb;
+    }
+  }
+  return -1;
+}
 
 using ::testing::ElementsAre;
 using ::testing::Field;
@@ -191,6 +206,24 @@ TEST_F(ProfileTest, CreateCq_EachProfile_RoundsAsItsDriver) {
     EXPECT_EQ(cq->cqe, c.reported) << c.device << " " << c.asked;
     EXPECT_EQ(backend_->IbvDestroyCq(cq), 0);
   }
+}
+
+// libfabric's verbs provider asks for 262,144 entries; mlx5's largest CQ is made without its
+// ring's memory up front (the process grows by far less than 4 M entries' 80 bytes each).
+TEST_F(ProfileTest, CreateCq_Mlx5LargestCq_CreatedWithoutItsMemoryUpFront) {
+  Use("mlx5");
+  const long rss_before_kb = ResidentKb();
+  ibv_cq* big = nullptr;
+  ibv_cq* largest = nullptr;
+
+  ASSERT_EQ(backend_->IbvCreateCq(ctx_, 262144, nullptr, nullptr, 0, &big), 0);
+  ASSERT_EQ(backend_->IbvCreateCq(ctx_, 4194303, nullptr, nullptr, 0, &largest), 0);
+
+  EXPECT_EQ(big->cqe, 524287);  // 2^19 - 1
+  EXPECT_EQ(largest->cqe, 4194303);
+  EXPECT_LT(ResidentKb() - rss_before_kb, 32 * 1024);
+  EXPECT_EQ(backend_->IbvDestroyCq(largest), 0);
+  EXPECT_EQ(backend_->IbvDestroyCq(big), 0);
 }
 
 TEST_F(ProfileTest, CreateCq_AboveTheProfilesMaxCqe_Einval) {
