@@ -223,16 +223,21 @@ int ConnectionManager::BindLocked(SimCmId* id, const sockaddr* addr) {
   if (!IsIpAddress(addr)) return EINVAL;
   const bool wildcard = IsWildcard(addr);
   uint16_t port = PortOf(addr);
+  std::unique_ptr<host::PortReservation> reservation;
   if (port == 0) {
-    // The next port from the counter that nobody holds (deterministic).
+    // The next port from the counter that no id of this process holds and whose fabric-wide
+    // reservation (host::ReservePort) succeeds: another process of the fabric counts from
+    // the same first port, and skips what this one took. (Deterministic in one process.)
     for (int tries = 0; tries < 65536 - kFirstEphemeralPort; ++tries) {
       const uint16_t candidate = next_ephemeral_port_;
       next_ephemeral_port_ =
           next_ephemeral_port_ == 65535 ? kFirstEphemeralPort : next_ephemeral_port_ + 1;
-      if (!bound_.contains(candidate)) {
-        port = candidate;
-        break;
-      }
+      if (bound_.contains(candidate)) continue;
+      const int err = host::ReservePort(candidate, &reservation);
+      if (err == EADDRINUSE) continue;  // another process of the fabric has it
+      if (err != 0) return err;
+      port = candidate;
+      break;
     }
     if (port == 0) return EADDRNOTAVAIL;
   } else {
@@ -248,6 +253,7 @@ int ConnectionManager::BindLocked(SimCmId* id, const sockaddr* addr) {
   CopyAddress(addr, SrcOf(id));
   SetPort(SrcOf(id), port);
   bound_[port].push_back(id);
+  id->port_reservation = std::move(reservation);
   id->bound = true;
   id->id.verbs = wildcard ? nullptr : &device_->context;
   id->id.port_num = wildcard ? 0 : 1;
@@ -268,6 +274,7 @@ void ConnectionManager::UnbindLocked(SimCmId* id) {
     }
     if (ids.empty()) bound_.erase(it);
   }
+  id->port_reservation.reset();
   id->bound = false;
 }
 

@@ -16,7 +16,8 @@
 //     dropped). RdmaListen and RdmaConnect need a channel (EINVAL on a synchronous id; migrate
 //     it first, as librpma does). Ids with a channel get ADDR_RESOLVED / ROUTE_RESOLVED events.
 //   * RdmaBindAddr binds (address, port) like a TCP socket: port 0 picks the next free port
-//     from a counter (49152 up, deterministic); a bind that overlaps another bound id on the same
+//     from a counter (49152 up, deterministic in one process) that no other process of the
+//     fabric has reserved (host::ReservePort; kept while the id is bound); a bind that overlaps another bound id on the same
 //     port (same address, or either one a wildcard) is EADDRINUSE. A wildcard bind leaves
 //     id->verbs NULL (as on hardware); a specific address sets it to the device.
 //   * RdmaConnect to an address with a listener (exact address first, else a wildcard listener
@@ -264,6 +265,8 @@ struct SimCmId final {
   uint64_t dreq_deadline_ns = 0;
   bool owes_drep = false;
   std::unique_ptr<host::Listener> host_listener;  // listeners: on the host fabric too
+  // A port handed out for port 0: held on the fabric while the id is bound (host.h).
+  std::unique_ptr<host::PortReservation> port_reservation;
 
   SimCmId();
   SimCmId(const SimCmId&) = delete;

@@ -9,10 +9,15 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <optional>
@@ -257,6 +262,96 @@ TEST_F(CmTest, BindAddr_SpecificSetsVerbs_WildcardDoesNot) {
   EXPECT_EQ(p2, p1 + 1);
   EXPECT_EQ(backend_->RdmaDestroyId(specific), 0);
   EXPECT_EQ(backend_->RdmaDestroyId(wildcard), 0);
+}
+
+// The child of Port0_TwoProcessesOfOneFabric_GetDifferentPorts (fork + exec of this test
+// program, which runs this test alone): binds 0.0.0.0:0, listens, and writes "<port> <bind's
+// answer> <listen's answer>" to the descriptor named by kPort0ChildFdVar. Skipped otherwise.
+constexpr char kPort0ChildFdVar[] = "SOFTRPMA_CM_TEST_PORT0_CHILD_FD";
+
+TEST_F(CmTest, Port0_ChildProcess) {
+  const char* fd_text = std::getenv(kPort0ChildFdVar);
+  if (fd_text == nullptr) GTEST_SKIP() << "the child of Port0_TwoProcessesOfOneFabric_...";
+  rdma_event_channel* channel = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateEventChannel(&channel), 0);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(channel, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in any = Ipv4("0.0.0.0", 0);
+  const int bind_err = backend_->RdmaBindAddr(id, AsSockaddr(&any));
+  const int listen_err = bind_err == 0 ? backend_->RdmaListen(id, 1) : -1;
+  const std::string answer =
+      absl::StrCat(ntohs(reinterpret_cast<sockaddr_in*>(&id->route.addr.src_addr)->sin_port),
+                   " ", bind_err, " ", listen_err, "\n");
+  ASSERT_EQ(write(std::atoi(fd_text), answer.data(), answer.size()),
+            static_cast<ssize_t>(answer.size()));
+  EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+  backend_->RdmaDestroyEventChannel(channel);
+}
+
+// As the kernel's rdma_cm, port 0 is unique across the processes of a fabric: each process
+// counts from the same first port, and a process skips what another one holds (libfabric's
+// verbs provider listens on port 0 in both fi_pingpong processes).
+TEST_F(CmTest, Port0_TwoProcessesOfOneFabric_GetDifferentPorts) {
+  rdma_event_channel* channel = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateEventChannel(&channel), 0);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(channel, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in any = Ipv4("0.0.0.0", 0);
+  ASSERT_EQ(backend_->RdmaBindAddr(id, AsSockaddr(&any)), 0);
+  ASSERT_EQ(backend_->RdmaListen(id, 1), 0);
+  const uint16_t port = ntohs(reinterpret_cast<sockaddr_in*>(&id->route.addr.src_addr)->sin_port);
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  const std::string fd_text = std::to_string(fds[1]);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // (The child keeps the write end open across exec; the read end closes.)
+    fcntl(fds[1], F_SETFD, 0);
+    setenv(kPort0ChildFdVar, fd_text.c_str(), 1);
+    // Bazel's files are the parent's: the child's gtest writes none of them.
+    for (const char* var : {"XML_OUTPUT_FILE", "GTEST_OUTPUT", "TEST_PREMATURE_EXIT_FILE",
+                            "TEST_SHARD_STATUS_FILE", "TEST_TOTAL_SHARDS", "TEST_SHARD_INDEX",
+                            "GTEST_SHARD_INDEX", "GTEST_TOTAL_SHARDS"}) {
+      unsetenv(var);
+    }
+    execl("/proc/self/exe", "cm_test", "--gtest_filter=CmTest.Port0_ChildProcess",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  // At most 30 s for the child's answer and its exit; killed after that.
+  std::string answer;
+  char buffer[64];
+  for (int waited_ms = 0; waited_ms < 30000; waited_ms += 10) {
+    pollfd readable = {fds[0], POLLIN, 0};
+    if (poll(&readable, 1, 10) <= 0) continue;
+    const ssize_t n = read(fds[0], buffer, sizeof(buffer));
+    if (n <= 0) break;
+    answer.append(buffer, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  for (int waited_ms = 0; waited_ms < 30000 && waitpid(child, &status, WNOHANG) == 0;
+       waited_ms += 10) {
+    usleep(10000);
+  }
+  if (waitpid(child, &status, WNOHANG) == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    ADD_FAILURE() << "the child did not end within 30 s";
+  }
+
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  int child_port = -1, bind_err = -1, listen_err = -1;
+  ASSERT_EQ(std::sscanf(answer.c_str(), "%d %d %d", &child_port, &bind_err, &listen_err), 3)
+      << "child's answer: " << answer;
+  EXPECT_EQ(bind_err, 0);
+  EXPECT_EQ(listen_err, 0);  // was EADDRINUSE: both processes picked the first port
+  EXPECT_NE(child_port, port);
+  EXPECT_GE(child_port, 49152);
+  EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+  backend_->RdmaDestroyEventChannel(channel);
 }
 
 TEST_F(CmTest, BindAddr_SameAddrPortTwice_Eaddrinuse_WildcardOverlaps) {

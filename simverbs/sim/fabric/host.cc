@@ -1512,6 +1512,23 @@ int DialEndpoint(const std::string& endpoint, std::shared_ptr<Conn::Handler> han
   return DialAt({EndpointName(endpoint)}, std::move(handler), conn);
 }
 
+PortReservation::~PortReservation() { close(fd_); }
+
+int ReservePort(uint16_t port, std::unique_ptr<PortReservation>* reservation) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  sockaddr_un name;
+  const socklen_t name_len =
+      AbstractAddress(absl::StrCat("softrpma/", FabricName(), "/port/", port), &name);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&name), name_len) != 0) {
+    const int err = errno;
+    close(fd);
+    return err;
+  }
+  *reservation = std::make_unique<PortReservation>(fd);
+  return 0;
+}
+
 int Listen(const sockaddr* addr, AcceptFn on_accept, std::unique_ptr<Listener>* listener) {
   return ListenAt(ListenerName(addr), std::move(on_accept), listener);
 }

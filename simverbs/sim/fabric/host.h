@@ -386,6 +386,28 @@ int Listen(const sockaddr* addr, AcceptFn on_accept, std::unique_ptr<Listener>* 
 int Dial(const sockaddr* dst, std::shared_ptr<Conn::Handler> handler,
          std::shared_ptr<Conn>* conn);
 
+// A port number held on this fabric for as long as the object lives: an abstract Unix socket
+// named "softrpma/<fabric>/port/<port>", bound but not listening, so that the kernel makes the
+// reservation fabric-wide and drops it when its process exits, however it exits. The CM takes
+// one for each port it hands out for port 0 (rdma_bind_addr, rdma_resolve_addr without a
+// source), so that two processes of one fabric never get the same one, as the kernel's
+// cma_alloc_any_port never gives one port twice.
+class PortReservation final {
+ public:
+  explicit PortReservation(int fd) : fd_(fd) {}
+  PortReservation(const PortReservation&) = delete;
+  PortReservation& operator=(const PortReservation&) = delete;
+  // Frees the port for the fabric's other processes (and this one).
+  ~PortReservation();
+
+ private:
+  int fd_;
+};
+
+// Reserves `port` on this fabric. Errors: EADDRINUSE (a process of this fabric, this one
+// included, holds it), errors of socket(2) / bind(2) (EMFILE & co.).
+int ReservePort(uint16_t port, std::unique_ptr<PortReservation>* reservation);
+
 // As Listen / Dial, at an endpoint named `endpoint` (1 to 64 characters of [A-Za-z0-9._:-])
 // instead of an address: the abstract name "softrpma/<fabric>/ep/<endpoint>", which no
 // address's listener has. Dial tries that name only. (The verbs-connected QPs of nic/verbs_qp.cc: a
