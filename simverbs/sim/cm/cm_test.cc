@@ -373,6 +373,40 @@ TEST_F(CmTest, BindAddr_SameAddrPortTwice_Eaddrinuse_WildcardOverlaps) {
   EXPECT_EQ(backend_->RdmaDestroyId(second), 0);
 }
 
+// The kernel's ib_modify_qp_is_ok table, RTS -> RTS row (RC): a CM QP takes the row's optional
+// attributes (libfabric's verbs provider sets IBV_QP_MIN_RNR_TIMER on its connected QPs); what
+// the row does not allow, another transition, or a bad value stays EINVAL.
+TEST_F(CmTest, ModifyQp_CmQpRtsToRtsOptionalAttributes_Ok_OthersEinval) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  ibv_qp* qp = conn.active.qp();
+  ASSERT_EQ(qp->state, IBV_QPS_RTS);
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RTS;
+  attr.cur_qp_state = IBV_QPS_RTS;
+  attr.min_rnr_timer = 12;
+  attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                         IBV_ACCESS_REMOTE_READ;
+  attr.path_mig_state = IBV_MIG_MIGRATED;
+
+  EXPECT_EQ(backend_->IbvModifyQp(qp, &attr, IBV_QP_MIN_RNR_TIMER), 0);
+  EXPECT_EQ(backend_->IbvModifyQp(qp, &attr, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER), 0);
+  EXPECT_EQ(backend_->IbvModifyQp(qp, &attr, IBV_QP_STATE | IBV_QP_CUR_STATE), 0);
+  EXPECT_EQ(backend_->IbvModifyQp(qp, &attr, IBV_QP_ACCESS_FLAGS), 0);
+  EXPECT_EQ(backend_->IbvModifyQp(qp, &attr, IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE), 0);
+
+  EXPECT_EQ(backend_->IbvModifyQp(qp, &attr, IBV_QP_SQ_PSN), EINVAL);  // not in the row
+  EXPECT_EQ(backend_->IbvModifyQp(qp, &attr, IBV_QP_TIMEOUT | IBV_QP_MIN_RNR_TIMER), EINVAL);
+  attr.qp_state = IBV_QPS_RTR;  // RTS -> RTR: no such transition
+  EXPECT_EQ(backend_->IbvModifyQp(qp, &attr, IBV_QP_STATE), EINVAL);
+  attr.qp_state = IBV_QPS_RTS;
+  attr.cur_qp_state = IBV_QPS_INIT;  // not the QP's state
+  EXPECT_EQ(backend_->IbvModifyQp(qp, &attr, IBV_QP_CUR_STATE), EINVAL);
+  attr.min_rnr_timer = 32;  // 5 bits
+  EXPECT_EQ(backend_->IbvModifyQp(qp, &attr, IBV_QP_MIN_RNR_TIMER), EINVAL);
+  EXPECT_EQ(qp->state, IBV_QPS_RTS);
+}
+
 TEST_F(CmTest, Listen_SyncId_Einval) {
   rdma_cm_id* id = nullptr;
   ASSERT_EQ(backend_->RdmaCreateId(nullptr, &id, nullptr, RDMA_PS_TCP), 0);

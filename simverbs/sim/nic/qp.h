@@ -437,7 +437,8 @@ int CreateVerbsQp(ibv_qp_init_attr_ex* attr, SimQp** qp);
 // ibv_create_qp(pd, attr): the above with the PD alone; the granted caps into attr->cap.
 int CreateVerbsQp(SimPd* pd, ibv_qp_init_attr* attr, SimQp** qp);
 // ibv_modify_qp(qp, attr, attr_mask). Errors: EINVAL (a transition or mask the table above
-// refuses, a bad attribute value, a QP of rdma_create_qp moved anywhere but ERR).
+// refuses, a bad attribute value, a QP of rdma_create_qp moved anywhere but ERR or given
+// anything but RTS -> RTS's optional attributes in RTS, which it accepts and ignores).
 int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask);
 // ibv_query_qp(qp, attr, attr_mask, init_attr): what was set, the current state, the caps.
 int QueryVerbsQp(SimQp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr);

@@ -510,10 +510,21 @@ int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask) {
   if ((attr_mask & IBV_QP_CUR_STATE) != 0 && attr->cur_qp_state != cur) return EINVAL;
   const ibv_qp_state next = (attr_mask & IBV_QP_STATE) != 0 ? attr->qp_state : cur;
   if (!qp->verbs) {
-    // A QP of rdma_create_qp: its states are the CM's; only the error state is the user's.
-    if (attr_mask != IBV_QP_STATE || next != IBV_QPS_ERR) return EINVAL;
-    SetQpError(qp);
-    return 0;
+    // A QP of rdma_create_qp: its states are the CM's. The user's are the error state, and
+    // RTS -> RTS with that row's optional attributes (the kernel's ib_modify_qp_is_ok table;
+    // libfabric's verbs provider sets IBV_QP_MIN_RNR_TIMER so). Their values are checked and
+    // change nothing the simulated CM QP does: it has no alternate path, RNR NAKs are not
+    // timed, and its remote access is what rdma_cm gave it.
+    if (attr_mask == IBV_QP_STATE && next == IBV_QPS_ERR) {
+      SetQpError(qp);
+      return 0;
+    }
+    if (cur != IBV_QPS_RTS || next != IBV_QPS_RTS) return EINVAL;
+    int required = 0;
+    int optional = 0;
+    TransitionMasks(cur, next, &required, &optional);
+    if ((attr_mask & ~(optional | IBV_QP_STATE)) != 0) return EINVAL;
+    return CheckValues(qp, *attr, attr_mask);
   }
   if (next > IBV_QPS_ERR || next == IBV_QPS_SQD || next == IBV_QPS_SQE) return EINVAL;
   int required = 0;
