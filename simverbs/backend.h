@@ -223,11 +223,15 @@ class Backend {
   virtual int RdmaListen(rdma_cm_id* id, int backlog) = 0;
 
   // rdma_create_qp_ex(id, attr): an RC QP bound to id (id->qp), on attr->pd (comp_mask has
-  // IBV_QP_INIT_ATTR_PD); with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS it is an extended QP
-  // (IbvQpToQpEx). Writes the granted capabilities back into attr->cap.
-  // Errors: EINVAL, ENOMEM, EOPNOTSUPP (send_ops_flags the device does not support).
+  // IBV_QP_INIT_ATTR_PD; without it, or with a NULL pd, the id's device's PD, as rdma-core);
+  // a NULL send_cq / recv_cq is a CQ made for the QP (cap.max_send_wr / max_recv_wr entries,
+  // on a completion channel of its own) and destroyed with it by RdmaDestroyQp. With
+  // IBV_QP_INIT_ATTR_SEND_OPS_FLAGS it is an extended QP (IbvQpToQpEx). Writes the granted
+  // capabilities back into attr->cap.
+  // Errors: EINVAL (a PD of another device, a queue of 0 WRs without a CQ, ...), ENOMEM,
+  // EOPNOTSUPP (send_ops_flags the device does not support).
   virtual int RdmaCreateQpEx(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) = 0;
-  // rdma_destroy_qp(id).
+  // rdma_destroy_qp(id): the QP, and the CQs RdmaCreateQpEx made for it.
   virtual void RdmaDestroyQp(rdma_cm_id* id) = 0;
 
   // rdma_connect(id, param) (active side): the outcome arrives on id's channel as

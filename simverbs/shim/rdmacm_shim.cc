@@ -6,13 +6,13 @@
 //
 // WHAT WORKS: rdma_getaddrinfo, rdma_freeaddrinfo, rdma_create_event_channel,
 // rdma_destroy_event_channel, rdma_create_id, rdma_destroy_id, rdma_migrate_id, rdma_bind_addr,
-// rdma_resolve_addr, rdma_resolve_route, rdma_listen, rdma_create_qp, rdma_create_qp_ex,
-// rdma_destroy_qp, rdma_connect, rdma_accept, rdma_reject (and rdma_reject_ece, ECE ignored),
+// rdma_resolve_addr, rdma_resolve_route, rdma_listen, rdma_create_qp, rdma_create_qp_ex (a
+// NULL PD is the device's, NULL CQs are made with the QP and destroyed with it),
+// rdma_destroy_qp, rdma_destroy_ep (the QP, then the id), rdma_connect, rdma_accept, rdma_reject (and rdma_reject_ece, ECE ignored),
 // rdma_disconnect, rdma_get_cm_event, rdma_ack_cm_event, rdma_event_str, rdma_get_src_port,
 // rdma_get_dst_port, rdma_get_devices, rdma_free_devices; rpoll (no fd is an rsocket here, so
 // it is poll(2)).
-// WHAT FAILS CLEANLY (-1 + errno ENOSYS, or NULL + ENOSYS): rdma_create_ep, rdma_destroy_ep
-// (does nothing), rdma_get_request, rdma_create_srq(_ex), rdma_destroy_srq (nothing),
+// WHAT FAILS CLEANLY (-1 + errno ENOSYS, or NULL + ENOSYS): rdma_create_ep, rdma_get_request, rdma_create_srq(_ex), rdma_destroy_srq (nothing),
 // rdma_establish, rdma_init_qp_attr, rdma_notify, rdma_set_option, multicast
 // (rdma_join_multicast(_ex), rdma_leave_multicast), rdma_set_local_ece / rdma_get_remote_ece
 // (EOPNOTSUPP), and the rsockets API but rpoll (rsocket, rbind, ..., riowrite).
@@ -259,7 +259,13 @@ int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd,
                    ibv_qp_init_attr* qp_init_attr) {
   return NotSupported();
 }
-void rdma_destroy_ep(rdma_cm_id* id) {}
+// As rdma-core's: the id's QP (with the CQs rdma_create_qp made for it), its SRQ (an id has
+// none here: rdma_create_srq is not modelled), then the id.
+void rdma_destroy_ep(rdma_cm_id* id) {
+  if (id == nullptr) return;
+  if (id->qp != nullptr) rdma_destroy_qp(id);
+  rdma_destroy_id(id);
+}
 int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** id) { return NotSupported(); }
 int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
   return NotSupported();

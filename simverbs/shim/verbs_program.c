@@ -555,12 +555,47 @@ static void Cm(void) {
   rdma_destroy_event_channel(channel);
 }
 
+/* rdma_create_qp with a NULL PD and NULL CQs (the id's device's PD; CQs made for the QP and
+ * destroyed with it), and rdma_destroy_ep, which destroys the id's QP before the id, so that
+ * the caller's CQ can go after it (libfabric's fi_close: ibv_destroy_cq after
+ * rdma_destroy_ep). */
+static void CmEndpoint(void) {
+  struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons(7471)};
+  inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+  struct rdma_cm_id* id = NULL;
+  CHECK(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP) == 0);
+  if (id == NULL) return;
+  CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr*)&dst, 100) == 0);
+  CHECK(id->verbs != NULL);
+  if (id->verbs == NULL) return;
+  struct ibv_qp_init_attr attr = {
+      .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1},
+      .qp_type = IBV_QPT_RC};
+  CHECK(rdma_create_qp(id, NULL, &attr) == 0);
+  CHECK(id->qp != NULL && id->pd != NULL);
+  CHECK(id->send_cq != NULL && id->send_cq->cqe >= 8);
+  CHECK(id->recv_cq != NULL && id->recv_cq->cqe >= 8);
+  rdma_destroy_qp(id);
+  CHECK(id->qp == NULL && id->send_cq == NULL && id->recv_cq == NULL);
+
+  struct ibv_cq* cq = ibv_create_cq(id->verbs, 16, NULL, NULL, 0);
+  CHECK(cq != NULL);
+  if (cq == NULL) return;
+  attr.send_cq = cq;
+  attr.recv_cq = cq;
+  CHECK(rdma_create_qp(id, NULL, &attr) == 0);
+  CHECK(ibv_destroy_cq(cq) == EBUSY); /* the QP uses it */
+  rdma_destroy_ep(id);
+  CHECK(ibv_destroy_cq(cq) == 0);
+}
+
 int main(void) {
   Devices();
   ExtendedOps();
   ExtendedCq();
   ExtendedPost();
   Cm();
+  CmEndpoint();
   if (failures > 0) {
     printf("%d check(s) failed\n", failures);
     return 1;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <iterator>
 #include <utility>
@@ -335,20 +336,69 @@ int ConnectionManager::Listen(SimCmId* id) {
   return 0;
 }
 
+int ConnectionManager::DevicePdLocked(ibv_pd** pd) {
+  if (device_pd_ == nullptr) {
+    if (int err = AllocPd(device_, &device_pd_); err != 0) return err;
+  }
+  *pd = device_pd_;
+  return 0;
+}
+
+void ConnectionManager::DestroyOwnCqsLocked(SimCmId* id) {
+  for (ibv_cq** cq : {&id->own_send_cq, &id->own_recv_cq}) {
+    if (*cq != nullptr) DestroyCq(to_sim(*cq));
+    *cq = nullptr;
+  }
+  for (ibv_comp_channel** channel : {&id->own_send_channel, &id->own_recv_channel}) {
+    if (*channel != nullptr) DestroyCompChannel(to_sim(*channel));
+    *channel = nullptr;
+  }
+}
+
 int ConnectionManager::CreateQp(SimCmId* id, ibv_qp_init_attr_ex* attr) {
-  if (attr == nullptr || (attr->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr->pd == nullptr) {
+  if (attr == nullptr) return EINVAL;
+  softrpma::MutexLock lock(&mu_);
+  if (id->id.verbs == nullptr) return EINVAL;
+  if (id->id.qp != nullptr) return EINVAL;
+  // As rdma-core's rdma_create_qp_ex: without a PD, the id's device's; a PD of another device
+  // is EINVAL.
+  if ((attr->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr->pd == nullptr) {
+    ibv_pd* pd = nullptr;
+    if (int err = DevicePdLocked(&pd); err != 0) return err;
+    attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
+    attr->pd = pd;
+  } else if (attr->pd->context != id->id.verbs) {
     return EINVAL;
   }
   SimPd* pd = to_sim(attr->pd);
-  softrpma::MutexLock lock(&mu_);
-  if (id->id.verbs == nullptr || pd->pd.context != id->id.verbs) return EINVAL;
-  if (id->id.qp != nullptr) return EINVAL;
+  // Without a send or receive CQ: one made here, on a completion channel of its own, with the
+  // queue's max_wr entries (rdma-core's ucma_create_cqs; a queue of 0 WRs gets none, and the
+  // QP then fails as without a CQ). Destroyed with the QP, or now if the QP fails.
+  const auto make_cq = [this, id](uint32_t entries, ibv_comp_channel** channel, ibv_cq** cq) {
+    if (entries == 0) return 0;
+    if (int err = CreateCompChannel(device_, channel); err != 0) return err;
+    return CreateCq(device_, static_cast<int>(std::min<uint32_t>(entries, INT32_MAX)), &id->id,
+                    to_sim(*channel), 0, cq);
+  };
+  int err = 0;
+  if (attr->send_cq == nullptr) {
+    err = make_cq(attr->cap.max_send_wr, &id->own_send_channel, &id->own_send_cq);
+    attr->send_cq = id->own_send_cq;
+  }
+  if (err == 0 && attr->recv_cq == nullptr) {
+    err = make_cq(attr->cap.max_recv_wr, &id->own_recv_channel, &id->own_recv_cq);
+    attr->recv_cq = id->own_recv_cq;
+  }
+  if (err == 0 && (attr->send_cq == nullptr || attr->recv_cq == nullptr)) err = EINVAL;
   // The passive QP of a connection request joins the active QP's link.
   std::shared_ptr<SimLink> join;
   if (id->state == State::kRequestReceived && id->peer != nullptr) join = id->peer->LinkToJoin();
   SimQp* qp = nullptr;
-  const int err = sim::CreateQp(attr, join, &qp);
-  if (err != 0) return err;
+  if (err == 0) err = sim::CreateQp(attr, join, &qp);
+  if (err != 0) {
+    DestroyOwnCqsLocked(id);
+    return err;
+  }
   if (TraceOn()) {
     TraceEvent("create_qp qp=%u id=%u send_cq=%u recv_cq=%u srq=%u", qp->qp.qp_num, id->serial,
                attr->send_cq->handle, attr->recv_cq->handle,
@@ -372,6 +422,14 @@ void ConnectionManager::DestroyQp(SimCmId* id) {
   if (TraceOn()) TraceEvent("destroy_qp qp=%u", id->id.qp->qp_num);
   sim::DestroyQp(to_sim(id->id.qp));
   id->id.qp = nullptr;
+  // The QP's CQs and SRQ are no longer the id's (rdma-core leaves them NULL too); those made
+  // with the QP go with it.
+  id->id.send_cq = nullptr;
+  id->id.recv_cq = nullptr;
+  id->id.send_cq_channel = nullptr;
+  id->id.recv_cq_channel = nullptr;
+  id->id.srq = nullptr;
+  DestroyOwnCqsLocked(id);
 }
 
 int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFault fault) {

@@ -265,6 +265,12 @@ struct SimCmId final {
   uint64_t dreq_deadline_ns = 0;
   bool owes_drep = false;
   std::unique_ptr<host::Listener> host_listener;  // listeners: on the host fabric too
+  // The CQs (and their completion channels) rdma_create_qp made because the caller gave none:
+  // destroyed with the QP (rdma_destroy_qp), as rdma-core's ucma_create_cqs / ucma_destroy_cqs.
+  ibv_cq* own_send_cq = nullptr;
+  ibv_cq* own_recv_cq = nullptr;
+  ibv_comp_channel* own_send_channel = nullptr;
+  ibv_comp_channel* own_recv_channel = nullptr;
   // A port handed out for port 0: held on the fabric while the id is bound (host.h).
   std::unique_ptr<host::PortReservation> port_reservation;
 
@@ -437,8 +443,15 @@ class ConnectionManager final {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FreeIdLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // The device's PD, for rdma_create_qp without one (allocated on first need; kept for the
+  // CM's life, as rdma-core keeps its cma_device's PD while the device is in use).
+  int DevicePdLocked(ibv_pd** pd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Destroys the CQs and channels rdma_create_qp made for `id` (none: nothing).
+  void DestroyOwnCqsLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   SimDevice* const device_;
   softrpma::Mutex mu_;
+  ibv_pd* device_pd_ ABSL_GUARDED_BY(mu_) = nullptr;
   uint32_t next_serial_ ABSL_GUARDED_BY(mu_) = 1;
   uint16_t next_ephemeral_port_ ABSL_GUARDED_BY(mu_) = kFirstEphemeralPort;
   std::map<uint32_t, SimCmId*> ids_ ABSL_GUARDED_BY(mu_);  // by serial: ordered iteration

@@ -407,6 +407,65 @@ TEST_F(CmTest, ModifyQp_CmQpRtsToRtsOptionalAttributes_Ok_OthersEinval) {
   EXPECT_EQ(qp->state, IBV_QPS_RTS);
 }
 
+// As rdma-core's rdma_create_qp_ex: no PD is the id's device's; no CQs are CQs made with the
+// QP (max_send_wr / max_recv_wr entries, each on a completion channel) and destroyed with it.
+TEST_F(CmTest, CreateQp_NullPdAndCqs_DevicePdAndCqsOfItsOwn) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in dst = Ipv4("127.0.0.1", 7204);
+  ASSERT_EQ(backend_->RdmaResolveAddr(id, nullptr, AsSockaddr(&dst), 100), 0);
+  ibv_qp_init_attr_ex attr{};
+  attr.qp_type = IBV_QPT_RC;
+  attr.cap.max_send_wr = 8;
+  attr.cap.max_recv_wr = 4;
+  attr.cap.max_send_sge = 1;
+  attr.cap.max_recv_sge = 1;
+
+  ASSERT_EQ(backend_->RdmaCreateQpEx(id, &attr), 0);
+
+  ASSERT_NE(id->qp, nullptr);
+  ASSERT_NE(id->pd, nullptr);
+  EXPECT_EQ(id->pd->context, id->verbs);
+  EXPECT_EQ(id->qp->pd, id->pd);
+  ASSERT_NE(id->send_cq, nullptr);
+  ASSERT_NE(id->recv_cq, nullptr);
+  EXPECT_NE(id->send_cq, id->recv_cq);
+  EXPECT_GE(id->send_cq->cqe, 8);
+  EXPECT_GE(id->recv_cq->cqe, 4);
+  EXPECT_NE(id->send_cq_channel, nullptr);
+  EXPECT_EQ(id->qp->send_cq, id->send_cq);
+  backend_->RdmaDestroyQp(id);
+  EXPECT_EQ(id->qp, nullptr);
+  EXPECT_EQ(id->send_cq, nullptr);
+  EXPECT_EQ(id->recv_cq, nullptr);
+  // The device's PD is the same for the next QP.
+  ibv_pd* device_pd = id->pd;
+  attr = {};
+  attr.qp_type = IBV_QPT_RC;
+  attr.cap.max_send_wr = 1;
+  attr.cap.max_recv_wr = 1;
+  ASSERT_EQ(backend_->RdmaCreateQpEx(id, &attr), 0);
+  EXPECT_EQ(id->pd, device_pd);
+  backend_->RdmaDestroyQp(id);
+  EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+}
+
+// No CQ and a queue of 0 WRs: rdma-core makes no CQ for it, and the QP fails without one.
+TEST_F(CmTest, CreateQp_NullCqForAnEmptyQueue_Einval) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in dst = Ipv4("127.0.0.1", 7204);
+  ASSERT_EQ(backend_->RdmaResolveAddr(id, nullptr, AsSockaddr(&dst), 100), 0);
+  ibv_qp_init_attr_ex attr{};
+  attr.qp_type = IBV_QPT_RC;
+  attr.cap.max_send_wr = 8;
+
+  EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EINVAL);
+
+  EXPECT_EQ(id->qp, nullptr);
+  EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+}
+
 TEST_F(CmTest, Listen_SyncId_Einval) {
   rdma_cm_id* id = nullptr;
   ASSERT_EQ(backend_->RdmaCreateId(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
@@ -951,8 +1010,7 @@ TEST_F(CmTest, CreateQp_NonRc_Einval_CapsAboveLimits_Einval) {
   attr.cap.max_send_sge = 1000;
   EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EINVAL);
   attr.cap.max_send_sge = 1;
-  attr.comp_mask = 0;  // no PD
-  EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EINVAL);
+  // (No PD is the device's: CreateQp_NullPdAndCqs_DevicePdAndCqsOfItsOwn.)
   attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
   EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EINVAL);
   // The extended post API: the modelled ops only (qp.h), atomic write only on a device that
