@@ -99,6 +99,12 @@
 //
 // librdmacm.so.1: see rdmacm_shim.cc's top comment for what works and what fails.
 //
+// PROGRAMS THAT RUN (each a test here): ibv_devices / ibv_devinfo (devinfo_test), rping
+// (rping_test), ibv_rc_pingpong (rc_pingpong_test), perftest with and without -R
+// (perftest_test), and libfabric 1.17's verbs provider: fi_pingpong -p "verbs;ofi_rxm" -e rdm
+// and -p verbs -e msg with data checks, as two processes under `rpma-sim run`
+// (fi_pingpong_test).
+//
 // WHERE A PROGRAM MAY SEE A DIFFERENCE from rdma-core on a NIC (known, kept):
 //   - rdma_destroy_id of an id with unacknowledged events fails with EBUSY (the simulator's
 //     CM, cm.h); rdma-core blocks until they are acknowledged. (An id destroyed with its QP on

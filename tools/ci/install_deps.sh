@@ -23,7 +23,7 @@ packages=(
   rdmacm-utils       # rping: the verbs shim's rdma_cm test
   perftest           # ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat: //simverbs/shim:perftest_test (with -R)
   libfabric-dev      # //tools:bench's baseline: libfabric's shm provider (tools/shm_baseline.h)
-  libfabric-bin      # fi_pingpong: the bench's send/recv baseline
+  libfabric-bin      # fi_pingpong: the bench's send/recv baseline; //simverbs/shim:fi_pingpong_test (verbs provider on the shim)
 )
 if [[ "${SOFTRPMA_WITH_DISTRO_LIBRPMA:-0}" == 1 ]]; then
   # Upstream librpma (Debian's 1.2), only for the tests that use it: librpma-dev's header and
