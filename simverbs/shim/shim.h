@@ -116,6 +116,12 @@
 //     listener (connect_when_listening.c).
 //   - the siw profile connects QPs out of band through ibv_modify_qp too (real siw needs the
 //     CM).
+//   - ibv_modify_qp RTS -> RTS on a QP of rdma_create_qp takes the row's optional attributes
+//     (min_rnr_timer, access flags, alternate path, migration state) and checks their values,
+//     but they change nothing: the simulated CM QP has no alternate path, does not time RNR
+//     NAKs, and keeps the remote access rdma_cm gave it.
+//   - the PD rdma_create_qp uses when given none (the device's) lives as long as the process's
+//     simulated NIC; rdma-core frees its device PD when the device's last id goes.
 //
 // libmlx5.so.1 and libefa.so.1 (beside them in verbs_lib_dir): stubs of rdma-core's
 // direct-verbs provider libraries, which programs such as perftest have in DT_NEEDED (the real
