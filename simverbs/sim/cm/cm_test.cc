@@ -57,6 +57,13 @@ sockaddr* AsSockaddr(sockaddr_in* addr) { return reinterpret_cast<sockaddr*>(add
 
 class CmTest : public ::testing::Test {
  protected:
+  // A synchronous id whose address is resolved (127.0.0.1:7204): it has the device.
+  void CreateResolvedId(rdma_cm_id** id) {
+    ASSERT_EQ(backend_->RdmaCreateId(nullptr, id, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in dst = Ipv4("127.0.0.1", 7204);
+    ASSERT_EQ(backend_->RdmaResolveAddr(*id, nullptr, AsSockaddr(&dst), 100), 0);
+  }
+
   Backend* backend_ = SimBackend();
 };
 
@@ -411,9 +418,7 @@ TEST_F(CmTest, ModifyQp_CmQpRtsToRtsOptionalAttributes_Ok_OthersEinval) {
 // QP (max_send_wr / max_recv_wr entries, each on a completion channel) and destroyed with it.
 TEST_F(CmTest, CreateQp_NullPdAndCqs_DevicePdAndCqsOfItsOwn) {
   rdma_cm_id* id = nullptr;
-  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
-  sockaddr_in dst = Ipv4("127.0.0.1", 7204);
-  ASSERT_EQ(backend_->RdmaResolveAddr(id, nullptr, AsSockaddr(&dst), 100), 0);
+  ASSERT_NO_FATAL_FAILURE(CreateResolvedId(&id));
   ibv_qp_init_attr_ex attr{};
   attr.qp_type = IBV_QPT_RC;
   attr.cap.max_send_wr = 8;
@@ -453,9 +458,7 @@ TEST_F(CmTest, CreateQp_NullPdAndCqs_DevicePdAndCqsOfItsOwn) {
 // No CQ and a queue of 0 WRs: rdma-core makes no CQ for it, and the QP fails without one.
 TEST_F(CmTest, CreateQp_NullCqForAnEmptyQueue_Einval) {
   rdma_cm_id* id = nullptr;
-  ASSERT_EQ(backend_->RdmaCreateId(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
-  sockaddr_in dst = Ipv4("127.0.0.1", 7204);
-  ASSERT_EQ(backend_->RdmaResolveAddr(id, nullptr, AsSockaddr(&dst), 100), 0);
+  ASSERT_NO_FATAL_FAILURE(CreateResolvedId(&id));
   ibv_qp_init_attr_ex attr{};
   attr.qp_type = IBV_QPT_RC;
   attr.cap.max_send_wr = 8;
