@@ -224,19 +224,31 @@ int ConnectionManager::BindLocked(SimCmId* id, const sockaddr* addr) {
   if (!IsIpAddress(addr)) return EINVAL;
   const bool wildcard = IsWildcard(addr);
   uint16_t port = PortOf(addr);
-  std::unique_ptr<host::PortReservation> reservation;
   if (port == 0) {
-    // The next port from the counter that no id of this process holds and whose fabric-wide
-    // reservation (host::ReservePort) succeeds: another process of the fabric counts from
-    // the same first port, and skips what this one took. (Deterministic in one process.)
+    // The next port from the counter that no id of this process holds, in a block of ports
+    // this process holds on the fabric or can reserve now (host::ReservePort): another
+    // process of the fabric counts from the same first port, and skips the blocks this one
+    // took. (Deterministic in one process.)
     for (int tries = 0; tries < 65536 - kFirstEphemeralPort; ++tries) {
       const uint16_t candidate = next_ephemeral_port_;
       next_ephemeral_port_ =
           next_ephemeral_port_ == 65535 ? kFirstEphemeralPort : next_ephemeral_port_ + 1;
       if (bound_.contains(candidate)) continue;
-      const int err = host::ReservePort(candidate, &reservation);
-      if (err == EADDRINUSE) continue;  // another process of the fabric has it
-      if (err != 0) return err;
+      const uint16_t first = BlockOf(candidate);
+      auto block = port_blocks_.find(first);
+      if (block == port_blocks_.end()) {
+        std::unique_ptr<host::PortReservation> reservation;
+        const int err = host::ReservePort(first, &reservation);
+        if (err == EADDRINUSE) {  // another process of the fabric has the block: the next one
+          const int next = first + kPortBlockSize;
+          tries += next - 1 - candidate;
+          next_ephemeral_port_ = next > 65535 ? kFirstEphemeralPort : static_cast<uint16_t>(next);
+          continue;
+        }
+        if (err != 0) return err;
+        block = port_blocks_.emplace(first, PortBlock{std::move(reservation), 0}).first;
+      }
+      ++block->second.in_use;
       port = candidate;
       break;
     }
@@ -254,7 +266,7 @@ int ConnectionManager::BindLocked(SimCmId* id, const sockaddr* addr) {
   CopyAddress(addr, SrcOf(id));
   SetPort(SrcOf(id), port);
   bound_[port].push_back(id);
-  id->port_reservation = std::move(reservation);
+  id->ephemeral_port = PortOf(addr) == 0;
   id->bound = true;
   id->id.verbs = wildcard ? nullptr : &device_->context;
   id->id.port_num = wildcard ? 0 : 1;
@@ -275,7 +287,11 @@ void ConnectionManager::UnbindLocked(SimCmId* id) {
     }
     if (ids.empty()) bound_.erase(it);
   }
-  id->port_reservation.reset();
+  if (id->ephemeral_port) {
+    auto block = port_blocks_.find(BlockOf(port));
+    if (block != port_blocks_.end() && --block->second.in_use == 0) port_blocks_.erase(block);
+    id->ephemeral_port = false;
+  }
   id->bound = false;
 }
 

@@ -271,8 +271,9 @@ struct SimCmId final {
   ibv_cq* own_recv_cq = nullptr;
   ibv_comp_channel* own_send_channel = nullptr;
   ibv_comp_channel* own_recv_channel = nullptr;
-  // A port handed out for port 0: held on the fabric while the id is bound (host.h).
-  std::unique_ptr<host::PortReservation> port_reservation;
+  // Its port was handed out for port 0: its block's count (ConnectionManager::port_blocks_)
+  // holds one for it while it is bound.
+  bool ephemeral_port = false;
 
   SimCmId();
   SimCmId(const SimCmId&) = delete;
@@ -457,8 +458,23 @@ class ConnectionManager final {
   std::map<uint32_t, SimCmId*> ids_ ABSL_GUARDED_BY(mu_);  // by serial: ordered iteration
   // Bound ids by port (looked up, never iterated across ports).
   absl::flat_hash_map<uint16_t, std::vector<SimCmId*>> bound_ ABSL_GUARDED_BY(mu_);
+  // The blocks of ports this process holds on the fabric (host::ReservePort, keyed by their
+  // first port) to hand out for port 0, and how many of each block's ports its ids hold; a
+  // block is let go when none. Ports are reserved a block at a time so that a process with
+  // thousands of ids holds a descriptor per 64 of them, not one each: the kernel's rdma_cm
+  // takes none, and a program near its descriptor limit must not fail to bind here.
+  struct PortBlock {
+    std::unique_ptr<host::PortReservation> reservation;
+    int in_use = 0;
+  };
+  absl::flat_hash_map<uint16_t, PortBlock> port_blocks_ ABSL_GUARDED_BY(mu_);
 
   static constexpr uint16_t kFirstEphemeralPort = 49152;
+  static constexpr int kPortBlockSize = 64;  // 65536 - kFirstEphemeralPort is 256 blocks
+  static uint16_t BlockOf(uint16_t port) {
+    return static_cast<uint16_t>(kFirstEphemeralPort +
+                                 (port - kFirstEphemeralPort) / kPortBlockSize * kPortBlockSize);
+  }
 };
 
 }  // namespace softrpma::sim

@@ -8,6 +8,7 @@
 #include <netdb.h>
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <future>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -269,6 +271,40 @@ TEST_F(CmTest, BindAddr_SpecificSetsVerbs_WildcardDoesNot) {
   EXPECT_EQ(p2, p1 + 1);
   EXPECT_EQ(backend_->RdmaDestroyId(specific), 0);
   EXPECT_EQ(backend_->RdmaDestroyId(wildcard), 0);
+}
+
+// Ports for port 0 are reserved on the fabric a block at a time: 300 ids bound to port 0 get
+// 300 ports and cost this process a descriptor per 64 of them, not one each (the kernel's
+// rdma_cm takes none; a program near its descriptor limit, or with 1,000 connections under
+// the default limit of 1,024, must not fail to bind), all given back when the ids go.
+TEST_F(CmTest, Port0_ManyIds_FewDescriptorsAndAllGivenBack) {
+  auto open_fds = [] {
+    int count = 0;
+    DIR* dir = opendir("/proc/self/fd");
+    if (dir == nullptr) return -1;
+    while (readdir(dir) != nullptr) ++count;
+    closedir(dir);
+    return count;
+  };
+  rdma_event_channel* channel = nullptr;
+  ASSERT_EQ(backend_->RdmaCreateEventChannel(&channel), 0);
+  const int before = open_fds();
+  ASSERT_GT(before, 0);
+  std::vector<rdma_cm_id*> ids;
+  std::set<uint16_t> ports;
+  for (int i = 0; i < 300; ++i) {
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(backend_->RdmaCreateId(channel, &id, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in any = Ipv4("0.0.0.0", 0);
+    ASSERT_EQ(backend_->RdmaBindAddr(id, AsSockaddr(&any)), 0) << i;
+    ports.insert(ntohs(reinterpret_cast<sockaddr_in*>(&id->route.addr.src_addr)->sin_port));
+    ids.push_back(id);
+  }
+  EXPECT_EQ(ports.size(), 300u);
+  EXPECT_LE(open_fds() - before, 300 / 64 + 1);
+  for (rdma_cm_id* id : ids) EXPECT_EQ(backend_->RdmaDestroyId(id), 0);
+  EXPECT_EQ(open_fds(), before);
+  backend_->RdmaDestroyEventChannel(channel);
 }
 
 // The child of Port0_TwoProcessesOfOneFabric_GetDifferentPorts (fork + exec of this test

@@ -389,9 +389,10 @@ int Dial(const sockaddr* dst, std::shared_ptr<Conn::Handler> handler,
 // A port number held on this fabric for as long as the object lives: an abstract Unix socket
 // named "softrpma/<fabric>/port/<port>", bound but not listening, so that the kernel makes the
 // reservation fabric-wide and drops it when its process exits, however it exits. The CM takes
-// one for each port it hands out for port 0 (rdma_bind_addr, rdma_resolve_addr without a
-// source), so that two processes of one fabric never get the same one, as the kernel's
-// cma_alloc_any_port never gives one port twice.
+// one for each block of ports it hands out for port 0 from (rdma_bind_addr, rdma_resolve_addr
+// without a source; cm.h, port_blocks_), named by the block's first port, so that two
+// processes of one fabric never get the same port, as the kernel's cma_alloc_any_port never
+// gives one port twice.
 class PortReservation final {
  public:
   explicit PortReservation(int fd) : fd_(fd) {}
