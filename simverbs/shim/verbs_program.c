@@ -589,6 +589,72 @@ static void CmEndpoint(void) {
   CHECK(ibv_destroy_cq(cq) == 0);
 }
 
+/* Synchronous ids, as rdma-core's: an id made without a channel has one of its own, its
+ * resolve calls return with the event they caused held in id->event, rdma_get_request needs a
+ * synchronous listener, a synchronous id cannot be migrated to NULL again, and migrating it to
+ * a channel of the user's moves its later events there. rdma_create_ep: a passive endpoint is
+ * bound and keeps no QP; an active one toward nobody fails at no step before rdma_connect,
+ * which fails with ECONNREFUSED (the REJECTED event) and holds that event. */
+static void SyncIds(void) {
+  struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons(7481)};
+  inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+  struct rdma_cm_id* id = NULL;
+  CHECK(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP) == 0);
+  if (id == NULL) return;
+  CHECK(id->channel != NULL && id->channel->fd >= 0);
+  CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr*)&dst, 100) == 0);
+  CHECK(id->event != NULL && id->event->event == RDMA_CM_EVENT_ADDR_RESOLVED);
+  CHECK(rdma_resolve_route(id, 100) == 0);
+  CHECK(id->event != NULL && id->event->event == RDMA_CM_EVENT_ROUTE_RESOLVED);
+  errno = 0;
+  CHECK(rdma_migrate_id(id, NULL) == -1 && errno == EINVAL);
+  struct rdma_cm_id* not_listening = id;
+  errno = 0;
+  struct rdma_cm_id* got = NULL;
+  struct rdma_event_channel* channel = rdma_create_event_channel();
+  CHECK(channel != NULL);
+  if (channel == NULL) return;
+  CHECK(rdma_migrate_id(id, channel) == 0);
+  CHECK(id->channel == channel && id->event == NULL);
+  CHECK(rdma_get_request(not_listening, &got) == -1 && errno == EINVAL); /* not synchronous */
+  CHECK(rdma_destroy_id(id) == 0);
+
+  /* An endpoint toward a port nobody listens on: rdma_connect is refused. */
+  struct rdma_addrinfo hints = {.ai_port_space = RDMA_PS_TCP};
+  struct rdma_addrinfo* res = NULL;
+  CHECK(rdma_getaddrinfo("127.0.0.1", "7482", &hints, &res) == 0);
+  if (res == NULL) return;
+  struct ibv_qp_init_attr attr = {
+      .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+  struct rdma_cm_id* ep = NULL;
+  CHECK(rdma_create_ep(&ep, res, NULL, &attr) == 0);
+  if (ep == NULL) return;
+  CHECK(attr.qp_type == IBV_QPT_RC && ep->qp != NULL && ep->pd != NULL);
+  CHECK(ep->recv_cq_channel != NULL && ep->send_cq_channel != NULL);
+  errno = 0;
+  CHECK(rdma_connect(ep, NULL) == -1 && errno == ECONNREFUSED);
+  CHECK(ep->event != NULL && ep->event->event == RDMA_CM_EVENT_REJECTED);
+  rdma_destroy_ep(ep);
+
+  /* A passive endpoint: bound to its address, no QP until a request comes. */
+  struct rdma_addrinfo* passive = NULL;
+  hints.ai_flags = RAI_PASSIVE;
+  CHECK(rdma_getaddrinfo("127.0.0.1", "7483", &hints, &passive) == 0);
+  if (passive != NULL) {
+    CHECK(rdma_create_ep(&ep, passive, NULL, &attr) == 0);
+    CHECK(ep != NULL && ep->qp == NULL && ntohs(rdma_get_src_port(ep)) == 7483);
+    CHECK(rdma_listen(ep, 1) == 0);
+    rdma_destroy_ep(ep);
+    rdma_freeaddrinfo(passive);
+  }
+  /* Bad arguments: nothing made. */
+  errno = 0;
+  CHECK(rdma_create_ep(NULL, res, NULL, NULL) == -1 && errno == EINVAL);
+  CHECK(rdma_get_request(NULL, &got) == -1);
+  rdma_freeaddrinfo(res);
+  rdma_destroy_event_channel(channel);
+}
+
 int main(void) {
   Devices();
   ExtendedOps();
@@ -596,6 +662,7 @@ int main(void) {
   ExtendedPost();
   Cm();
   CmEndpoint();
+  SyncIds();
   if (failures > 0) {
     printf("%d check(s) failed\n", failures);
     return 1;
