@@ -24,6 +24,7 @@ packages=(
   perftest           # ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat: //simverbs/shim:perftest_test (with -R)
   libfabric-dev      # //tools:bench's baseline: libfabric's shm provider (tools/shm_baseline.h)
   libfabric-bin      # fi_pingpong: the bench's send/recv baseline; //simverbs/shim:fi_pingpong_test (verbs provider on the shim)
+  ucx-utils          # ucx_info, ucx_perftest: //tools/rpma_sim:device_files_test (UCX's rc_verbs on the shim)
 )
 if [[ "${SOFTRPMA_WITH_DISTRO_LIBRPMA:-0}" == 1 ]]; then
   # Upstream librpma (Debian's 1.2), only for the tests that use it: librpma-dev's header and

@@ -41,7 +41,7 @@ constexpr char kUsageLines[] =
   rpma-sim devices
   rpma-sim run   [--device=D] [--seed=S] [--faults=SPEC] [--scenario=FILE] [--trace=FILE]
                  [--stats=FILE] [--lib=DIR] [--verbs-lib=DIR] [--upstream-librpma]
-                 [--junit=FILE] [--expect-failure] -- PROGRAM [ARGS...]
+                 [--junit=FILE] [--expect-failure] [--device-files] -- PROGRAM [ARGS...]
   rpma-sim sweep [--device=D,...] [--seed=S] [-j N] [--timeout=T] [--max-runs=M]
                  [--points=P,...] [--report=FILE] [--junit=FILE] [--shard=K/N] [--leaks]
                  [--lib=DIR] [--verbs-lib=DIR] [--upstream-librpma] -- PROGRAM [ARGS...]

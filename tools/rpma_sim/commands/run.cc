@@ -22,6 +22,7 @@
 #include "tools/rpma_sim/command_line.h"
 #include "tools/rpma_sim/commands/command.h"
 #include "tools/rpma_sim/commands/common.h"
+#include "tools/rpma_sim/device_files.h"
 #include "tools/rpma_sim/junit.h"
 #include "tools/rpma_sim/process.h"
 #include "tools/rpma_sim/process_ends.h"
@@ -45,6 +46,12 @@ ABSL_FLAG(bool, expect_failure, false,
           "report). Exits 0 then, 1 when PROGRAM exited 0; with --junit the test case says the "
           "same. As with --junit, rpma-sim waits for PROGRAM (stdin from /dev/null, its output "
           "printed when it ends)");
+
+ABSL_FLAG(bool, device_files, false,
+          "give PROGRAM the files a kernel driver would make for the device "
+          "(/dev/infiniband/uverbs_softrpma0, /sys/class/infiniband/softrpma_sim0/...), which "
+          "UCX needs to list it: in a mount namespace of the run's own (a user namespace too "
+          "when not root); an error (exit 2) where namespaces are refused");
 
 namespace softrpma::rpma_sim {
 namespace {
@@ -168,6 +175,13 @@ int Run(const CommandLine& line, const char* argv0) {
   std::optional<Libraries> libraries = ResolveLibraries(argv0);
   if (!libraries.has_value()) return kExitUsage;
   ApplyLibraries(*libraries, &config);
+  if (absl::GetFlag(FLAGS_device_files)) {
+    if (absl::Status status = EnterDeviceFiles(); !status.ok()) {
+      std::fprintf(stderr, "rpma-sim: --device-files: %s\n",
+                   std::string(status.message()).c_str());
+      return kExitUsage;
+    }
+  }
   std::fflush(stdout);
   const std::string junit = absl::GetFlag(FLAGS_junit);
   const bool expect_failure = absl::GetFlag(FLAGS_expect_failure);
@@ -186,13 +200,15 @@ const Command& RunCommand() {
   static const Command command{
       {"run",
        {"seed", "faults", "scenario", "trace", "stats", "lib", "verbs_lib", "upstream_librpma",
-        "upstream_lib", "device", "execution", "races", "junit", "expect_failure"},
+        "upstream_lib", "device", "execution", "races", "junit", "expect_failure",
+        "device_files"},
        true,
        0,
        0},
       "rpma-sim run [--device=D] [--seed=S] [--faults=SPEC] [--scenario=FILE] "
       "[--trace=FILE]\n             [--stats=FILE] [--lib=DIR] [--verbs-lib=DIR] "
-      "[--upstream-librpma] [--junit=FILE]\n             [--expect-failure] -- PROGRAM [ARGS...]",
+      "[--upstream-librpma] [--junit=FILE]\n             [--expect-failure] [--device-files] -- "
+      "PROGRAM [ARGS...]",
       "Runs PROGRAM once, in place of rpma-sim, on the simulated NIC: RPMA_BACKEND=sim, the\n"
       "RPMA_SIM_* variables the flags give (the inherited ones removed), LD_LIBRARY_PATH\n"
       "starting with softrpma's librpma.so.0 and then the verbs shim's libibverbs.so.1 and\n"
@@ -211,12 +227,19 @@ const Command& RunCommand() {
       "With --expect-failure, rpma-sim waits for PROGRAM too, and the run passes (exit 0, and\n"
       "the test case of --junit) when PROGRAM failed as a correct program reports an injected\n"
       "fault: a non-zero exit and no crash or sanitizer report; it fails (exit 1) when PROGRAM\n"
-      "exited 0, and with PROGRAM's status when it crashed.",
+      "exited 0, and with PROGRAM's status when it crashed.\n"
+      "With --device-files, PROGRAM and its children see the files a kernel driver would\n"
+      "make for the simulated device (/dev/infiniband/uverbs_softrpma0, a character device,\n"
+      "and /sys/class/infiniband/softrpma_sim0 with its port's RoCE GID attributes), which\n"
+      "UCX needs to list the device; they exist in a mount namespace of the run's own (with a\n"
+      "user namespace when not root), so nothing else on the machine sees them. Where\n"
+      "namespaces are refused it is an error (exit 2) and PROGRAM does not run.",
       "  rpma-sim run -- ./my_app\n"
       "  rpma-sim run --faults='ibv_post_send:fail=EIO:nth=1' --junit=run.xml -- ./my_app\n"
       "  rpma-sim run --faults='ibv_alloc_pd:fail=EIO:nth=1' --expect-failure -- ./my_app\n"
       "  rpma-sim run --device=siw -- ./my_app\n"
       "  rpma-sim run -- ibv_devinfo\n"
+      "  rpma-sim run --device-files -- ucx_info -d\n"
       "  rpma-sim run -- rping -s -a 127.0.0.1 -C 3   # and `rpma-sim run -- rping -c ...`\n"
       "  rpma-sim run --upstream-librpma --faults='ibv_post_send:fail=EIO:nth=1' -- ./my_app\n"
       "  rpma-sim run --faults='ibv_get_cq_event:fail=EIO:nth=1' -- ./my_app\n"
