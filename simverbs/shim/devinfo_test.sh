@@ -54,6 +54,10 @@ has devinfo 'link_layer:[[:space:]]+Ethernet$'
 run verbose -- ibv_devinfo -v
 [[ "$(rc verbose)" == 0 ]] || fail "ibv_devinfo -v exited $(rc verbose): $(cat "$dir/verbose.err")"
 has verbose 'max_qp_wr:[[:space:]]+16384$'
+# Each profile reports the vendor of the device it models (docs/DEVICES.md): Mellanox's
+# ConnectX-5 here, the kernel drivers' own ids for rxe and siw below.
+has verbose 'vendor_id:[[:space:]]+0x02c9$'
+has verbose 'vendor_part_id:[[:space:]]+4119$'
 has verbose 'max_sge:[[:space:]]+32$'
 has verbose 'phys_state:[[:space:]]+LINK_UP \(5\)$'
 has verbose 'pkey_tbl_len:[[:space:]]+1$'
@@ -65,9 +69,11 @@ has verbose 'GID\[  0\]:[[:space:]]+::ffff:127\.[0-9]+\.[0-9]+\.[0-9]+, RoCE v2$
 run siw RPMA_SIM_DEVICE=siw -- ibv_devinfo
 [[ "$(rc siw)" == 0 ]] || fail "ibv_devinfo (siw) exited $(rc siw): $(cat "$dir/siw.err")"
 has siw 'transport:[[:space:]]+iWARP \(1\)$'
+has siw 'vendor_id:[[:space:]]+0x626d74$'
 run rxe RPMA_SIM_DEVICE=rxe -- ibv_devinfo -v
 has rxe 'max_inline_data|max_qp_wr:[[:space:]]+'  # starts and answers
 [[ "$(rc rxe)" == 0 ]] || fail "ibv_devinfo (rxe) exited $(rc rxe): $(cat "$dir/rxe.err")"
+has rxe 'vendor_id:[[:space:]]+0xffffff$'
 
 # A device or port that does not exist: the tool's own error, exit status not a signal.
 run nodev -- ibv_devinfo -d mlx5_0

@@ -178,9 +178,9 @@ void SimDevice::Query(ibv_device_attr_ex* attr) const {
   a.sys_image_guid = a.node_guid;
   a.max_mr_size = kMaxMrSize;
   a.page_size_cap = 4096;
-  a.vendor_id = 0;
-  a.vendor_part_id = 0;
-  a.hw_ver = 1;
+  a.vendor_id = profile.vendor_id;
+  a.vendor_part_id = profile.vendor_part_id;
+  a.hw_ver = profile.hw_ver;
   a.max_qp = 1 << 16;
   a.max_qp_wr = profile.max_qp_wr;
   a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE;

@@ -46,6 +46,11 @@ struct DeviceProfile {
   ibv_transport_type transport;  // ibv_device.transport_type of the context's device
   bool immediate_data;  // whether SEND_WITH_IMM / RDMA_WRITE_WITH_IMM can be posted
 
+  // What ibv_query_device_ex reports as the device's identity (the real device's figures).
+  uint32_t vendor_id;
+  uint32_t vendor_part_id;
+  uint32_t hw_ver;
+
   // What ibv_query_device_ex reports, and what creation enforces.
   int max_qp_wr;
   int max_sge;
