@@ -87,6 +87,8 @@ static void Devices(void) {
   CHECK(ibv_query_gid_ex(ctx, 1, 5, &entry, 0) == ENODATA);
   struct ibv_gid_entry table[4];
   CHECK(ibv_query_gid_table(ctx, table, 4, 0) == 1);
+  CHECK(ibv_query_gid_table(ctx, table, 1, 0) == 1);
+  CHECK(ibv_query_gid_table(ctx, table, 0, 0) == -EINVAL);  /* no room: rdma-core's EINVAL */
 
   __be16 pkey = 0;
   CHECK(ibv_query_pkey(ctx, 1, 0, &pkey) == 0);

@@ -372,8 +372,9 @@ ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_
   if (!IsTheContext(context) || flags != 0 || entry_size < sizeof(ibv_gid_entry)) {
     return -EINVAL;
   }
-  if (max_entries == 0) return 0;
-  if (entries == nullptr) return -EINVAL;
+  // rdma-core's answer (the kernel's QUERY_GID_TABLE): EINVAL when the table does not fit, and
+  // so for room for 0 entries; the table here has one.
+  if (max_entries == 0 || entries == nullptr) return -EINVAL;
   const int err = _ibv_query_gid_ex(context, softrpma::shim::kPortNum, 0, entries, 0, entry_size);
   return err == 0 ? 1 : -err;
 }
