@@ -465,7 +465,12 @@ static void ExtendedPost(void) {
   CHECK_NULL_ERRNO(ibv_create_qp_ex(ctx, &attr), EOPNOTSUPP);
   attr.send_ops_flags &= ~(uint64_t)IBV_QP_EX_WITH_BIND_MW;
   attr.comp_mask |= IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  attr.create_flags = IBV_QP_CREATE_SCATTER_FCS;
   CHECK_NULL_ERRNO(ibv_create_qp_ex(ctx, &attr), EINVAL);
+  attr.create_flags = 0; /* create flags present but none: a plain QP, as with every provider */
+  struct ibv_qp* unflagged = ibv_create_qp_ex(ctx, &attr);
+  CHECK(unflagged != NULL);
+  if (unflagged != NULL) CHECK(ibv_destroy_qp(unflagged) == 0);
   attr.comp_mask &= ~(uint32_t)IBV_QP_INIT_ATTR_CREATE_FLAGS;
   struct ibv_qp* qp = ibv_create_qp_ex(ctx, &attr);
   CHECK(qp != NULL);

@@ -1051,7 +1051,9 @@ TEST_F(CmTest, CreateQp_NonRc_Einval_CapsAboveLimits_Einval) {
   attr.cap.max_send_sge = 1;
   // (No PD is the device's: CreateQp_NullPdAndCqs_DevicePdAndCqsOfItsOwn.)
   attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  attr.create_flags = IBV_QP_CREATE_SCATTER_FCS;  // a create flag (0 is a plain QP)
   EXPECT_EQ(backend_->RdmaCreateQpEx(id, &attr), EINVAL);
+  attr.create_flags = 0;
   // The extended post API: the modelled ops only (qp.h), atomic write only on a device that
   // reports it.
   attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;

@@ -160,8 +160,15 @@ int CreateQp(ibv_qp_init_attr_ex* attr_ex, const std::shared_ptr<SimLink>& join,
       attr_ex->pd == nullptr) {
     return EINVAL;
   }
-  if ((attr_ex->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) != 0) {
-    return EINVAL;  // XRC, TSO, RSS, create flags...: not an RC QP of this device
+  constexpr uint32_t kModelledMask =
+      IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  if ((attr_ex->comp_mask & ~kModelledMask) != 0) {
+    return EINVAL;  // XRC, TSO, RSS...: not an RC QP of this device
+  }
+  // Create flags present but 0 is a plain QP, as with every provider (libfabric's verbs provider
+  // sends them so); a flag (scatter FCS, loopback blocking...) is not modelled.
+  if ((attr_ex->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) != 0 && attr_ex->create_flags != 0) {
+    return EINVAL;
   }
   uint64_t send_ops_flags = 0;
   if ((attr_ex->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0) {

@@ -762,6 +762,14 @@ TEST_F(ExtendedPostTest, EveryModelledBuilderAndNoInlineFlag) {
   EXPECT_EQ(std::memcmp(b_buf.data() + 128, a_buf.data() + 128, 100), 0);
 }
 
+TEST_F(ExtendedPostTest, CreateFlagsZero_APlainQp) {
+  int err = 0;
+  ibv_qp* qp = MakeQpEx(&a_, 0, IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS, &err);
+  ASSERT_NE(qp, nullptr) << err;
+  EXPECT_EQ(qp->qp_type, IBV_QPT_RC);
+  EXPECT_EQ(backend_->IbvDestroyQp(qp), 0);
+}
+
 TEST_F(ExtendedPostTest, CreationRefusesWhatIsNotModelled) {
   int err = 0;
   for (uint64_t other : {IBV_QP_EX_WITH_LOCAL_INV, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
@@ -774,8 +782,12 @@ TEST_F(ExtendedPostTest, CreationRefusesWhatIsNotModelled) {
   EXPECT_EQ(MakeQpEx(&a_, 0, IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, &err),
             nullptr);
   EXPECT_EQ(err, EOPNOTSUPP);
-  EXPECT_EQ(MakeQpEx(&a_, 0, IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS, &err), nullptr);
-  EXPECT_EQ(err, EINVAL);
+  ibv_qp_init_attr_ex flagged = QpAttr<ibv_qp_init_attr_ex>(&a_, /*max_send_sge=*/1);
+  flagged.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  flagged.pd = a_.pd;
+  flagged.create_flags = IBV_QP_CREATE_SCATTER_FCS;
+  ibv_qp* refused = nullptr;
+  EXPECT_EQ(backend_->IbvCreateQpEx(SimContext(), &flagged, &refused), EINVAL);
   EXPECT_EQ(MakeQpEx(&a_, 0, 0, &err), nullptr);  // no PD
   EXPECT_EQ(err, EINVAL);
   SetAtomicWriteSupported(false);
