@@ -125,7 +125,7 @@ SimDevice::SimDevice() {
   verbs.sz = sizeof(verbs);  // as rdma-core's verbs_init_context
   context.abi_compat = __VERBS_ABI_IS_EXTENDED;
   context.device = StaticDevice();
-  context.cmd_fd = -1;
+  context.cmd_fd = cmd_file_.Open() == 0 ? cmd_file_.fd() : -1;
   async_open_error_ = async_signal_.Open();
   context.async_fd = async_signal_.fd();
   context.num_comp_vectors = 1;

@@ -111,6 +111,10 @@ struct SimDevice final {
   std::deque<ibv_async_event> async_events_ ABSL_GUARDED_BY(async_mu_);
   SignalFd async_signal_;
   int async_open_error_ = 0;
+  // context.cmd_fd: a descriptor of the context's own, as the uverbs file a provider opens
+  // (programs dup it, poll it, pass it to ibv_import_device); nothing is ever written to it.
+  // Closed with the context.
+  SignalFd cmd_file_;
 };
 
 // container_of: the ibv_context sits at the end of the verbs_context, which is at offset 0.

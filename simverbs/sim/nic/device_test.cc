@@ -4,6 +4,9 @@
 
 #include "simverbs/sim/nic/device.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -90,6 +93,15 @@ TEST_F(DeviceTest, Context_IsTheSimDevice) {
   EXPECT_STREQ(ctx_->device->name, "softrpma_sim0");
   EXPECT_EQ(ctx_->num_comp_vectors, 1);
   EXPECT_STREQ(backend_->Name(), "sim");
+}
+
+TEST_F(DeviceTest, Context_CmdFdIsARealDescriptor_DupWorks) {
+  ASSERT_GE(ctx_->cmd_fd, 0);
+  EXPECT_NE(ctx_->cmd_fd, ctx_->async_fd);
+  EXPECT_NE(fcntl(ctx_->cmd_fd, F_GETFD) & FD_CLOEXEC, 0);
+  const int copy = dup(ctx_->cmd_fd);
+  ASSERT_GE(copy, 0) << errno;
+  EXPECT_EQ(close(copy), 0);
 }
 
 // Each test below that switches the profile puts mlx5 back and forgets the overrides.
