@@ -154,9 +154,12 @@ class VerbsQpTest : public ::testing::Test {
     return backend_->IbvModifyQp(qp, &attr, mask);
   }
 
-  // Both QPs to RTS, each bound to the other.
-  void ConnectPair() {
-    for (Side* side : {&a_, &b_}) ASSERT_EQ(Modify(side->qp, InitAttr(), kInitMask), 0);
+  // Both QPs to RTS, each bound to the other; b_ grants `b_access` as its qp_access_flags.
+  void ConnectPair(int b_access = kRemoteAccess) {
+    ibv_qp_attr b_init = InitAttr();
+    b_init.qp_access_flags = b_access;
+    ASSERT_EQ(Modify(a_.qp, InitAttr(), kInitMask), 0);
+    ASSERT_EQ(Modify(b_.qp, b_init, kInitMask), 0);
     ASSERT_EQ(Modify(a_.qp, RtrAttr(b_.qp->qp_num, OurGid()), kRtrMask), 0);
     ASSERT_EQ(Modify(b_.qp, RtrAttr(a_.qp->qp_num, OurGid()), kRtrMask), 0);
     for (Side* side : {&a_, &b_}) ASSERT_EQ(Modify(side->qp, RtsAttr(), kRtsMask), 0);
@@ -331,6 +334,40 @@ TEST_F(VerbsQpTest, WriteSendReadMoveData) {
   EXPECT_EQ(got[0].byte_len, 6u);
   EXPECT_EQ(got[0].src_qp, a_.qp->qp_num);
   EXPECT_STREQ(reinterpret_cast<char*>(b_buf.data() + 48), "hello");
+}
+
+// An RDMA WRITE needs IBV_ACCESS_REMOTE_WRITE on the responder's QP and an RDMA READ
+// IBV_ACCESS_REMOTE_READ, whatever the MR grants: without it the requester completes with
+// IBV_WC_REM_ACCESS_ERR and both QPs go to ERROR, as for an MR without the access.
+TEST_F(VerbsQpTest, QpWithoutTheRemoteAccessRefusesTheRequest) {
+  struct Case {
+    const char* name;
+    int b_access;
+    bool read;
+  };
+  for (const Case& c : {Case{"write without REMOTE_WRITE",
+                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, false},
+                        Case{"read without REMOTE_READ",
+                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, true}}) {
+    SCOPED_TRACE(c.name);
+    TearDown();
+    SetUp();
+    ConnectPair(c.b_access);
+    TestBuffer a_buf(backend_, a_.pd, 64, kRemoteAccess);
+    TestBuffer b_buf(backend_, b_.pd, 64, kRemoteAccess);
+    std::memcpy(a_buf.data(), "from a", 7);
+    std::memcpy(b_buf.data(), "from b", 7);
+    ibv_sge sge = a_buf.Sge(c.read ? 32 : 0, 7);
+    ASSERT_EQ(c.read ? PostRead(backend_, a_.qp, 1, &sge, 1, b_buf.addr(0), b_buf.mr()->rkey)
+                     : PostWrite(backend_, a_.qp, 1, &sge, 1, b_buf.addr(32), b_buf.mr()->rkey),
+              0);
+    EXPECT_THAT(PollN(backend_, a_.cq, 1),
+                ElementsAre(Field(&ibv_wc::status, IBV_WC_REM_ACCESS_ERR)));
+    EXPECT_EQ(b_buf.data()[32], 0) << "the write reached memory";
+    EXPECT_EQ(a_buf.data()[32], 0) << "the read brought data";
+    EXPECT_EQ(a_.qp->state, IBV_QPS_ERR);
+    EXPECT_EQ(b_.qp->state, IBV_QPS_ERR);
+  }
 }
 
 TEST_F(VerbsQpTest, QpBoundToItselfLoopsBack) {
