@@ -334,6 +334,13 @@ struct SimQp final {
   // before the id goes; read by IbvDestroyQp, which the caller calls after.
   std::atomic<bool> cm_orphan{false};
   ibv_qp_attr verbs_attr;   // guarded by link->mu
+  // The remote access this QP grants as a responder (the IBV_ACCESS_REMOTE_* of the last
+  // qp_access_flags of ibv_modify_qp), checked before the MR's (responder.cc). A QP of
+  // ibv_create_qp grants none until INIT sets it; a QP of rdma_create_qp what the kernel's CM
+  // gives an RC QP of a connection with responder resources (cm.c, cm_init_qp_init_attr:
+  // REMOTE_WRITE, and REMOTE_READ | REMOTE_ATOMIC when responder_resources > 0). Guarded by
+  // link->mu.
+  int remote_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   ibv_qp_init_attr verbs_init;
   // Serializes ModifyVerbsQp and QueryVerbsQp of this QP, as a provider's per-QP mutex does
   // (a transition checks the state, may dial its peer unlocked and may give the QP a link of

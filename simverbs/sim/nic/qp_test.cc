@@ -286,6 +286,48 @@ TEST_F(QpTest, RemoteAccessError_ResponderQpGoesToErrorAndFlushesItsReceives) {
                                 Field(&ibv_wc::status, IBV_WC_WR_FLUSH_ERR))));
 }
 
+// The passive QP's remote access narrowed to `access` (RTS -> RTS, IBV_QP_ACCESS_FLAGS), then
+// a request of `opcode` from the active side to an MR that grants everything: refused with
+// IBV_WC_REM_ACCESS_ERR whatever the MR says, the target untouched and the responder in ERROR,
+// as for an MR without the access.
+void ExpectQpAccessRefuses(Backend* backend, TestConnection* conn, int access,
+                           ibv_wr_opcode opcode) {
+  ibv_qp_attr attr{};
+  attr.qp_access_flags = access;
+  ASSERT_EQ(backend->IbvModifyQp(conn->passive.qp(), &attr, IBV_QP_ACCESS_FLAGS), 0);
+  TestBuffer local(backend, conn->active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend, conn->passive.pd, 16, kRemoteAccess);
+  std::memcpy(local.data(), "local", 6);
+  std::memcpy(remote.data(), "remote", 7);
+  ibv_sge sge = local.Sge(8, 7);
+  if (opcode == IBV_WR_RDMA_READ) {
+    ASSERT_EQ(PostRead(backend, conn->active.qp(), 1, &sge, 1, remote.addr(), remote.mr()->rkey),
+              0);
+  } else {
+    sge = local.Sge(0, 6);
+    ASSERT_EQ(
+        PostWrite(backend, conn->active.qp(), 1, &sge, 1, remote.addr(8), remote.mr()->rkey), 0);
+  }
+
+  EXPECT_THAT(PollAll(backend, conn->active.send_cq),
+              ElementsAre(Field(&ibv_wc::status, IBV_WC_REM_ACCESS_ERR)));
+  EXPECT_EQ(local.data()[8], 0) << "the refused read brought data";
+  EXPECT_EQ(remote.data()[8], 0) << "the refused write reached memory";
+  EXPECT_EQ(conn->passive.qp()->state, IBV_QPS_ERR);
+}
+
+TEST_F(QpTest, Write_ResponderQpWithoutRemoteWrite_RemAccessErr) {
+  Connect();
+  ExpectQpAccessRefuses(backend_, &conn_, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ,
+                        IBV_WR_RDMA_WRITE);
+}
+
+TEST_F(QpTest, Read_ResponderQpWithoutRemoteRead_RemAccessErr) {
+  Connect();
+  ExpectQpAccessRefuses(backend_, &conn_, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+                        IBV_WR_RDMA_READ);
+}
+
 TEST_F(QpTest, SqSigAll_EveryWrCompletes) {
   ConnectionOptions options;
   options.sq_sig_all = 1;

@@ -36,15 +36,6 @@ void AddWaiterLocked(SimSrq* srq, const std::shared_ptr<SimLink>& link)
   srq->waiters.push_back(link);
 }
 
-// The remote access `responder` grants: a QP of ibv_modify_qp what its qp_access_flags said
-// (none until set); a QP of rdma_create_qp what the kernel's CM gives an RC QP it connects
-// (cm_init_qp_init_attr: REMOTE_WRITE, and REMOTE_READ | REMOTE_ATOMIC when the connection
-// has responder resources, as every CM QP here is modelled to).
-int QpRemoteAccess(const SimQp* responder) {
-  if (responder->verbs) return responder->verbs_attr.qp_access_flags;
-  return IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-}
-
 }  // namespace
 
 namespace nic_internal {
@@ -138,8 +129,7 @@ ibv_wc_status CheckTargetLocked(SimQp* responder, const Opcode& op, uint32_t rke
                                 uint64_t length, Segments* remote) {
   // The QP's own remote access (ibv_modify_qp's qp_access_flags) is checked first, for every
   // request that names a target, as rxe's check_op_valid does before it looks at the rkey.
-  if (op.target_access != 0 &&
-      (QpRemoteAccess(responder) & op.target_access) != op.target_access) {
+  if ((responder->remote_access & op.target_access) != op.target_access) {
     EnterErrorLocked(responder);
     return IBV_WC_REM_ACCESS_ERR;
   }

@@ -282,7 +282,10 @@ void RecordAttrs(SimQp* qp, const ibv_qp_attr& attr, int mask) {
   ibv_qp_attr& to = qp->verbs_attr;
   if (mask & IBV_QP_PKEY_INDEX) to.pkey_index = attr.pkey_index;
   if (mask & IBV_QP_PORT) to.port_num = attr.port_num;
-  if (mask & IBV_QP_ACCESS_FLAGS) to.qp_access_flags = attr.qp_access_flags;
+  if (mask & IBV_QP_ACCESS_FLAGS) {
+    to.qp_access_flags = attr.qp_access_flags;
+    qp->remote_access = attr.qp_access_flags;
+  }
   if (mask & IBV_QP_AV) to.ah_attr = attr.ah_attr;
   if (mask & IBV_QP_ALT_PATH) {
     to.alt_ah_attr = attr.alt_ah_attr;
@@ -330,6 +333,7 @@ std::shared_ptr<Transport> ResetLocked(SimQp* qp) {
   link->remote_pid = 0;
   link->we_reach_peer = false;
   std::memset(&qp->verbs_attr, 0, sizeof(qp->verbs_attr));
+  qp->remote_access = 0;
   SetStateLocked(qp, IBV_QPS_RESET);
   return conn;
 }
@@ -474,6 +478,7 @@ int CreateVerbsQp(ibv_qp_init_attr_ex* attr, SimQp** qp) {
   {
     softrpma::MutexLock lock(&made->link->mu);
     std::memset(&made->verbs_attr, 0, sizeof(made->verbs_attr));
+    made->remote_access = 0;
     SetStateLocked(made, IBV_QPS_RESET);
   }
   {
@@ -512,9 +517,9 @@ int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask) {
   if (!qp->verbs) {
     // A QP of rdma_create_qp: its states are the CM's. The user's are the error state, and
     // RTS -> RTS with that row's optional attributes (the kernel's ib_modify_qp_is_ok table;
-    // libfabric's verbs provider sets IBV_QP_MIN_RNR_TIMER so). Their values are checked and
-    // change nothing the simulated CM QP does: it has no alternate path, RNR NAKs are not
-    // timed, and its remote access is what rdma_cm gave it.
+    // libfabric's verbs provider sets IBV_QP_MIN_RNR_TIMER so). Their values are checked; of
+    // them only the remote access changes what the simulated CM QP does (it has no alternate
+    // path, RNR NAKs are not timed).
     if (attr_mask == IBV_QP_STATE && next == IBV_QPS_ERR) {
       SetQpError(qp);
       return 0;
@@ -524,7 +529,12 @@ int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask) {
     int optional = 0;
     TransitionMasks(cur, next, &required, &optional);
     if ((attr_mask & ~(optional | IBV_QP_STATE)) != 0) return EINVAL;
-    return CheckValues(qp, *attr, attr_mask);
+    if (int err = CheckValues(qp, *attr, attr_mask); err != 0) return err;
+    if ((attr_mask & IBV_QP_ACCESS_FLAGS) != 0) {
+      softrpma::MutexLock lock(&link->mu);
+      qp->remote_access = attr->qp_access_flags;
+    }
+    return 0;
   }
   if (next > IBV_QPS_ERR || next == IBV_QPS_SQD || next == IBV_QPS_SQE) return EINVAL;
   int required = 0;
