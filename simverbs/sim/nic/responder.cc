@@ -1,8 +1,8 @@
 // responder.cc: THE RESPONDER, what the target's NIC does with a request, one code for every
-// carrier: readiness, then the target's key, bounds and access, then an atomic's alignment,
-// then the receive's capacity and keys; memory is touched only after every check that could
-// refuse the request. Requests from another process are untrusted bytes; those that must wait
-// for a receive wait here, within THE BUDGET, in order.
+// carrier: readiness, then the QP's remote access, then the target's key, bounds and access,
+// then an atomic's alignment, then the receive's capacity and keys; memory is touched only
+// after every check that could refuse the request. Requests from another process are untrusted
+// bytes; those that must wait for a receive wait here, within THE BUDGET, in order.
 
 #include "simverbs/sim/nic/qp.h"
 
@@ -102,9 +102,9 @@ Outcome DeliverToReceive(SimQp* peer, const Delivery& delivery, const MessageSou
 // ---- THE RESPONDER: what the target's NIC does with a request ------------------------------
 // A request reaches it from the requester in this process (the LOCAL carrier:
 // carrier_local.cc, ExecuteLocked) or from another process (ServeRequestLocked); either way
-// its checks run in ONE ORDER: the responder's readiness (ReadinessOf), the target range's
-// key, bounds and access, then an atomic's alignment (CheckTargetLocked), then the receive's
-// capacity and keys (DeliverToReceive).
+// its checks run in ONE ORDER: the responder's readiness (ReadinessOf), the QP's remote access
+// (its qp_access_flags), the target range's key, bounds and access, then an atomic's alignment
+// (CheckTargetLocked), then the receive's capacity and keys (DeliverToReceive).
 // Memory is touched only after every check that could refuse the request.
 
 // A responder not ready yet is a passive side whose connect has not completed (INIT), or a QP
