@@ -24,8 +24,8 @@
 // rdma_get_request needs a synchronous listener (EINVAL otherwise), as there.
 // rdma_create_ep with ai_route or ai_connect in the rdma_addrinfo (IB path records, AF_IB
 // service data: never made by this rdma_getaddrinfo) fails with ENOSYS.
-// WHAT FAILS CLEANLY (-1 + errno ENOSYS, or NULL + ENOSYS): rdma_create_srq(_ex), rdma_destroy_srq (nothing),
-// rdma_establish, rdma_init_qp_attr, rdma_notify, rdma_set_option, multicast
+// WHAT FAILS CLEANLY (-1 + errno ENOSYS, or NULL + ENOSYS): rdma_create_srq(_ex),
+// rdma_destroy_srq (nothing), rdma_establish, rdma_init_qp_attr, rdma_notify, rdma_set_option, multicast
 // (rdma_join_multicast(_ex), rdma_leave_multicast), rdma_set_local_ece / rdma_get_remote_ece
 // (EOPNOTSUPP), and the rsockets API but rpoll (rsocket, rbind, ..., riowrite).
 
