@@ -25,8 +25,8 @@
 // rdma_create_ep with ai_route or ai_connect in the rdma_addrinfo (IB path records, AF_IB
 // service data: never made by this rdma_getaddrinfo) fails with ENOSYS.
 // WHAT FAILS CLEANLY (-1 + errno ENOSYS, or NULL + ENOSYS): rdma_create_srq(_ex),
-// rdma_destroy_srq (nothing), rdma_establish, rdma_init_qp_attr, rdma_notify, rdma_set_option, multicast
-// (rdma_join_multicast(_ex), rdma_leave_multicast), rdma_set_local_ece / rdma_get_remote_ece
+// rdma_destroy_srq (nothing), rdma_establish, rdma_init_qp_attr, rdma_notify,
+// rdma_set_option, multicast (rdma_join_multicast(_ex), rdma_leave_multicast), rdma_set_local_ece / rdma_get_remote_ece
 // (EOPNOTSUPP), and the rsockets API but rpoll (rsocket, rbind, ..., riowrite).
 
 #include <netinet/in.h>
@@ -111,9 +111,17 @@ void AckHeldEvent(Backend* backend, rdma_cm_id* id) {
   id->event = nullptr;
 }
 
-// A channel of the id's own: the backend's, made for it (its fd is pollable, as rdma-core's).
-int NewPrivateChannel(Backend* backend, rdma_event_channel** channel) {
-  return backend->RdmaCreateEventChannel(channel);
+// Moves `id` (not synchronous) to a channel of its own, made for it (its fd is pollable, as
+// rdma-core's), and makes it synchronous; on failure it stays where it was.
+int MakeSync(Backend* backend, rdma_cm_id* id) {
+  rdma_event_channel* own = nullptr;
+  if (int err = backend->RdmaCreateEventChannel(&own); err != 0) return err;
+  if (int err = backend->RdmaMigrateId(id, own); err != 0) {
+    backend->RdmaDestroyEventChannel(own);
+    return err;
+  }
+  MarkSync(id);
+  return 0;
 }
 
 // rdma-core's ucma_complete: on a synchronous id, waits for the event its call caused and keeps
@@ -157,7 +165,7 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
   if (channel != nullptr) return Result(backend->RdmaCreateId(channel, id, context, ps));
   if (id == nullptr) return Fail(EINVAL);
   rdma_event_channel* own = nullptr;
-  if (int err = NewPrivateChannel(backend, &own); err != 0) return Fail(err);
+  if (int err = backend->RdmaCreateEventChannel(&own); err != 0) return Fail(err);
   if (int err = backend->RdmaCreateId(own, id, context, ps); err != 0) {
     backend->RdmaDestroyEventChannel(own);
     return Fail(err);
@@ -195,15 +203,7 @@ int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
   const bool was_sync = IsSync(id);
   if (channel == nullptr) {
     // To a channel of its own: the id becomes synchronous (it is one already: EINVAL).
-    if (was_sync) return Fail(EINVAL);
-    rdma_event_channel* own = nullptr;
-    if (int err = NewPrivateChannel(backend, &own); err != 0) return Fail(err);
-    if (int err = backend->RdmaMigrateId(id, own); err != 0) {
-      backend->RdmaDestroyEventChannel(own);
-      return Fail(err);
-    }
-    MarkSync(id);
-    return 0;
+    return was_sync ? Fail(EINVAL) : Result(MakeSync(backend, id));
   }
   if (!was_sync) return Result(backend->RdmaMigrateId(id, channel));
   // A synchronous id to the user's channel: its own channel (empty now: pending events move
@@ -318,16 +318,8 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   // A request of a synchronous listener is synchronous (rdma-core's ucma_process_conn_req).
   // When it cannot be, the request is refused (its id destroyed: the requester is rejected)
   // and the call fails, as there.
-  rdma_event_channel* own = nullptr;
-  int err = NewPrivateChannel(backend, &own);
-  if (err == 0) {
-    err = backend->RdmaMigrateId(got->id, own);
-    if (err != 0) backend->RdmaDestroyEventChannel(own);
-  }
-  if (err == 0) {
-    MarkSync(got->id);
-    return 0;
-  }
+  const int err = MakeSync(backend, got->id);
+  if (err == 0) return 0;
   rdma_cm_id* request = got->id;
   backend->RdmaAckCmEvent(got);
   backend->RdmaDestroyId(request);

@@ -53,60 +53,75 @@ absl::Status MakeDirectories(const std::string& path) {
   return absl::OkStatus();
 }
 
+// Creates `path` as an empty file (a mount point for a bind of a file).
+bool CreateEmptyFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  return fd >= 0 && close(fd) == 0;
+}
+
+// A descriptor closed when it goes out of scope.
+struct ScopedFd {
+  explicit ScopedFd(int value) : fd(value) {}
+  ~ScopedFd() {
+    if (fd >= 0) close(fd);
+  }
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  const int fd;
+};
+
+// The entries of the directory `fd` (not . and ..) with their types; those gone meanwhile are
+// left out.
+std::vector<std::pair<std::string, mode_t>> EntriesOf(int fd) {
+  std::vector<std::pair<std::string, mode_t>> entries;
+  DIR* list = fdopendir(dup(fd));
+  if (list == nullptr) return entries;
+  while (const dirent* entry = readdir(list)) {
+    const std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st;
+    if (fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      entries.emplace_back(name, st.st_mode);
+    }
+  }
+  closedir(list);
+  return entries;
+}
+
 // Covers `dir` with a tmpfs that holds what `dir` held: each entry bind-mounted from the
 // original (reached through a descriptor opened before the cover), symbolic links copied.
 absl::Status Cover(const std::string& dir) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Errno(absl::StrCat("cannot open ", dir));
+  const ScopedFd original(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    close(fd);
-    return Errno(absl::StrCat("cannot stat ", dir));
+  if (original.fd < 0 || fstat(original.fd, &st) != 0) {
+    return Errno(absl::StrCat("cannot open ", dir));
   }
   // The entries first: once covered, `dir` shows the tmpfs.
-  std::vector<std::pair<std::string, mode_t>> entries;
-  if (DIR* list = fdopendir(dup(fd)); list != nullptr) {
-    while (const dirent* entry = readdir(list)) {
-      const std::string name = entry->d_name;
-      if (name == "." || name == "..") continue;
-      struct stat entry_st;
-      if (fstatat(fd, name.c_str(), &entry_st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone
-      entries.emplace_back(name, entry_st.st_mode);
-    }
-    closedir(list);
-  }
+  const std::vector<std::pair<std::string, mode_t>> entries = EntriesOf(original.fd);
   char mode_octal[16];
   std::snprintf(mode_octal, sizeof(mode_octal), "mode=%o", st.st_mode & 07777);
   if (mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID, mode_octal) != 0) {
-    const absl::Status status = Errno(absl::StrCat("cannot mount a tmpfs on ", dir));
-    close(fd);
-    return status;
+    return Errno(absl::StrCat("cannot mount a tmpfs on ", dir));
   }
-  const std::string from = absl::StrCat("/proc/self/fd/", fd, "/");
+  const std::string from = absl::StrCat("/proc/self/fd/", original.fd, "/");
   for (const auto& [name, mode] : entries) {
     const std::string to = absl::StrCat(dir, "/", name);
     if (S_ISLNK(mode)) {
       char target[4096];
-      const ssize_t n = readlinkat(fd, name.c_str(), target, sizeof(target) - 1);
-      if (n < 0) continue;
+      const ssize_t n = readlinkat(original.fd, name.c_str(), target, sizeof(target) - 1);
+      if (n < 0) continue;  // gone meanwhile
       target[n] = '\0';
       if (symlink(target, to.c_str()) != 0) {
-        const absl::Status status = Errno(absl::StrCat("cannot copy the link ", to));
-        close(fd);
-        return status;
+        return Errno(absl::StrCat("cannot copy the link ", to));
       }
       continue;
     }
-    const int made = S_ISDIR(mode) ? mkdir(to.c_str(), 0755)
-                                   : close(open(to.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
-    if (made != 0 || mount(absl::StrCat(from, name).c_str(), to.c_str(), nullptr,
-                           MS_BIND | MS_REC, nullptr) != 0) {
-      const absl::Status status = Errno(absl::StrCat("cannot keep ", to, " under the tmpfs"));
-      close(fd);
-      return status;
+    const bool made = S_ISDIR(mode) ? mkdir(to.c_str(), 0755) == 0 : CreateEmptyFile(to);
+    if (!made || mount(absl::StrCat(from, name).c_str(), to.c_str(), nullptr, MS_BIND | MS_REC,
+                       nullptr) != 0) {
+      return Errno(absl::StrCat("cannot keep ", to, " under the tmpfs"));
     }
   }
-  close(fd);
   return absl::OkStatus();
 }
 
@@ -173,8 +188,7 @@ absl::Status EnterDeviceFiles() {
   // /dev/infiniband/<uverbs name>: /dev/null, bound there.
   if (absl::Status status = MakeWritable("/dev/infiniband"); !status.ok()) return status;
   const std::string node = absl::StrCat("/dev/infiniband/", kUverbsName);
-  if (close(open(node.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) != 0 ||
-      mount("/dev/null", node.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+  if (!CreateEmptyFile(node) || mount("/dev/null", node.c_str(), nullptr, MS_BIND, nullptr) != 0) {
     return Errno(absl::StrCat("cannot make ", node));
   }
 
