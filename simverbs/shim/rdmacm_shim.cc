@@ -26,8 +26,9 @@
 // service data: never made by this rdma_getaddrinfo) fails with ENOSYS.
 // WHAT FAILS CLEANLY (-1 + errno ENOSYS, or NULL + ENOSYS): rdma_create_srq(_ex),
 // rdma_destroy_srq (nothing), rdma_establish, rdma_init_qp_attr, rdma_notify,
-// rdma_set_option, multicast (rdma_join_multicast(_ex), rdma_leave_multicast), rdma_set_local_ece / rdma_get_remote_ece
-// (EOPNOTSUPP), and the rsockets API but rpoll (rsocket, rbind, ..., riowrite).
+// rdma_set_option, multicast (rdma_join_multicast(_ex), rdma_leave_multicast),
+// rdma_set_local_ece / rdma_get_remote_ece (EOPNOTSUPP), and the rsockets API but rpoll
+// (rsocket, rbind, ..., riowrite).
 
 #include <netinet/in.h>
 #include <poll.h>
