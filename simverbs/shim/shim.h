@@ -83,6 +83,10 @@
 //   or of one rdma_create_qp_ex made so): the extended post API, ibv_wr_start /
 //   ibv_wr_complete / ibv_wr_abort with the builders of the RC ops and the SGE / inline setters
 //   (sim/qp.h); send_ops_flags naming other ops give EOPNOTSUPP, other comp_mask bits EINVAL.
+//   64-BIT ATOMICS where the profile's atomic_cap is IBV_ATOMIC_HCA (mlx5, rxe; siw: EINVAL):
+//   IBV_WR_ATOMIC_CMP_AND_SWP / IBV_WR_ATOMIC_FETCH_AND_ADD on ibv_post_send and
+//   ibv_wr_atomic_cmp_swp / ibv_wr_atomic_fetch_add, in one process and between processes
+//   (perftest's ib_atomic_lat / ib_atomic_bw; docs/DEVICES.md, "64-bit atomics").
 // WHAT FAILS CLEANLY, as a provider without the feature (NULL + errno EOPNOTSUPP, or EOPNOTSUPP
 // returned): ibv_create_cq_ex asking for a completion timestamp
 // (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, _WALLCLOCK: no device clock), CVLAN, flow tag or
@@ -100,8 +104,8 @@
 // librdmacm.so.1: see rdmacm_shim.cc's top comment for what works and what fails.
 //
 // PROGRAMS THAT RUN (each a test here): ibv_devices / ibv_devinfo (devinfo_test), rping
-// (rping_test), ibv_rc_pingpong (rc_pingpong_test), perftest with and without -R
-// (perftest_test), and libfabric 1.17's verbs provider: fi_pingpong -p "verbs;ofi_rxm" -e rdm
+// (rping_test), ibv_rc_pingpong (rc_pingpong_test), perftest with and without -R, its atomics
+// among them (perftest_test), and libfabric 1.17's verbs provider: fi_pingpong -p "verbs;ofi_rxm" -e rdm
 // and -p verbs -e msg with data checks, as two processes under `rpma-sim run`
 // (fi_pingpong_test).
 //

@@ -37,6 +37,8 @@ uint16_t AllowedFlags(Type type) {
     case Type::kRead:
       return kFlagSolicited | kFlagCma;
     case Type::kAtomicWrite:
+    case Type::kCompareSwap:
+    case Type::kFetchAdd:
       return kFlagSolicited;
     case Type::kReadResponse:
     case Type::kReady:
@@ -76,6 +78,10 @@ bool ValidateHeader(const Header& header) {
     case Type::kAtomicWrite:
       // Its 8 bytes are the body; `length` is not the operation's and must say nothing.
       return header.body_len == sizeof(uint64_t) && header.length == 0;
+    case Type::kCompareSwap:
+      return header.body_len == sizeof(AtomicOperands) && header.length == 0;
+    case Type::kFetchAdd:
+      return header.body_len == sizeof(uint64_t) && header.length == 0;
     case Type::kRead:
       if (header.length > kMaxMessageBytes) return false;
       return cma ? ValidCmaBody(header) : header.body_len == 0;
@@ -93,6 +99,8 @@ bool ValidateHeader(const Header& header) {
 uint64_t TargetBytes(const Header& header) {
   switch (static_cast<Type>(header.type)) {
     case Type::kAtomicWrite:
+    case Type::kCompareSwap:
+    case Type::kFetchAdd:
       return sizeof(uint64_t);
     case Type::kRead:
       return header.length;

@@ -46,8 +46,12 @@ enum class Type : uint16_t {
   kSend = 17,         // body = the message; kFlagImm, kFlagSolicited
   kRead = 18,         // header.remote_addr / rkey / length (no body)
   kAtomicWrite = 19,  // body = 8 bytes; header.remote_addr / rkey
+  kCompareSwap = 20,  // body = AtomicOperands (compare, swap); header.remote_addr / rkey
+  kFetchAdd = 21,     // body = the 8-byte addend; header.remote_addr / rkey
   kAck = 32,          // responder -> requester: header.seq, header.status (an ibv_wc_status)
-  kReadResponse = 33, // responder -> requester: header.seq, header.status, body = the data
+  // responder -> requester: header.seq, header.status, body = the data: a kRead's, or the 8
+  // bytes the target held before a kCompareSwap / kFetchAdd
+  kReadResponse = 33,
 };
 
 inline constexpr uint16_t kFlagImm = 1;
@@ -67,6 +71,12 @@ inline constexpr int kMaxCmaSegments = 32;
 // CONNECT_ERROR (-ECONNRESET) when header.status is not 0, else DISCONNECTED (status 0), and
 // owes no DREP.
 inline constexpr uint16_t kFlagBroken = 8;
+
+// The body of a kCompareSwap (host byte order: both ends are processes of one host).
+struct AtomicOperands {
+  uint64_t compare;
+  uint64_t swap;
+};
 
 // One piece of the requester's memory, as an address in ITS address space.
 struct CmaSegment {

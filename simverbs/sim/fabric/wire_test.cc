@@ -22,7 +22,9 @@ TEST(ValidateHeader, AcceptsEachTypeWithItsBodyLength) {
                         Case{Type::kQpBind, sizeof(QpBindBody)}, Case{Type::kReady, 0},
                         Case{Type::kDisconnect, 0}, Case{Type::kDisconnectReply, 0},
                         Case{Type::kRead, 0}, Case{Type::kAck, 0},
-                        Case{Type::kAtomicWrite, 8}, Case{Type::kWrite, 4096},
+                        Case{Type::kAtomicWrite, 8},
+                        Case{Type::kCompareSwap, sizeof(AtomicOperands)},
+                        Case{Type::kFetchAdd, 8}, Case{Type::kWrite, 4096},
                         Case{Type::kSend, 0}, Case{Type::kReadResponse, 1 << 20},
                         Case{Type::kShmRing, sizeof(ShmRingBody)}, Case{Type::kShmSwitch, 0}}) {
     Header header = MakeHeader(c.type);
@@ -95,6 +97,25 @@ TEST(ValidateHeader, RejectsBadMagicUnknownTypeAndWrongLengths) {
 
   header = MakeHeader(Type::kAtomicWrite);
   header.body_len = 16;
+  EXPECT_FALSE(ValidateHeader(header));
+
+  // A compare-and-swap carries both operands, a fetch-and-add its addend, and nothing else.
+  for (uint32_t body_len : {0u, 8u, 24u}) {
+    header = MakeHeader(Type::kCompareSwap);
+    header.body_len = body_len;
+    EXPECT_FALSE(ValidateHeader(header)) << body_len;
+  }
+  for (uint32_t body_len : {0u, 16u}) {
+    header = MakeHeader(Type::kFetchAdd);
+    header.body_len = body_len;
+    EXPECT_FALSE(ValidateHeader(header)) << body_len;
+  }
+  header = MakeHeader(Type::kFetchAdd);
+  header.body_len = 8;
+  header.flags = kFlagCma;  // never by cross-memory attach
+  EXPECT_FALSE(ValidateHeader(header));
+  header.flags = 0;
+  header.length = 8;
   EXPECT_FALSE(ValidateHeader(header));
 
   header = MakeHeader(Type::kRead);
@@ -220,6 +241,12 @@ TEST(TargetBytes, IsWhatTheOperationTouchesAtTheTarget) {
   Header atomic = MakeHeader(Type::kAtomicWrite);
   atomic.body_len = 8;
   EXPECT_EQ(TargetBytes(atomic), 8u);
+  Header compare_swap = MakeHeader(Type::kCompareSwap);
+  compare_swap.body_len = sizeof(AtomicOperands);
+  EXPECT_EQ(TargetBytes(compare_swap), 8u);  // its body is 16 bytes; the target word is 8
+  Header fetch_add = MakeHeader(Type::kFetchAdd);
+  fetch_add.body_len = 8;
+  EXPECT_EQ(TargetBytes(fetch_add), 8u);
   Header read = MakeHeader(Type::kRead);
   read.length = 4096;
   EXPECT_EQ(TargetBytes(read), 4096u);

@@ -52,7 +52,8 @@ class Host final : public LinkCarrier {
       iovec iov[kMaxSge];
       int iovcnt = 0;
       wire::CmaSegment segments[kMaxSge];
-      if (link->peer_reaches_us && !wqe.is_inline && wqe.opcode != IBV_WR_ATOMIC_WRITE &&
+      wire::AtomicOperands operands{wqe.compare_add, wqe.swap};
+      if (link->peer_reaches_us && !wqe.is_inline && !op.atomic &&
           local.total >= kCmaMinBytes) {
         // The peer copies: the request carries where the bytes are (or go, for a read).
         header.flags |= wire::kFlagCma;
@@ -64,6 +65,12 @@ class Host final : public LinkCarrier {
         header.body_len = static_cast<uint32_t>(local.count * sizeof(wire::CmaSegment));
         iov[0] = iovec{segments, header.body_len};
         iovcnt = 1;
+      } else if (FetchesAtomically(op)) {
+        // The operands travel; the word's former value comes back in a read response.
+        header.body_len = op.wire == wire::Type::kCompareSwap ? sizeof(operands) : sizeof(uint64_t);
+        iov[0] = iovec{&operands, header.body_len};
+        iovcnt = 1;
+        link->max_read_sent = std::max<uint64_t>(link->max_read_sent, sizeof(uint64_t));
       } else if (is_read) {
         header.length = local.total;
         link->max_read_sent = std::max<uint64_t>(link->max_read_sent, local.total);

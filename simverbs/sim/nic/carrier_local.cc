@@ -37,6 +37,13 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
   const ibv_wc_status status =
       CheckTargetLocked(peer, op, wqe.rkey, wqe.remote_addr, local.total, &remote);
   if (status != IBV_WC_SUCCESS) return Done(status);
+  if (FetchesAtomically(op)) {  // the word's former value comes back into the local 8 bytes
+    uint64_t former = ExecuteFetchingAtomic(op, remote, wqe.compare_add, wqe.swap);
+    Segments value;
+    value.Add(reinterpret_cast<uint8_t*>(&former), sizeof(former));
+    Copy(value, local);
+    return Done(IBV_WC_SUCCESS, sizeof(former));
+  }
   if (!op.reads_local) {  // a READ: the target's bytes come back into the local SGEs
     Copy(remote, local);
     return Done(IBV_WC_SUCCESS, local.total);

@@ -133,7 +133,9 @@ void HandleResponseLocked(SimLink* link, SimQp* qp, const wire::Header& response
   SendWqe& wqe = qp->sq.front();
   if (wqe.seq != response.seq) return;
   ibv_wc_status status = PeerStatus(response.status);
-  const bool is_read = wqe.opcode == IBV_WR_RDMA_READ;
+  // A READ's response brings its data, a compare-and-swap's or fetch-and-add's the 8 bytes of
+  // the word's former value.
+  const bool is_read = !RowOf(wqe.opcode).reads_local;
   const bool read_response = static_cast<wire::Type>(response.type) == wire::Type::kReadResponse;
   if (status == IBV_WC_SUCCESS && is_read != read_response) status = IBV_WC_BAD_RESP_ERR;
   // A read response says the data is in place (kFlagCma) exactly when the read asked the

@@ -76,6 +76,15 @@ void WrAtomicWrite(SimQp* qp, uint32_t rkey, uint64_t remote_addr, const void* a
   WrSetInlineDataList(qp, 1, &value);  // its 8 bytes travel in the WQE
 }
 
+void WrFetchingAtomic(SimQp* qp, ibv_wr_opcode opcode, uint32_t rkey, uint64_t remote_addr,
+                      uint64_t compare_add, uint64_t swap) {
+  const size_t built = qp->ex_batch.size();
+  WrBuild(qp, opcode, rkey, remote_addr);
+  if (qp->ex_batch.size() == built) return;  // refused
+  qp->ex_batch.back().compare_add = compare_add;
+  qp->ex_batch.back().swap = swap;
+}
+
 void WrSetSgeList(SimQp* qp, size_t num_sge, const ibv_sge* sg_list) {
   ExtendedWr* wr = LastBuilt(qp);
   if (wr == nullptr) return;
@@ -142,8 +151,15 @@ void ToSendWr(SimQp* qp, const ExtendedWr& built, ibv_sge* inline_sge, ibv_send_
     wr->sg_list = built.num_sge > 0 ? qp->ex_sge_pool.data() + built.first_sge : nullptr;
     wr->num_sge = built.num_sge;
   }
-  wr->wr.rdma.remote_addr = built.remote_addr;
-  wr->wr.rdma.rkey = built.rkey;
+  if (FetchesAtomically(RowOf(built.opcode))) {
+    wr->wr.atomic.remote_addr = built.remote_addr;
+    wr->wr.atomic.rkey = built.rkey;
+    wr->wr.atomic.compare_add = built.compare_add;
+    wr->wr.atomic.swap = built.swap;
+  } else {
+    wr->wr.rdma.remote_addr = built.remote_addr;
+    wr->wr.rdma.rkey = built.rkey;
+  }
 }
 
 }  // namespace

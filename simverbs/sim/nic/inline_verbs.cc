@@ -71,13 +71,14 @@ void OpWrSetInlineData(ibv_qp_ex* qpx, void* addr, size_t length) {
 void OpWrSetInlineDataList(ibv_qp_ex* qpx, size_t num_buf, const ibv_data_buf* buf_list) {
   WrSetInlineDataList(to_sim(qpx), num_buf, buf_list);
 }
-// Not modelled (64-bit atomics, memory windows, invalidation, TSO, UD, XRC).
-void OpWrAtomicCmpSwp(ibv_qp_ex* qpx, uint32_t, uint64_t, uint64_t, uint64_t) {
-  WrUnsupported(to_sim(qpx));
+void OpWrAtomicCmpSwp(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr, uint64_t compare,
+                      uint64_t swap) {
+  WrFetchingAtomic(to_sim(qpx), IBV_WR_ATOMIC_CMP_AND_SWP, rkey, remote_addr, compare, swap);
 }
-void OpWrAtomicFetchAdd(ibv_qp_ex* qpx, uint32_t, uint64_t, uint64_t) {
-  WrUnsupported(to_sim(qpx));
+void OpWrAtomicFetchAdd(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr, uint64_t add) {
+  WrFetchingAtomic(to_sim(qpx), IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, remote_addr, add, 0);
 }
+// Not modelled (memory windows, invalidation, TSO, UD, XRC).
 void OpWrBindMw(ibv_qp_ex* qpx, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
   WrUnsupported(to_sim(qpx));
 }

@@ -140,6 +140,8 @@ Outcome ApplyLocked(SimQp* responder, const Opcode& op, const Delivery& delivery
                     const MessageSource& src, const Segments& remote);
 Outcome DeliverToReceive(SimQp* peer, const Delivery& delivery, const MessageSource& src,
                          const Segments* remote);
+uint64_t ExecuteFetchingAtomic(const Opcode& op, const Segments& remote, uint64_t compare_add,
+                               uint64_t swap);
 bool IsRequest(uint16_t type);
 void Respond(Transport* out, const wire::Header& request, ibv_wc_status status,
              const Segments* data);

@@ -31,6 +31,8 @@ int ValidateSend(const SimQp* qp, const ibv_send_wr* wr, bool extended, uint64_t
     return EINVAL;
   }
   if (wr->opcode == IBV_WR_ATOMIC_WRITE && !extended) return EINVAL;
+  // siw reports no atomics, and its provider maps both opcodes to "unsupported" (EINVAL).
+  if (FetchesAtomically(*op) && ActiveProfile().atomic_cap == IBV_ATOMIC_NONE) return EINVAL;
   if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp->cap.max_send_sge) {
     return EINVAL;
   }
@@ -45,8 +47,26 @@ int ValidateSend(const SimQp* qp, const ibv_send_wr* wr, bool extended, uint64_t
     if (total > qp->cap.max_inline_data && wr->opcode != IBV_WR_ATOMIC_WRITE) return EINVAL;
   }
   if (wr->opcode == IBV_WR_ATOMIC_WRITE && total != sizeof(uint64_t)) return EINVAL;
+  if (FetchesAtomically(*op)) {
+    // The former value comes back into the first 8 bytes of the SGEs (rxe's provider refuses
+    // fewer with EINVAL); they are a destination, so never inline.
+    if (total < sizeof(uint64_t) || (wr->send_flags & IBV_SEND_INLINE) != 0) return EINVAL;
+    total = sizeof(uint64_t);
+  }
   *length = total;
   return 0;
+}
+
+// Cuts the SGEs of `wqe` to their first `bytes` bytes (REQUIRES: they hold at least that many):
+// all a NIC touches of a fetching atomic's SGEs is the 8 bytes its former value goes to.
+void KeepFirstBytes(SendWqe* wqe, uint64_t bytes) {
+  int kept = 0;
+  for (uint64_t left = bytes; kept < wqe->num_sge && left > 0; ++kept) {
+    ibv_sge& sge = wqe->sges[kept];
+    if (sge.length > left) sge.length = static_cast<uint32_t>(left);
+    left -= sge.length;
+  }
+  wqe->num_sge = kept;
 }
 
 }  // namespace
@@ -181,8 +201,12 @@ int PostSendWrsLocked(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const Wr
     wqe.solicited = (wr->send_flags & IBV_SEND_SOLICITED) != 0;
     wqe.is_inline = (wr->send_flags & IBV_SEND_INLINE) != 0;
     wqe.imm_data = wr->imm_data;
-    wqe.remote_addr = wr->wr.rdma.remote_addr;
-    wqe.rkey = wr->wr.rdma.rkey;
+    const bool fetching_atomic = FetchesAtomically(RowOf(wr->opcode));
+    // (ibv_send_wr's rkey is at another offset in wr.atomic than in wr.rdma.)
+    wqe.remote_addr = fetching_atomic ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
+    wqe.rkey = fetching_atomic ? wr->wr.atomic.rkey : wr->wr.rdma.rkey;
+    wqe.compare_add = fetching_atomic ? wr->wr.atomic.compare_add : 0;
+    wqe.swap = fetching_atomic ? wr->wr.atomic.swap : 0;
     wqe.length = length;
     wqe.num_sge = wr->num_sge;
     if (wqe.is_inline) {
@@ -196,6 +220,7 @@ int PostSendWrsLocked(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const Wr
       wqe.num_sge = 0;
     } else {
       std::copy(wr->sg_list, wr->sg_list + wr->num_sge, wqe.sges.begin());
+      if (fetching_atomic) KeepFirstBytes(&wqe, sizeof(uint64_t));
     }
     wqe.post_seq = ++qp->posted_seq;
     wqe.release_at = 0;

@@ -143,13 +143,16 @@ void RoundQpCap(const DeviceProfile& profile, ibv_qp_cap* cap) {
 namespace nic_internal {
 
 // The send_ops_flags this device accepts: the RC ops, immediate data where the device has it,
-// atomic write where it reports the capability.
+// atomic write where it reports the capability, the 64-bit atomics where atomic_cap says so.
 uint64_t ModelledSendOps() {
   uint64_t ops = AllSendOpsFlags();
   if (!ActiveProfile().immediate_data) {
     ops &= ~uint64_t{IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND_WITH_IMM};
   }
   if (!AtomicWriteSupported()) ops &= ~uint64_t{IBV_QP_EX_WITH_ATOMIC_WRITE};
+  if (ActiveProfile().atomic_cap == IBV_ATOMIC_NONE) {
+    ops &= ~uint64_t{IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD};
+  }
   return ops;
 }
 
@@ -341,6 +344,8 @@ void HandleRemoteMessage(const std::shared_ptr<SimLink>& link, const wire::Heade
     case wire::Type::kSend:
     case wire::Type::kRead:
     case wire::Type::kAtomicWrite:
+    case wire::Type::kCompareSwap:
+    case wire::Type::kFetchAdd:
       // In order: behind any request that waits for a receive.
       ServeOrQueueLocked(link.get(), qp, header, body);
       return;

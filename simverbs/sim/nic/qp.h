@@ -72,16 +72,23 @@
 //     concurrent reader of that word sees the old or the new value, never a mix. A misaligned
 //     remote address gives IBV_WC_REM_INV_REQ_ERR. Completion opcode IBV_WC_ATOMIC_WRITE,
 //     byte_len 8.
+//   * 64-bit atomics (IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD; operands and key
+//     in wr.atomic) where the profile's atomic_cap is not IBV_ATOMIC_NONE (else EINVAL): the
+//     word at an 8-byte aligned remote address (REMOTE_ATOMIC access; misaligned:
+//     IBV_WC_REM_INV_REQ_ERR) is changed by one atomic read-modify-write of the CPU, in the
+//     process that owns it, and its former value goes to the first 8 bytes of the SGEs (which
+//     must hold 8; never inline: EINVAL). Completion IBV_WC_COMP_SWAP / IBV_WC_FETCH_ADD,
+//     byte_len 8.
 //   * The extended post API has the builders of the ops modelled: ibv_wr_rdma_write(_imm),
-//     ibv_wr_send(_imm), ibv_wr_rdma_read and ibv_wr_atomic_write, with ibv_wr_set_sge(_list)
-//     and ibv_wr_set_inline_data(_list) (copied at the call). The 64-bit atomics
-//     (compare-and-swap, fetch-and-add) are not modelled, here or in ibv_post_send (EINVAL).
-//     A batch is posted by ibv_wr_complete as the same WRs through ibv_post_send would be,
-//     and fails as a whole on the first bad builder (one not in the QP's send_ops_flags, a
-//     setter with no WR to set, more WRs than the send queue holds).
-//     send_ops_flags naming other ops (64-bit atomics, memory windows, invalidate, TSO), or the
-//     *_WITH_IMM ones on a device without immediate data, are EOPNOTSUPP at creation; their
-//     builders, which a provider leaves NULL, fail the batch (EINVAL) instead of crashing.
+//     ibv_wr_send(_imm), ibv_wr_rdma_read, ibv_wr_atomic_write, ibv_wr_atomic_cmp_swp and
+//     ibv_wr_atomic_fetch_add, with ibv_wr_set_sge(_list) and ibv_wr_set_inline_data(_list)
+//     (copied at the call). A batch is posted by ibv_wr_complete as the same WRs through
+//     ibv_post_send would be, and fails as a whole on the first bad builder (one not in the
+//     QP's send_ops_flags, a setter with no WR to set, more WRs than the send queue holds).
+//     send_ops_flags naming other ops (memory windows, invalidate, TSO; the 64-bit atomics on
+//     a device without them), or the *_WITH_IMM ones on a device without immediate data, are
+//     EOPNOTSUPP at creation; their builders, which a provider leaves NULL, fail the batch
+//     (EINVAL) instead of crashing.
 //   * An RDMA WRITE of exactly 8 bytes to an 8-byte aligned address is one atomic store too, as
 //     one PCIe write of a real NIC is: that is the atomic write librpma emulates (IBV_SEND_INLINE
 //     | IBV_SEND_FENCE) where the device has no native one. IBV_SEND_FENCE needs no action:
@@ -170,7 +177,10 @@ struct SendWqe {
   uint32_t imm_data = 0;  // network order, as given
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
-  uint64_t length = 0;  // total bytes of the SGEs (or of the inline data)
+  // A compare-and-swap's compare and swap values, a fetch-and-add's addend (in compare_add).
+  uint64_t compare_add = 0;
+  uint64_t swap = 0;
+  uint64_t length = 0;  // total bytes of the SGEs (or of the inline data; a fetching atomic: 8)
   int num_sge = 0;
   std::vector<ibv_sge> sges;         // max_send_sge slots
   std::vector<uint8_t> inline_data;  // max(max_inline_data, 8) bytes (8: an inline atomic write)
@@ -207,6 +217,8 @@ struct ExtendedWr {
   uint32_t rkey = 0;
   uint64_t remote_addr = 0;
   uint32_t imm_data = 0;  // network order, as the builder takes it
+  uint64_t compare_add = 0;  // a compare-and-swap's or fetch-and-add's operands (SendWqe)
+  uint64_t swap = 0;
   size_t first_sge = 0;
   int num_sge = 0;
   bool is_inline = false;
@@ -550,6 +562,10 @@ void WrBuild(SimQp* qp, ibv_wr_opcode opcode, uint32_t rkey, uint64_t remote_add
              uint32_t imm_data = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->ex_mu);
 void WrAtomicWrite(SimQp* qp, uint32_t rkey, uint64_t remote_addr, const void* atomic_wr)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->ex_mu);
+// ibv_wr_atomic_cmp_swp (IBV_WR_ATOMIC_CMP_AND_SWP: compare_add, swap) and
+// ibv_wr_atomic_fetch_add (IBV_WR_ATOMIC_FETCH_AND_ADD: the addend in compare_add).
+void WrFetchingAtomic(SimQp* qp, ibv_wr_opcode opcode, uint32_t rkey, uint64_t remote_addr,
+                      uint64_t compare_add, uint64_t swap) ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->ex_mu);
 // The local memory of the last WR built: SGEs, or inline data copied now.
 void WrSetSgeList(SimQp* qp, size_t num_sge, const ibv_sge* sg_list)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->ex_mu);

@@ -1,11 +1,15 @@
 // The RC data path of the simulator, through the Backend interface: WRITE / READ / SEND /
 // RECV (with and without immediate data), RNR waiting, order, signaling, send-queue occupancy,
 // SGE limits, receive length errors, flushing, SRQs, inline data, atomic write (inline, aligned,
-// never torn), a read ordered after earlier writes, inline verbs.
+// never torn), compare-and-swap and fetch-and-add (their former values, their checks, no
+// addition lost between two connections), a read ordered after earlier writes, inline verbs.
 
 #include <arpa/inet.h>
 
+#include <atomic>
 #include <cstring>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -793,6 +797,271 @@ TEST_F(AtomicWriteTest, ConcurrentReader_NeverSeesATornValue) {
 // What rpma_flush(3) relies on: a READ completes only after every earlier WRITE of its QP is
 // in the responder's memory, even when those writes are held up (here behind a send waiting
 // for a receive).
+// ---- 64-bit atomics: compare-and-swap and fetch-and-add --------------------------------------
+
+constexpr int kAtomicAccess = kRemoteAccess | IBV_ACCESS_REMOTE_ATOMIC;
+
+// One compare-and-swap or fetch-and-add of the word at remote_addr (its former value into
+// `sges`), as ibv_post_send(3) takes it: the operands and key in wr.atomic.
+int PostAtomic(Backend* backend, ibv_qp* qp, uint64_t wr_id, ibv_wr_opcode opcode, ibv_sge* sges,
+               int num_sge, uint64_t remote_addr, uint32_t rkey, uint64_t compare_add,
+               uint64_t swap = 0, unsigned int flags = IBV_SEND_SIGNALED) {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = opcode;
+  wr.sg_list = sges;
+  wr.num_sge = num_sge;
+  wr.send_flags = flags;
+  wr.wr.atomic.remote_addr = remote_addr;
+  wr.wr.atomic.rkey = rkey;
+  wr.wr.atomic.compare_add = compare_add;
+  wr.wr.atomic.swap = swap;
+  ibv_send_wr* bad = nullptr;
+  return backend->IbvPostSend(qp, &wr, &bad);
+}
+
+uint64_t WordAt(TestBuffer* buffer, size_t offset) {
+  uint64_t word = 0;
+  std::memcpy(&word, buffer->data() + offset, sizeof(word));
+  return word;
+}
+
+void SetWordAt(TestBuffer* buffer, size_t offset, uint64_t word) {
+  std::memcpy(buffer->data() + offset, &word, sizeof(word));
+}
+
+auto AtomicDone(uint64_t wr_id, ibv_wc_opcode opcode) {
+  return AllOf(Field(&ibv_wc::wr_id, wr_id), Field(&ibv_wc::status, IBV_WC_SUCCESS),
+               Field(&ibv_wc::opcode, opcode), Field(&ibv_wc::byte_len, 8u));
+}
+
+TEST_F(QpTest, CompareAndSwap_SwapsOnlyWhenEqual_ReturnsTheFormerValue) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 24, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kAtomicAccess);
+  SetWordAt(&remote, 8, 5);
+  ibv_sge sges[3] = {local.Sge(0, 8), local.Sge(8, 8), local.Sge(16, 8)};
+  const uint32_t rkey = remote.mr()->rkey;
+
+  ASSERT_EQ(PostAtomic(backend_, conn_.active.qp(), 1, IBV_WR_ATOMIC_CMP_AND_SWP, &sges[0], 1,
+                       remote.addr(8), rkey, /*compare=*/4, /*swap=*/9), 0);
+  ASSERT_EQ(PostAtomic(backend_, conn_.active.qp(), 2, IBV_WR_ATOMIC_CMP_AND_SWP, &sges[1], 1,
+                       remote.addr(8), rkey, 5, 9), 0);
+  ASSERT_EQ(PostAtomic(backend_, conn_.active.qp(), 3, IBV_WR_ATOMIC_CMP_AND_SWP, &sges[2], 1,
+                       remote.addr(8), rkey, 5, 1), 0);
+
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(AtomicDone(1, IBV_WC_COMP_SWAP), AtomicDone(2, IBV_WC_COMP_SWAP),
+                          AtomicDone(3, IBV_WC_COMP_SWAP)));
+  EXPECT_EQ(WordAt(&local, 0), 5u);   // 4 != 5: not swapped
+  EXPECT_EQ(WordAt(&local, 8), 5u);   // swapped to 9
+  EXPECT_EQ(WordAt(&local, 16), 9u);  // 5 != 9: not swapped
+  EXPECT_EQ(WordAt(&remote, 8), 9u);
+  EXPECT_EQ(WordAt(&remote, 0), 0u);
+  EXPECT_TRUE(PollAll(backend_, conn_.passive.recv_cq).empty());  // one-sided
+}
+
+TEST_F(QpTest, FetchAndAdd_AddsWrapping_ReturnsTheFormerValue) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 8, kAtomicAccess);
+  SetWordAt(&remote, 0, 40);
+  ibv_sge sges[2] = {local.Sge(0, 8), local.Sge(8, 8)};
+
+  ASSERT_EQ(PostAtomic(backend_, conn_.active.qp(), 1, IBV_WR_ATOMIC_FETCH_AND_ADD, &sges[0], 1,
+                       remote.addr(), remote.mr()->rkey, 2), 0);
+  ASSERT_EQ(PostAtomic(backend_, conn_.active.qp(), 2, IBV_WR_ATOMIC_FETCH_AND_ADD, &sges[1], 1,
+                       remote.addr(), remote.mr()->rkey, ~uint64_t{0}), 0);  // adds -1
+
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(AtomicDone(1, IBV_WC_FETCH_ADD), AtomicDone(2, IBV_WC_FETCH_ADD)));
+  EXPECT_EQ(WordAt(&local, 0), 40u);
+  EXPECT_EQ(WordAt(&local, 8), 42u);
+  EXPECT_EQ(WordAt(&remote, 0), 41u);
+}
+
+// The former value fills the first 8 bytes of the SGEs, across them; the rest is not touched.
+TEST_F(QpTest, FetchAndAdd_FormerValueScatteredOverTwoSges) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 32, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 8, kAtomicAccess);
+  std::memset(local.data(), 0xEE, local.size());
+  SetWordAt(&remote, 0, 0x1122334455667788ULL);
+  ibv_sge sges[2] = {local.Sge(0, 3), local.Sge(16, 16)};
+
+  ASSERT_EQ(PostAtomic(backend_, conn_.active.qp(), 1, IBV_WR_ATOMIC_FETCH_AND_ADD, sges, 2,
+                       remote.addr(), remote.mr()->rkey, 1), 0);
+
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(AtomicDone(1, IBV_WC_FETCH_ADD)));
+  const uint64_t former = 0x1122334455667788ULL;
+  uint8_t expected[8];
+  std::memcpy(expected, &former, sizeof(former));
+  EXPECT_EQ(std::memcmp(local.data(), expected, 3), 0);
+  EXPECT_EQ(std::memcmp(local.data() + 16, expected + 3, 5), 0);
+  for (size_t i = 21; i < local.size(); ++i) EXPECT_EQ(local.data()[i], 0xEE) << "byte " << i;
+  for (size_t i = 3; i < 16; ++i) EXPECT_EQ(local.data()[i], 0xEE) << "byte " << i;
+  EXPECT_EQ(WordAt(&remote, 0), former + 1);
+}
+
+// The extended post API's builders (ibv_wr_atomic_cmp_swp, ibv_wr_atomic_fetch_add).
+TEST_F(QpTest, AtomicBuildersOfTheExtendedPostApi) {
+  ConnectionOptions options;
+  options.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+  Connect(options);
+  ibv_qp_ex* qpx = nullptr;
+  ASSERT_EQ(backend_->IbvQpToQpEx(conn_.active.qp(), &qpx), 0);
+  TestBuffer local(backend_, conn_.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 8, kAtomicAccess);
+  SetWordAt(&remote, 0, 100);
+
+  ibv_wr_start(qpx);
+  qpx->wr_id = 1;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_atomic_fetch_add(qpx, remote.mr()->rkey, remote.addr(), 7);
+  ibv_wr_set_sge(qpx, local.mr()->lkey, local.addr(0), 8);
+  qpx->wr_id = 2;
+  ibv_wr_atomic_cmp_swp(qpx, remote.mr()->rkey, remote.addr(), /*compare=*/107, /*swap=*/3);
+  ibv_wr_set_sge(qpx, local.mr()->lkey, local.addr(8), 8);
+  ASSERT_EQ(ibv_wr_complete(qpx), 0);
+
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(AtomicDone(1, IBV_WC_FETCH_ADD), AtomicDone(2, IBV_WC_COMP_SWAP)));
+  EXPECT_EQ(WordAt(&local, 0), 100u);
+  EXPECT_EQ(WordAt(&local, 8), 107u);
+  EXPECT_EQ(WordAt(&remote, 0), 3u);
+}
+
+TEST_F(QpTest, Atomic_MisalignedRemoteAddress_RemInvReqErr_NothingChanges) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kAtomicAccess);
+  std::memset(remote.data(), 0x5A, remote.size());
+  std::memset(local.data(), 0xEE, local.size());
+  ibv_sge sge = local.Sge(0, 8);
+
+  ASSERT_EQ(PostAtomic(backend_, conn_.active.qp(), 1, IBV_WR_ATOMIC_FETCH_AND_ADD, &sge, 1,
+                       remote.addr(4), remote.mr()->rkey, 1), 0);
+
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(Field(&ibv_wc::status, IBV_WC_REM_INV_REQ_ERR)));
+  for (size_t i = 0; i < remote.size(); ++i) EXPECT_EQ(remote.data()[i], 0x5A) << "byte " << i;
+  for (size_t i = 0; i < local.size(); ++i) EXPECT_EQ(local.data()[i], 0xEE) << "byte " << i;
+  EXPECT_EQ(conn_.passive.qp()->state, IBV_QPS_ERR);
+}
+
+// IBV_ACCESS_REMOTE_ATOMIC is what the target region needs (read and write access are not it).
+TEST_F(QpTest, Atomic_RegionWithoutRemoteAtomic_RemAccessErr) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 8, kRemoteAccess);
+  SetWordAt(&remote, 0, 5);
+  ibv_sge sge = local.Sge(0, 8);
+
+  ASSERT_EQ(PostAtomic(backend_, conn_.active.qp(), 1, IBV_WR_ATOMIC_CMP_AND_SWP, &sge, 1,
+                       remote.addr(), remote.mr()->rkey, 5, 6), 0);
+
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(Field(&ibv_wc::status, IBV_WC_REM_ACCESS_ERR)));
+  EXPECT_EQ(WordAt(&remote, 0), 5u);
+  EXPECT_EQ(conn_.passive.qp()->state, IBV_QPS_ERR);
+}
+
+TEST_F(QpTest, Atomic_ResponderQpWithoutRemoteAtomic_RemAccessErr) {
+  Connect();
+  ibv_qp_attr attr{};
+  attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  ASSERT_EQ(backend_->IbvModifyQp(conn_.passive.qp(), &attr, IBV_QP_ACCESS_FLAGS), 0);
+  TestBuffer local(backend_, conn_.active.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 8, kAtomicAccess);
+  ibv_sge sge = local.Sge(0, 8);
+
+  ASSERT_EQ(PostAtomic(backend_, conn_.active.qp(), 1, IBV_WR_ATOMIC_FETCH_AND_ADD, &sge, 1,
+                       remote.addr(), remote.mr()->rkey, 1), 0);
+
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(Field(&ibv_wc::status, IBV_WC_REM_ACCESS_ERR)));
+  EXPECT_EQ(WordAt(&remote, 0), 0u);
+}
+
+// What the post refuses: fewer than 8 bytes for the former value (rxe's provider), inline
+// (the SGEs are a destination), and the opcodes on a device without atomics (siw).
+TEST_F(QpTest, Atomic_PostRefusals_Einval) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 8, kAtomicAccess);
+  ibv_sge short_sge = local.Sge(0, 4);
+  ibv_sge sge = local.Sge(0, 8);
+  const uint32_t rkey = remote.mr()->rkey;
+
+  EXPECT_EQ(PostAtomic(backend_, conn_.active.qp(), 1, IBV_WR_ATOMIC_FETCH_AND_ADD, &short_sge, 1,
+                       remote.addr(), rkey, 1), EINVAL);
+  EXPECT_EQ(PostAtomic(backend_, conn_.active.qp(), 2, IBV_WR_ATOMIC_CMP_AND_SWP, &sge, 1,
+                       remote.addr(), rkey, 0, 1, IBV_SEND_SIGNALED | IBV_SEND_INLINE), EINVAL);
+  absl::StatusOr<const DeviceProfile*> siw = FindDeviceProfile("siw");
+  ASSERT_TRUE(siw.ok());
+  SetActiveProfile(**siw);
+  EXPECT_EQ(PostAtomic(backend_, conn_.active.qp(), 3, IBV_WR_ATOMIC_FETCH_AND_ADD, &sge, 1,
+                       remote.addr(), rkey, 1), EINVAL);
+  SetActiveProfile(DeviceProfiles()[0]);
+  EXPECT_TRUE(PollAll(backend_, conn_.active.send_cq).empty());
+  EXPECT_EQ(WordAt(&remote, 0), 0u);
+}
+
+// Atomic toward each other and toward the target's CPU: two connections, each driven by its own
+// thread, add to one word of the passive side's memory (registered in both passive PDs) while a
+// third thread, the target's own CPU, adds to it with atomic instructions until both are done.
+// No addition is lost, and the former values the requesters get are all different.
+TEST_F(QpTest, FetchAndAdd_TwoConnectionsAndTheTargetsCpuOnOneWord_NoAdditionLost) {
+  Connect();
+  TestConnection other(backend_);
+  ASSERT_TRUE(other.Connect(ConnectionOptions()).ok());
+  alignas(8) static uint64_t word;
+  word = 0;
+  ibv_mr* mrs[2] = {nullptr, nullptr};
+  ASSERT_EQ(backend_->IbvRegMr(conn_.passive.pd, &word, sizeof(word), kAtomicAccess, &mrs[0]), 0);
+  ASSERT_EQ(backend_->IbvRegMr(other.passive.pd, &word, sizeof(word), kAtomicAccess, &mrs[1]), 0);
+  constexpr int kPerConnection = 300;
+  std::vector<uint64_t> formers[2];
+  std::atomic<int> requesters_done{0};
+  auto requester = [&](int side) {
+    TestConnection* conn = side == 0 ? &conn_ : &other;
+    TestBuffer local(backend_, conn->active.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+    ibv_sge sge = local.Sge(0, 8);
+    for (int i = 0; i < kPerConnection; ++i) {
+      if (PostAtomic(backend_, conn->active.qp(), i, IBV_WR_ATOMIC_FETCH_AND_ADD, &sge, 1,
+                     reinterpret_cast<uintptr_t>(&word), mrs[side]->rkey, 1) != 0) {
+        break;
+      }
+      std::vector<ibv_wc> wcs;
+      while (wcs.empty()) wcs = PollAll(backend_, conn->active.send_cq);
+      if (wcs[0].status != IBV_WC_SUCCESS) break;
+      formers[side].push_back(WordAt(&local, 0));
+    }
+    requesters_done.fetch_add(1);
+  };
+  uint64_t cpu_adds = 0;
+  std::thread cpu([&] {
+    while (requesters_done.load() < 2) {
+      __atomic_fetch_add(&word, 1, __ATOMIC_SEQ_CST);
+      ++cpu_adds;
+    }
+  });
+  std::thread a(requester, 0);
+  std::thread b(requester, 1);
+  a.join();
+  b.join();
+  cpu.join();
+
+  EXPECT_EQ(__atomic_load_n(&word, __ATOMIC_SEQ_CST), 2 * kPerConnection + cpu_adds);
+  ASSERT_EQ(formers[0].size() + formers[1].size(), size_t{2 * kPerConnection});
+  std::set<uint64_t> distinct(formers[0].begin(), formers[0].end());
+  distinct.insert(formers[1].begin(), formers[1].end());
+  EXPECT_EQ(distinct.size(), size_t{2 * kPerConnection});
+  EXPECT_EQ(backend_->IbvDeregMr(mrs[0]), 0);
+  EXPECT_EQ(backend_->IbvDeregMr(mrs[1]), 0);
+}
+
 TEST_F(QpTest, Read_CompletesOnlyAfterEarlierWritesAreApplied) {
   Connect();
   TestBuffer local(backend_, conn_.active.pd, 64, IBV_ACCESS_LOCAL_WRITE);

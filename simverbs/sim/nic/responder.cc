@@ -1,7 +1,8 @@
 // responder.cc: THE RESPONDER, what the target's NIC does with a request, one code for every
 // carrier: readiness, then the QP's remote access, then the target's key, bounds and access,
 // then an atomic's alignment, then the receive's capacity and keys; memory is touched only
-// after every check that could refuse the request. Requests from another process are untrusted
+// after every check that could refuse the request. A compare-and-swap or fetch-and-add is one
+// atomic read-modify-write of the target word (ExecuteFetchingAtomic). Requests from another process are untrusted
 // bytes; those that must wait for a receive wait here, within THE BUDGET, in order.
 
 #include "simverbs/sim/nic/qp.h"
@@ -138,12 +139,23 @@ ibv_wc_status CheckTargetLocked(SimQp* responder, const Opcode& op, uint32_t rke
     EnterErrorLocked(responder);
     return IBV_WC_REM_ACCESS_ERR;
   }
-  if (op.wr == IBV_WR_ATOMIC_WRITE && addr % sizeof(uint64_t) != 0) {
+  if (op.atomic && addr % sizeof(uint64_t) != 0) {
     EnterErrorLocked(responder);
     return IBV_WC_REM_INV_REQ_ERR;
   }
   remote->Add(AsPtr(addr), length);
   return IBV_WC_SUCCESS;
+}
+
+// Executes a checked compare-and-swap or fetch-and-add on its target word (`remote`: the 8
+// aligned bytes CheckTargetLocked returned) as one atomic read-modify-write of the CPU, so that
+// it is atomic toward every other atomic on that word: those of other QPs and links (each
+// under its own lock), of other processes' requests (all executed here, in the process that
+// owns the memory), and the target's own CPU atomics. Returns the word's former value.
+uint64_t ExecuteFetchingAtomic(const Opcode& op, const Segments& remote, uint64_t compare_add,
+                               uint64_t swap) {
+  return ApplyFetchingAtomic(op, reinterpret_cast<uint64_t*>(remote.pieces[0].ptr), compare_add,
+                             swap);
 }
 
 // Applies a checked request that brings data (every op but a READ): the message to the oldest
@@ -164,17 +176,21 @@ bool IsRequest(uint16_t type) {
     case wire::Type::kSend:
     case wire::Type::kRead:
     case wire::Type::kAtomicWrite:
+    case wire::Type::kCompareSwap:
+    case wire::Type::kFetchAdd:
       return true;
     default:
       return false;
   }
 }
 
-// Answers `request` on `out`: an ack, or a read response carrying `data` when the read
-// succeeded (none when the data went by cross-memory attach).
+// Answers `request` on `out`: an ack, or (a READ, a compare-and-swap, a fetch-and-add) a read
+// response carrying `data` when the request succeeded (none when a read's data went by
+// cross-memory attach).
 void Respond(Transport* out, const wire::Header& request, ibv_wc_status status,
              const Segments* data) {
-  const bool is_read = static_cast<wire::Type>(request.type) == wire::Type::kRead;
+  const Opcode* op = FromWire(static_cast<wire::Type>(request.type), false);
+  const bool is_read = op != nullptr && !op->reads_local;
   wire::Header response =
       wire::MakeHeader(is_read ? wire::Type::kReadResponse : wire::Type::kAck);
   response.seq = request.seq;
@@ -345,6 +361,15 @@ Served ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
       CheckTargetLocked(qp, *op, request.rkey, request.remote_addr, length, &remote);
   if (status != IBV_WC_SUCCESS) {
     RespondLocked(link, request, status, nullptr);
+    return Served::kAnswered;
+  }
+  if (FetchesAtomically(*op)) {  // (never by cross-memory attach: ValidateHeader)
+    wire::AtomicOperands operands{0, 0};
+    std::memcpy(&operands, body, request.body_len);  // a fetch-and-add's addend only
+    uint64_t former = ExecuteFetchingAtomic(*op, remote, operands.compare, operands.swap);
+    Segments data;
+    data.Add(reinterpret_cast<uint8_t*>(&former), sizeof(former));
+    RespondLocked(link, request, IBV_WC_SUCCESS, &data);
     return Served::kAnswered;
   }
   if (cma) {

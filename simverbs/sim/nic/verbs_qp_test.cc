@@ -809,8 +809,8 @@ TEST_F(ExtendedPostTest, CreateFlagsZero_APlainQp) {
 
 TEST_F(ExtendedPostTest, CreationRefusesWhatIsNotModelled) {
   int err = 0;
-  for (uint64_t other : {IBV_QP_EX_WITH_LOCAL_INV, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
-                         IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD}) {
+  for (uint64_t other : {IBV_QP_EX_WITH_LOCAL_INV, IBV_QP_EX_WITH_BIND_MW,
+                         IBV_QP_EX_WITH_SEND_WITH_INV}) {
     EXPECT_EQ(MakeQpEx(&a_, other | IBV_QP_EX_WITH_SEND,
                        IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, &err),
               nullptr);
@@ -841,6 +841,13 @@ TEST_F(ExtendedPostTest, CreationRefusesWhatIsNotModelled) {
                      IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, &err),
             nullptr);
   EXPECT_EQ(err, EOPNOTSUPP);
+  // siw reports atomic_cap IBV_ATOMIC_NONE: no compare-and-swap or fetch-and-add builders.
+  for (uint64_t atomic : {IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD}) {
+    EXPECT_EQ(MakeQpEx(&a_, atomic | IBV_QP_EX_WITH_SEND,
+                       IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, &err),
+              nullptr);
+    EXPECT_EQ(err, EOPNOTSUPP) << atomic;
+  }
   ibv_qp* plain = MakeQpEx(&a_, IBV_QP_EX_WITH_SEND,
                            IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, &err);
   EXPECT_NE(plain, nullptr) << err;

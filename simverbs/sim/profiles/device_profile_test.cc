@@ -65,8 +65,10 @@ TEST(DeviceProfilesTest, Facts_AsTheDriversHaveThem) {
   EXPECT_EQ(siw.max_inline_data, 80);
   EXPECT_EQ(siw.max_sge_rd, 1);
   EXPECT_EQ(siw.atomic_cap, IBV_ATOMIC_NONE);
-  // mlx5: (1 << log_max_cq_sz) - 1, log_max_cq_sz 22 on a ConnectX-4 and later.
+  // mlx5: (1 << log_max_cq_sz) - 1, log_max_cq_sz 22 on a ConnectX-4 and later; 8-byte
+  // atomics with host-endian responses (get_atomic_caps: IB_ATOMIC_HCA).
   EXPECT_EQ(mlx5.max_cqe, 4194303);
+  EXPECT_EQ(mlx5.atomic_cap, IBV_ATOMIC_HCA);
   // rxe: (1 << RXE_MAX_LOG_CQE) - 1, RXE_ATOMIC_CAP = IB_ATOMIC_HCA.
   EXPECT_EQ(rxe.max_cqe, 32767);
   EXPECT_EQ(rxe.atomic_cap, IBV_ATOMIC_HCA);
