@@ -107,7 +107,10 @@
 // (rping_test), ibv_rc_pingpong (rc_pingpong_test), perftest with and without -R, its atomics
 // among them (perftest_test), and libfabric 1.17's verbs provider: fi_pingpong -p "verbs;ofi_rxm" -e rdm
 // and -p verbs -e msg with data checks, as two processes under `rpma-sim run`
-// (fi_pingpong_test).
+// (fi_pingpong_test), and Open MPI 4.1 over it (`--mca pml cm --mca mtl ofi`,
+// FI_PROVIDER=verbs): a two-rank ping-pong that checks its data (mpi_pingpong_test).
+// libibverbs.so.1 is NODELETE: the simulator's threads outlive the dlclose of the libraries that
+// loaded it (libfabric's provider and Open MPI's components close theirs at MPI_Finalize).
 //
 // WHERE A PROGRAM MAY SEE A DIFFERENCE from rdma-core on a NIC (known, kept):
 //   - rdma_destroy_id of an id with unacknowledged events fails with EBUSY (the simulator's

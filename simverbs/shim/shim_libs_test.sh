@@ -7,7 +7,8 @@
 # only libibverbs.so.1, the shim's beside it). The stub direct-verbs libraries
 # libmlx5.so.1 and libefa.so.1: rdma-core 44's sonames, every function of the real ones with
 # its default version and nothing else, and no DT_NEEDED on any rdma-core library (libc only,
-# and the sanitizer runtime under --config=asan).
+# and the sanitizer runtime under --config=asan). libibverbs.so.1, which holds the simulator and
+# its threads, is NODELETE.
 # Usage: shim_libs_test.sh <lib/libibverbs.so.1> <lib/librdmacm.so.1> <lib/libmlx5.so.1>
 #          <lib/libefa.so.1>
 set -u
@@ -27,6 +28,9 @@ soname() { readelf -d "$1" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p'; }
 
 [[ "$(soname "$verbs")" == libibverbs.so.1 ]] || fail "libibverbs soname: $(soname "$verbs")"
 [[ "$(soname "$rdmacm")" == librdmacm.so.1 ]] || fail "librdmacm soname: $(soname "$rdmacm")"
+# The simulator's threads outlive any dlclose: libibverbs.so.1 is never unmapped (NODELETE).
+readelf -d "$verbs" | grep -q "FLAGS_1.*NODELETE" ||
+  fail "libibverbs.so.1 is not NODELETE: a dlclose would unmap the code its fabric thread runs"
 
 if needed "$verbs" | grep -Eq '^lib(ibverbs|rdmacm)\.so'; then
   fail "the shim's libibverbs needs: $(needed "$verbs" | tr '\n' ' ')"
@@ -83,4 +87,4 @@ if ((failures > 0)); then
   echo "$failures check(s) failed"
   exit 1
 fi
-echo "PASS: sonames, symbol versions and DT_NEEDED of the shim and the stub libmlx5 / libefa"
+echo "PASS: sonames, symbol versions, DT_NEEDED and NODELETE of the shim and the stub libmlx5 / libefa"

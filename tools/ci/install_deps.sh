@@ -21,10 +21,12 @@ packages=(
   librdmacm-dev
   ibverbs-utils      # ibv_devices, ibv_devinfo: //simverbs/shim:devinfo_test runs them on the shim
   rdmacm-utils       # rping: the verbs shim's rdma_cm test
-  perftest           # ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat: //simverbs/shim:perftest_test (with -R)
+  perftest           # ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw, the _lat ones: //simverbs/shim:perftest_test
   libfabric-dev      # //tools:bench's baseline: libfabric's shm provider (tools/shm_baseline.h)
   libfabric-bin      # fi_pingpong: the bench's send/recv baseline; //simverbs/shim:fi_pingpong_test (verbs provider on the shim)
   ucx-utils          # ucx_info, ucx_perftest: //tools/rpma_sim:device_files_test (UCX's rc_verbs on the shim)
+  openmpi-bin        # mpirun: //simverbs/shim:mpi_pingpong_test (Open MPI over libfabric's verbs provider on the shim)
+  libopenmpi-dev     # mpicc, mpi.h: the same test builds its two-rank program
 )
 if [[ "${SOFTRPMA_WITH_DISTRO_LIBRPMA:-0}" == 1 ]]; then
   # Upstream librpma (Debian's 1.2), only for the tests that use it: librpma-dev's header and
