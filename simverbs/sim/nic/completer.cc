@@ -34,13 +34,15 @@ ibv_wc MakeWc(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint64
 
 namespace nic_internal {
 
-// Completes a send WR of `qp`. A successful unsignaled WR only waits to be retired by the next
-// completion. The completion is ready when qp's CompletionTimer says (sched.h), `delay_ns`
+// Completes a send WR of `qp`. Its queue slot is free now (rxe, siw), or when a completion that
+// retires it is polled (mlx5: a successful unsignaled WR waits to be retired by the next
+// completion). The completion is ready when qp's CompletionTimer says (sched.h), `delay_ns`
 // later still. REQUIRES: qp->link->mu held; the WR is no longer in qp->sq.
 void CompleteSend(SimQp* qp, uint64_t wr_id, ibv_wr_opcode opcode, bool signaled,
                   ibv_wc_status status, uint64_t byte_len, uint64_t delay_ns) {
+  if (!qp->slots_freed_at_poll) qp->sq_in_use.fetch_sub(1, std::memory_order_acq_rel);
   if (status == IBV_WC_SUCCESS && !signaled) {
-    ++qp->unretired;
+    if (qp->slots_freed_at_poll) ++qp->unretired;
     return;
   }
   const Opcode& op = RowOf(opcode);
@@ -48,7 +50,7 @@ void CompleteSend(SimQp* qp, uint64_t wr_id, ibv_wr_opcode opcode, bool signaled
                      qp->qp.qp_num);
   // As mlx5: the sender of a write or send with immediate data is told so.
   if (op.with_imm) wc.wc_flags |= IBV_WC_WITH_IMM;
-  const uint32_t retire = qp->unretired + 1;
+  const uint32_t retire = qp->slots_freed_at_poll ? qp->unretired + 1 : 0;
   qp->unretired = 0;
   if (!qp->send_cq->Push(wc, /*solicited=*/false, &qp->sq_in_use, retire,
                          qp->timer.Next(wc.byte_len, delay_ns))) {
@@ -71,7 +73,10 @@ void CompleteRecv(SimQp* qp, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode
     }
   }
   std::atomic<uint32_t>* slots = qp->srq != nullptr ? &qp->srq->in_use : &qp->rq_in_use;
-  if (!qp->recv_cq->Push(wc, solicited, slots, 1, qp->timer.Next(wc.byte_len, delay_ns))) {
+  // The receive's slot: free now (rxe, siw), or when this completion is polled (mlx5).
+  if (!qp->slots_freed_at_poll) slots->fetch_sub(1, std::memory_order_acq_rel);
+  const uint32_t retire = qp->slots_freed_at_poll ? 1 : 0;
+  if (!qp->recv_cq->Push(wc, solicited, slots, retire, qp->timer.Next(wc.byte_len, delay_ns))) {
     EnterErrorLocked(qp);
   }
 }

@@ -238,6 +238,7 @@ int CreateQp(ibv_qp_init_attr_ex* attr_ex, const std::shared_ptr<SimLink>& join,
   sim_qp->recv_cq->users.fetch_add(1, std::memory_order_acq_rel);
   if (sim_qp->srq != nullptr) sim_qp->srq->users.fetch_add(1, std::memory_order_acq_rel);
   sim_qp->send_ops_flags = send_ops_flags;
+  sim_qp->slots_freed_at_poll = profile.slots_freed_at_poll;
   attr_ex->cap = plain.cap;
   waits::AddQp({&sim_qp->qp, &sim_qp->sq_in_use, &sim_qp->rq_in_use, sim_qp->cap.max_send_wr,
                 sim_qp->cap.max_recv_wr, sim_qp->send_cq->cq.handle, sim_qp->recv_cq->cq.handle});

@@ -49,11 +49,12 @@
 //     SRQ). WRs posted in ERROR complete at once with IBV_WC_WR_FLUSH_ERR.
 //   * Unsignaled WRs (no IBV_SEND_SIGNALED, sq_sig_all = 0) produce no success completion but
 //     do produce error completions.
-//   * Send-queue occupancy follows hardware: a send WR holds its slot from ibv_post_send until
-//     the user POLLS the completion that retires it; a completion retires its own WR and every
-//     unsignaled WR before it. So a QP posting only unsignaled WRs fills up (ENOMEM), exactly
-//     as on a real NIC. A receive WR (of a QP or an SRQ) holds its slot until its completion
-//     is polled too.
+//   * Send-queue occupancy follows the device (DeviceProfile::slots_freed_at_poll). mlx5: a
+//     send WR holds its slot from ibv_post_send until the user POLLS the completion that
+//     retires it; a completion retires its own WR and every unsignaled WR before it. So a QP
+//     posting only unsignaled WRs fills up (ENOMEM), exactly as on a ConnectX. A receive WR (of
+//     a QP or an SRQ) holds its slot until its completion is polled too. rxe and siw: a WR's
+//     slot is free as it completes, signaled or not, and a receive's as it is consumed.
 //   * Completions: wr_id, status, opcode, byte_len (bytes read, or received), qp_num, src_qp
 //     (the sender, on receives), imm_data + IBV_WC_WITH_IMM (also on the sender's completion
 //     of a *_WITH_IMM WR, as mlx5 sets it), vendor_err 0. What verbs leaves undefined the
@@ -297,7 +298,8 @@ struct SimSrq final {
   uint32_t max_sge;
   std::atomic<int> users{0};  // QPs using it
 
-  // Receive slots in use: posted and not yet retired by a polled completion (as on mlx5).
+  // Receive slots in use: posted and not yet retired (SimQp::rq_in_use says when, by the
+  // profile of the QP that consumes the receive).
   std::atomic<uint32_t> in_use{0};
 
   softrpma::Mutex mu;
@@ -331,12 +333,16 @@ struct SimQp final {
   std::shared_ptr<SimLink> link;
   int side;                       // this QP's index in link->side
 
-  // Send-queue slots in use: posted and not yet retired by a polled completion. Incremented
-  // under link->mu by posts, decremented lock-free by IbvPollCq (see CqEntry).
+  // Send-queue slots in use: posted and not yet retired. Incremented under link->mu by posts,
+  // decremented lock-free by IbvPollCq (see CqEntry) where the profile frees a slot when its
+  // completion is polled (mlx5), else under link->mu as the WR completes (rxe, siw):
+  // DeviceProfile::slots_freed_at_poll, as it was when the QP was created.
   std::atomic<uint32_t> sq_in_use{0};
   // Receive-queue slots in use, the same way: a receive holds its slot until its completion is
-  // polled, as on mlx5 (the receives of an SRQ count in SimSrq::in_use).
+  // polled on mlx5, until it is consumed on rxe and siw (the receives of an SRQ count in
+  // SimSrq::in_use).
   std::atomic<uint32_t> rq_in_use{0};
+  bool slots_freed_at_poll = true;
 
   // Made by ibv_create_qp (CreateVerbsQp): starts in RESET and is moved and connected by
   // ModifyVerbsQp; `verbs_attr` holds what ibv_modify_qp set, `verbs_init` how it was made.

@@ -419,7 +419,8 @@ TEST_F(QpTest, PostRecv_QueueFull_Enomem) {
   EXPECT_EQ(PostRecvBuf(backend_, conn_.passive.qp(), 3, &sge, 1), ENOMEM);
 }
 
-// As on mlx5: a consumed receive keeps its slot until its completion is polled.
+// As on mlx5 (the default profile): a consumed receive keeps its slot until its completion is
+// polled.
 TEST_F(QpTest, Receive_HoldsItsSlotUntilItsCompletionIsPolled) {
   for (const bool with_srq : {false, true}) {
     SCOPED_TRACE(with_srq ? "SRQ" : "RQ");
@@ -449,6 +450,54 @@ TEST_F(QpTest, Receive_HoldsItsSlotUntilItsCompletionIsPolled) {
     EXPECT_EQ(post_recv(3), ENOMEM) << "its completion is not polled yet";
     ASSERT_EQ(PollAll(backend_, conn.passive.recv_cq).size(), 1u);
     EXPECT_EQ(post_recv(3), 0);
+  }
+}
+
+// rxe and siw free a WR's slot as it completes, signaled or not, and a receive's as it is
+// consumed: the kernel consumes the WQE then (mlx5 frees them when the completion is polled:
+// the two tests above).
+TEST_F(QpTest, SlotsFreedAtCompletion_OnRxeAndSiw) {
+  for (const char* name : {"rxe", "siw"}) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<const DeviceProfile*> profile = FindDeviceProfile(name);
+    ASSERT_TRUE(profile.ok());
+    SetActiveProfile(**profile);
+    TestConnection conn(backend_);
+    ConnectionOptions options;
+    options.max_send_wr = 3;  // reported as 3 by both (rxe: 2^k - 1 >= 3; siw: as asked)
+    options.max_recv_wr = 3;
+    const absl::Status connected = conn.Connect(options);
+    SetActiveProfile(DeviceProfiles()[0]);  // the QPs keep the profile they were made with
+    ASSERT_TRUE(connected.ok()) << connected;
+    TestBuffer local(backend_, conn.active.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+    TestBuffer remote(backend_, conn.passive.pd, 16, kRemoteAccess | IBV_ACCESS_LOCAL_WRITE);
+    ibv_sge sge = local.Sge(0, 8);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(PostWrite(backend_, conn.active.qp(), i, &sge, 1, remote.addr(),
+                          remote.mr()->rkey, /*flags=*/0),
+                0);
+    }
+    // A poll point: the three execute and complete, unsignaled, and nothing is there to poll.
+    EXPECT_TRUE(PollAll(backend_, conn.active.send_cq).empty());
+    for (int i = 3; i < 6; ++i) {
+      EXPECT_EQ(PostWrite(backend_, conn.active.qp(), i, &sge, 1, remote.addr(),
+                          remote.mr()->rkey, /*flags=*/0),
+                0)
+          << "the slot of an unsignaled WR that completed is free";
+    }
+    EXPECT_TRUE(PollAll(backend_, conn.active.send_cq).empty());
+
+    ibv_sge recv_sge = remote.Sge(8, 8);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(PostRecvBuf(backend_, conn.passive.qp(), 10 + i, &recv_sge, 1), 0);
+    }
+    ibv_sge send_sge = local.Sge(0, 4);
+    ASSERT_EQ(PostSendMsg(backend_, conn.active.qp(), 20, &send_sge, 1), 0);
+    ASSERT_EQ(PollAll(backend_, conn.active.send_cq).size(), 1u);  // receive 10 consumed
+    EXPECT_EQ(PostRecvBuf(backend_, conn.passive.qp(), 13, &recv_sge, 1), 0)
+        << "a consumed receive's slot is free before its completion is polled";
+    EXPECT_EQ(PostRecvBuf(backend_, conn.passive.qp(), 14, &recv_sge, 1), ENOMEM);
+    EXPECT_THAT(PollAll(backend_, conn.passive.recv_cq), ElementsAre(Field(&ibv_wc::wr_id, 10u)));
   }
 }
 

@@ -74,6 +74,12 @@ struct DeviceProfile {
   // that / 16).
   bool inline_shares_sge_space;
 
+  // When a work request's queue slot is free again: when its completion is POLLED (mlx5: the
+  // provider moves the queue's tail in ibv_poll_cq, and an unsignaled WR's slot goes with the
+  // next polled completion), or when the WR COMPLETES (rxe, siw: the kernel consumes the WQE as
+  // it completes it, signaled or not, and a receive as it fills it).
+  bool slots_freed_at_poll;
+
   // Private data per rdma_cm message (rdma_connect, rdma_accept, rdma_reject).
   int max_connect_private_data;
   int max_accept_private_data;
