@@ -289,6 +289,30 @@ TEST_F(VerbsQpTest, EachTransitionNeedsItsMask) {
   EXPECT_EQ(Modify(a_.qp, InitAttr(), kInitMask), 0);  // and round again
 }
 
+// No driver refuses IBV_ACCESS_ON_DEMAND in a QP's access flags (docs/DEVICES.md, "The QP's
+// remote access"): taken on every profile, whether the device has ODP or not, and kept.
+TEST_F(VerbsQpTest, OnDemandAccessFlag_TakenOnEveryProfile) {
+  ibv_qp_attr odp = InitAttr();
+  odp.qp_access_flags = kRemoteAccess | IBV_ACCESS_ON_DEMAND;
+  ASSERT_EQ(Modify(a_.qp, InitAttr(), kInitMask), 0);
+  for (const DeviceProfile& profile : DeviceProfiles()) {
+    SetActiveProfile(profile);
+    for (bool odp_supported : {true, false}) {
+      SetOdpSupported(odp_supported);
+      EXPECT_EQ(Modify(a_.qp, odp, IBV_QP_ACCESS_FLAGS), 0) << profile.name << odp_supported;
+      ibv_qp_attr got;
+      ibv_qp_init_attr init;
+      ASSERT_EQ(backend_->IbvQueryQp(a_.qp, &got, IBV_QP_ACCESS_FLAGS, &init), 0);
+      EXPECT_EQ(got.qp_access_flags, static_cast<unsigned>(odp.qp_access_flags)) << profile.name;
+    }
+    ibv_qp_attr unknown = InitAttr();
+    unknown.qp_access_flags = kRemoteAccess | IBV_ACCESS_RELAXED_ORDERING;
+    EXPECT_EQ(Modify(a_.qp, unknown, IBV_QP_ACCESS_FLAGS), EINVAL) << profile.name;
+  }
+  ResetDeviceOverrides();
+  SetActiveProfile(DeviceProfiles()[0]);
+}
+
 TEST_F(VerbsQpTest, ReceivesFromInitSendsOnlyInRts) {
   TestBuffer buf(backend_, a_.pd, 64, kRemoteAccess);
   ibv_sge sge = buf.Sge(0, 64);
