@@ -1,6 +1,7 @@
 #include "simverbs/sim/profiles/device_profile.h"
 
 #include <atomic>
+#include <cerrno>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,8 @@ constexpr DeviceProfile kProfiles[] = {
         .atomic_cap = IBV_ATOMIC_NONE,
         .native_atomic_write = false,
         .odp = true,
+        .post_send_limit_errno = ENOMEM,  // _mlx5_post_send, set_data_inl_seg
+        .wr_setter_limit_errno = ENOMEM,  // _mlx5_send_wr_set_sge_list, _inline_data
         .cq_rounding = QueueRounding::kPowerOfTwoMinusOne,
         .send_queue_rounding = QueueRounding::kPowerOfTwo,
         .recv_queue_rounding = QueueRounding::kPowerOfTwo,
@@ -59,6 +62,8 @@ constexpr DeviceProfile kProfiles[] = {
         .atomic_cap = IBV_ATOMIC_HCA,
         .native_atomic_write = true,
         .odp = true,
+        .post_send_limit_errno = EINVAL,  // rxe.c validate_send_wr
+        .wr_setter_limit_errno = ENOSPC,  // wr_set_sge_list, wr_set_inline_data
         .cq_rounding = QueueRounding::kPowerOfTwoMinusOne,
         .send_queue_rounding = QueueRounding::kPowerOfTwoMinusOne,
         .recv_queue_rounding = QueueRounding::kPowerOfTwoMinusOne,
@@ -87,6 +92,8 @@ constexpr DeviceProfile kProfiles[] = {
         .atomic_cap = IBV_ATOMIC_NONE,
         .native_atomic_write = false,
         .odp = false,
+        .post_send_limit_errno = EINVAL,  // siw.c push_send_wqe
+        .wr_setter_limit_errno = EINVAL,  // libsiw has no ibv_wr_*: as its post
         .cq_rounding = QueueRounding::kPowerOfTwo,
         .send_queue_rounding = QueueRounding::kAsAsked,
         .recv_queue_rounding = QueueRounding::kAsAsked,

@@ -65,6 +65,13 @@ struct DeviceProfile {
   bool native_atomic_write;  // the default; RPMA_SIM_NATIVE_ATOMIC_WRITE overrides it
   bool odp;                  // the default; SetOdpSupported overrides it
 
+  // The errno a send WR beyond its QP's max_send_sge, or with inline data beyond its
+  // max_inline_data, gets: from ibv_post_send (mlx5 ENOMEM, rxe and siw EINVAL) and from the
+  // ibv_wr_* setters, reported by ibv_wr_complete (mlx5 ENOMEM, rxe ENOSPC). ibv_post_recv
+  // answers EINVAL for too many SGEs on every profile.
+  int post_send_limit_errno;
+  int wr_setter_limit_errno;
+
   // What ibv_create_cq reports in cq->cqe and rdma_create_qp_ex in attr->cap.
   QueueRounding cq_rounding;
   QueueRounding send_queue_rounding;
