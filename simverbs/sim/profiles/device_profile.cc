@@ -38,6 +38,19 @@ constexpr DeviceProfile kProfiles[] = {
         .send_queue_rounding = QueueRounding::kPowerOfTwo,
         .recv_queue_rounding = QueueRounding::kPowerOfTwo,
         .inline_shares_sge_space = false,
+        .port =
+            {
+                // mlx5_query_port_roce, a ConnectX-5 at 100 Gb/s (100GBASE-CR4: 4X EDR)
+                .max_mtu = IBV_MTU_4096,
+                .active_mtu = IBV_MTU_1024,
+                .gid_tbl_len = 256,  // roce_address_table_size
+                .pkey_tbl_len = 1,
+                .port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS,
+                .max_msg_sz = 1u << 30,  // 1 << log_max_msg
+                .max_vl_num = 0,
+                .active_width = 2,
+                .active_speed = 32,
+            },
         .max_connect_private_data = 56,
         .max_accept_private_data = 196,
         .max_reject_private_data = 148,
@@ -68,6 +81,19 @@ constexpr DeviceProfile kProfiles[] = {
         .send_queue_rounding = QueueRounding::kPowerOfTwoMinusOne,
         .recv_queue_rounding = QueueRounding::kPowerOfTwoMinusOne,
         .inline_shares_sge_space = true,
+        .port =
+            {
+                // rxe_param.h enum rxe_port_param; rxe_query_port
+                .max_mtu = IBV_MTU_4096,
+                .active_mtu = IBV_MTU_1024,
+                .gid_tbl_len = 1024,
+                .pkey_tbl_len = 1,
+                .port_cap_flags = IBV_PORT_CM_SUP,
+                .max_msg_sz = 0x800000,
+                .max_vl_num = 1,
+                .active_width = 1,
+                .active_speed = 1,
+            },
         .max_connect_private_data = 56,
         .max_accept_private_data = 196,
         .max_reject_private_data = 148,
@@ -98,6 +124,19 @@ constexpr DeviceProfile kProfiles[] = {
         .send_queue_rounding = QueueRounding::kAsAsked,
         .recv_queue_rounding = QueueRounding::kAsAsked,
         .inline_shares_sge_space = false,
+        .port =
+            {
+                // siw_query_port: both MTUs the netdev's, no pkey table
+                .max_mtu = IBV_MTU_1024,
+                .active_mtu = IBV_MTU_1024,
+                .gid_tbl_len = 1,
+                .pkey_tbl_len = 0,
+                .port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_DEVICE_MGMT_SUP,
+                .max_msg_sz = 0xffffffffu,  // -1
+                .max_vl_num = 0,
+                .active_width = 1,
+                .active_speed = 1,
+            },
         .max_connect_private_data = kMaxPrivateDataAnyDevice,
         .max_accept_private_data = kMaxPrivateDataAnyDevice,
         .max_reject_private_data = kMaxPrivateDataAnyDevice,
