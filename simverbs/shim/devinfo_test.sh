@@ -60,20 +60,43 @@ has verbose 'vendor_id:[[:space:]]+0x02c9$'
 has verbose 'vendor_part_id:[[:space:]]+4119$'
 has verbose 'max_sge:[[:space:]]+32$'
 has verbose 'phys_state:[[:space:]]+LINK_UP \(5\)$'
-has verbose 'pkey_tbl_len:[[:space:]]+1$'
-has verbose 'gid_tbl_len:[[:space:]]+1$'
-# The process's own GID, ::ffff:127.a.b.c with a.b.c from its pid (shim.h).
-has verbose 'GID\[  0\]:[[:space:]]+::ffff:127\.[0-9]+\.[0-9]+\.[0-9]+, RoCE v2$'
+
+# port_is <name> <max_mtu> <active_mtu> <max_msg_sz> <port_cap_flags> <pkey_tbl_len>
+#   <gid_tbl_len> <width> <speed>: the port of run <name> (ibv_devinfo -v) has each profile's
+# values (docs/DEVICES.md, "The port"), an Ethernet port whose one GID, the process's own
+# ::ffff:127.a.b.c (a.b.c from its pid; shim.h), is index 0 of a table otherwise empty.
+port_is() {
+  local name="$1"
+  has "$name" "max_mtu:[[:space:]]+$2\$"
+  has "$name" "active_mtu:[[:space:]]+$3\$"
+  has "$name" 'link_layer:[[:space:]]+Ethernet$'
+  has "$name" "max_msg_sz:[[:space:]]+$4\$"
+  has "$name" "port_cap_flags:[[:space:]]+$5\$"
+  has "$name" "pkey_tbl_len:[[:space:]]+$6\$"
+  has "$name" "gid_tbl_len:[[:space:]]+$7\$"
+  has "$name" "active_width:[[:space:]]+$8\$"
+  has "$name" "active_speed:[[:space:]]+$9\$"
+  has "$name" 'GID\[  0\]:[[:space:]]+::ffff:127\.[0-9]+\.[0-9]+\.[0-9]+, RoCE v2$'
+  [[ "$(grep -c 'GID\[' "$dir/$name.out")" == 1 ]] ||
+    fail "$name: not exactly one GID shown: $(grep 'GID\[' "$dir/$name.out")"
+}
+# mlx5: a ConnectX-5 at 100 Gb/s as RoCE (mlx5_query_port_roce).
+port_is verbose '4096 \(5\)' '1024 \(3\)' 0x40000000 0x04010000 1 256 '4X \(2\)' \
+  '25\.0 Gbps \(32\)'
 
 # RPMA_SIM_DEVICE picks the profile: siw is iWARP.
-run siw RPMA_SIM_DEVICE=siw -- ibv_devinfo
+run siw RPMA_SIM_DEVICE=siw -- ibv_devinfo -v
 [[ "$(rc siw)" == 0 ]] || fail "ibv_devinfo (siw) exited $(rc siw): $(cat "$dir/siw.err")"
 has siw 'transport:[[:space:]]+iWARP \(1\)$'
 has siw 'vendor_id:[[:space:]]+0x626d74$'
+# siw_query_port: both MTUs the netdev's (1500 bytes: 1024), no pkey table, max_msg_sz -1.
+port_is siw '1024 \(3\)' '1024 \(3\)' 0xffffffff 0x00090000 0 1 '1X \(1\)' '2\.5 Gbps \(1\)'
 run rxe RPMA_SIM_DEVICE=rxe -- ibv_devinfo -v
 has rxe 'max_inline_data|max_qp_wr:[[:space:]]+'  # starts and answers
 [[ "$(rc rxe)" == 0 ]] || fail "ibv_devinfo (rxe) exited $(rc rxe): $(cat "$dir/rxe.err")"
 has rxe 'vendor_id:[[:space:]]+0xffffff$'
+# rxe_param.h's port parameters.
+port_is rxe '4096 \(5\)' '1024 \(3\)' 0x800000 0x00010000 1 1024 '1X \(1\)' '2\.5 Gbps \(1\)'
 
 # A device or port that does not exist: the tool's own error, exit status not a signal.
 run nodev -- ibv_devinfo -d mlx5_0

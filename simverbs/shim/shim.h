@@ -29,12 +29,13 @@
 // simulator's message on stderr). ibv_open_device returns the one simulated context each time;
 // ibv_close_device does not destroy it (objects of the process stay usable until exit). One
 // port, 1, ACTIVE, link layer Ethernet (the simulated NIC is reached at IP addresses through
-// rdma_cm, as RoCE and iWARP are), with rxe's port values (kernel
-// drivers/infiniband/sw/rxe/rxe_param.h, enum rxe_port_param) except the GID table, which holds
-// one GID, this process's own ::ffff:127.a.b.c (RoCE v2; a.b.c are the low 24 bits of the pid,
-// so every process's GID differs and names it: all of 127/8 is loopback, so it is still a
-// local IPv4-mapped address; sim::ProcessGid), and pkey table, which holds the default pkey
-// 0xffff.
+// rdma_cm, as RoCE and iWARP are), with the profile's port values (MTUs, table lengths,
+// capability flags, max_msg_sz, width and speed: sim::PortProfile, docs/DEVICES.md). Its GID
+// table holds one GID, at index 0, this process's own ::ffff:127.a.b.c (RoCE v2; a.b.c are the
+// low 24 bits of the pid, so every process's GID differs and names it: all of 127/8 is
+// loopback, so it is still a local IPv4-mapped address; sim::ProcessGid); its other entries
+// are empty (ibv_query_gid: a zero GID, as rdma-core gives for one). Its pkey table, where the
+// profile has one (not siw's), holds the default pkey 0xffff.
 //
 // LINKING. The simulator is inside libibverbs.so.1, statically, built without the ibverbs
 // backend (the shim depends on //simverbs/sim:sim_backend, never on //simverbs:backend_registry),

@@ -10,5 +10,9 @@ if ! LD_LIBRARY_PATH="$libdir" ldd "$program" | grep -q "$libdir/libibverbs.so.1
   echo "FAILED: $program does not load the shim: $(LD_LIBRARY_PATH="$libdir" ldd "$program")"
   exit 1
 fi
+# siw's port first (a profile of its own: RPMA_SIM_DEVICE=siw), then everything on the default.
+env -u RPMA_SIM_FAULTS -u RPMA_SIM_SCENARIO RPMA_SIM_DEVICE=siw \
+  RPMA_SIM_FABRIC="shim-program-siw-$$" LD_LIBRARY_PATH="$libdir" timeout 30 "$program" siw-port ||
+  exit 1
 env -u RPMA_SIM_DEVICE -u RPMA_SIM_FAULTS -u RPMA_SIM_SCENARIO RPMA_SIM_FABRIC="shim-program-$$" \
   LD_LIBRARY_PATH="$libdir" timeout 30 "$program"

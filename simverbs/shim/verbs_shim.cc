@@ -22,6 +22,7 @@
 #include "simverbs/backend.h"
 #include "simverbs/mutex.h"
 #include "simverbs/shim/shim.h"
+#include "simverbs/sim/profiles/device_profile.h"
 #include "simverbs/sim/sim_backend.h"
 
 // Declared by rdma-core's private headers (driver.h, marshall.h), which Debian does not install.
@@ -91,36 +92,43 @@ bool IsTheDevice(ibv_device* device) {
   return device != nullptr && context != nullptr && device == context->device;
 }
 
-// ---- The port: rxe's values (kernel drivers/infiniband/sw/rxe/rxe_param.h, enum
-// rxe_port_param: one VL, width 1X, active speed 1, LID 0, capability IB_PORT_CM_SUP) except
-// the state, ACTIVE as an rxe port whose netdev is up, and the tables (one entry each). ----------
+// ---- The port: the active profile's values (sim::PortProfile; docs/DEVICES.md), the state
+// ACTIVE as a port whose netdev is up, LID 0 as on any Ethernet port. Of its tables only the
+// first entries hold something: GID 0 (this process's) and, where the profile has a pkey
+// table, the default pkey; the other entries of the GID table are empty. -----------------------
 constexpr uint8_t kPortNum = 1;
-constexpr uint32_t kPortCapCmSup = 1u << 16;  // IB_PORT_CM_SUP (ib_user_verbs.h's IB_PORT_*)
-constexpr uint32_t kMaxMsgSize = 0x800000;    // RXE_PORT_MAX_MSG_SZ
-constexpr uint8_t kPhysStateLinkUp = 5;       // IB_PORT_PHYS_STATE_LINK_UP (IBA 14.2.5.6)
-constexpr uint16_t kDefaultPkey = 0xffff;     // the default partition, full member (IBA 10.9.1.2)
+constexpr uint8_t kPhysStateLinkUp = 5;    // IB_PORT_PHYS_STATE_LINK_UP (IBA 14.2.5.6)
+constexpr uint16_t kDefaultPkey = 0xffff;  // the default partition, full member (IBA 10.9.1.2)
+
+const sim::PortProfile& Port() { return sim::ActiveProfile().port; }
 
 void FillPort(ibv_port_attr* attr) {
+  const sim::PortProfile& port = Port();
   std::memset(attr, 0, sizeof(*attr));
   attr->state = IBV_PORT_ACTIVE;
-  attr->max_mtu = IBV_MTU_4096;
-  attr->active_mtu = IBV_MTU_1024;  // rxe's on a 1500-byte Ethernet MTU (rxe_set_mtu)
-  attr->gid_tbl_len = 1;
-  attr->port_cap_flags = kPortCapCmSup;
-  attr->max_msg_sz = kMaxMsgSize;
-  attr->pkey_tbl_len = 1;
+  attr->max_mtu = port.max_mtu;
+  attr->active_mtu = port.active_mtu;
+  attr->gid_tbl_len = port.gid_tbl_len;
+  attr->port_cap_flags = port.port_cap_flags;
+  attr->max_msg_sz = port.max_msg_sz;
+  attr->pkey_tbl_len = port.pkey_tbl_len;
   attr->lid = 0;
   attr->sm_lid = 0;
   attr->lmc = 0;
-  attr->max_vl_num = 1;
+  attr->max_vl_num = port.max_vl_num;
   attr->sm_sl = 0;
   attr->subnet_timeout = 0;
   attr->init_type_reply = 0;
-  attr->active_width = 1;  // IB_WIDTH_1X
-  attr->active_speed = 1;  // RXE_PORT_ACTIVE_SPEED
+  attr->active_width = port.active_width;
+  attr->active_speed = port.active_speed;
   attr->phys_state = kPhysStateLinkUp;
   attr->link_layer = IBV_LINK_LAYER_ETHERNET;
 }
+
+// Whether `index` is an entry of the port's GID table (entry 0 holds the GID, the rest are
+// empty) or of its pkey table.
+bool InGidTable(int64_t index) { return index >= 0 && index < Port().gid_tbl_len; }
+bool InPkeyTable(int64_t index) { return index >= 0 && index < Port().pkey_tbl_len; }
 
 // The one GID: this process's ::ffff:127.a.b.c (a.b.c from the pid; sim::ProcessGid), as a
 // RoCE v2 port with that loopback address has it.
@@ -333,8 +341,12 @@ int ibv_query_port(ibv_context* context, uint8_t port_num, _compat_ibv_port_attr
 
 int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
   if (!IsTheContext(context) || gid == nullptr || port_num != softrpma::shim::kPortNum ||
-      index != 0) {
+      !softrpma::shim::InGidTable(index)) {
     return -1;  // as rdma-core's: -1 for a bad port or index
+  }
+  if (index != 0) {  // an empty entry: rdma-core's ibv_query_gid gives a zero GID
+    std::memset(gid, 0, sizeof(*gid));
+    return 0;
   }
   softrpma::shim::FillGid(gid);
   return 0;
@@ -343,11 +355,12 @@ int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gi
 int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index,
                        ibv_gid_type_sysfs* type) {
   if (!IsTheContext(context) || type == nullptr || port_num != softrpma::shim::kPortNum ||
-      index != 0) {
+      !softrpma::shim::InGidTable(index)) {
     errno = EINVAL;
     return -1;
   }
-  *type = IBV_GID_TYPE_SYSFS_ROCE_V2;
+  // An empty entry: rdma-core's ibv_query_gid_type answers RoCE v1 (its ENODATA case).
+  *type = index == 0 ? IBV_GID_TYPE_SYSFS_ROCE_V2 : IBV_GID_TYPE_SYSFS_IB_ROCE_V1;
   return 0;
 }
 
@@ -380,8 +393,10 @@ ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_
 }
 
 int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
+  // rdma-core reads the port's sysfs pkeys/<index>: -1 past the table, and for every index on
+  // a port without one (siw's).
   if (!IsTheContext(context) || pkey == nullptr || port_num != softrpma::shim::kPortNum ||
-      index != 0) {
+      index != 0 || !softrpma::shim::InPkeyTable(index)) {
     return -1;
   }
   *pkey = htons(softrpma::shim::kDefaultPkey);
@@ -390,6 +405,7 @@ int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, __be16* pk
 
 int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16 pkey) {
   if (!IsTheContext(context) || port_num != softrpma::shim::kPortNum) return -EINVAL;
+  if (!softrpma::shim::InPkeyTable(0)) return -1;  // no table: rdma-core's ibv_query_pkey's -1
   return ntohs(pkey) == softrpma::shim::kDefaultPkey ? 0 : -ENOENT;
 }
 

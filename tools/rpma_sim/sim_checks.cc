@@ -1,6 +1,7 @@
 #include "tools/rpma_sim/sim_checks.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -75,6 +76,19 @@ const char* RoundingName(sim::QueueRounding rounding) {
   return "?";
 }
 
+// The errnos a profile answers with (device_profile.h), by name.
+std::string ErrnoName(int err) {
+  switch (err) {
+    case EINVAL:
+      return "EINVAL";
+    case ENOMEM:
+      return "ENOMEM";
+    case ENOSPC:
+      return "ENOSPC";
+  }
+  return absl::StrCat(err);
+}
+
 const char* AtomicCapName(ibv_atomic_cap cap) {
   switch (cap) {
     case IBV_ATOMIC_NONE:
@@ -116,6 +130,10 @@ std::string FormatDevices() {
        [](const sim::DeviceProfile& p) { return absl::StrCat(p.max_qp_rd_atom); }},
       {"max_qp_init_rd_atom",
        [](const sim::DeviceProfile& p) { return absl::StrCat(p.max_qp_init_rd_atom); }},
+      {"SGEs / inline over the QP's: ibv_post_send",
+       [](const sim::DeviceProfile& p) { return ErrnoName(p.post_send_limit_errno); }},
+      {"SGEs / inline over the QP's: ibv_wr_*",
+       [](const sim::DeviceProfile& p) { return ErrnoName(p.wr_setter_limit_errno); }},
       {"cq->cqe of n",
        [](const sim::DeviceProfile& p) -> std::string { return RoundingName(p.cq_rounding); }},
       {"max_send_wr of n", [](const sim::DeviceProfile& p) -> std::string {

@@ -77,5 +77,13 @@ TEST(ListPoints, EveryPointWithItsDescription) {
   }
 }
 
+TEST(FormatDevices, TheSgeAndInlineErrnosOfEachProfile) {
+  const std::string table = FormatDevices();
+  EXPECT_THAT(table, ::testing::ContainsRegex(
+                         "SGEs / inline over the QP's: ibv_post_send +ENOMEM +EINVAL +EINVAL\n"));
+  EXPECT_THAT(table, ::testing::ContainsRegex(
+                         "SGEs / inline over the QP's: ibv_wr_\\* +ENOMEM +ENOSPC +EINVAL\n"));
+}
+
 }  // namespace
 }  // namespace softrpma::rpma_sim

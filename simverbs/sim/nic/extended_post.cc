@@ -93,7 +93,7 @@ void WrSetSgeList(SimQp* qp, size_t num_sge, const ibv_sge* sg_list) {
     return;
   }
   if (num_sge > qp->cap.max_send_sge) {
-    FailBatch(qp, ENOMEM);  // mlx5's
+    FailBatch(qp, ActiveProfile().wr_setter_limit_errno);
     return;
   }
   wr->is_inline = false;
@@ -114,7 +114,7 @@ void WrSetInlineDataList(SimQp* qp, size_t num_buf, const ibv_data_buf* buf_list
   // (The atomic write's 8 bytes do not count against max_inline_data; ibv_post_send checks
   // the rest when the batch is posted.)
   if (wr->opcode != IBV_WR_ATOMIC_WRITE && total > qp->cap.max_inline_data) {
-    FailBatch(qp, ENOMEM);  // mlx5's
+    FailBatch(qp, ActiveProfile().wr_setter_limit_errno);
     return;
   }
   wr->is_inline = true;

@@ -20,8 +20,9 @@ namespace {
 constexpr uint64_t kMaxMessageSize = uint64_t{1} << 31;
 
 // Checks one send WR against the QP's limits. `extended`: built by the extended post API,
-// the only way an atomic write is posted (mlx5's ibv_post_send rejects the opcode). Returns 0
-// or EINVAL; sets *length.
+// the only way an atomic write is posted (mlx5's ibv_post_send rejects the opcode). Returns 0,
+// the profile's post_send_limit_errno for too many SGEs or too much inline data, or EINVAL;
+// sets *length.
 int ValidateSend(const SimQp* qp, const ibv_send_wr* wr, bool extended, uint64_t* length) {
   const Opcode* op = FindOpcode(wr->opcode);
   if (op == nullptr) return EINVAL;
@@ -33,8 +34,9 @@ int ValidateSend(const SimQp* qp, const ibv_send_wr* wr, bool extended, uint64_t
   if (wr->opcode == IBV_WR_ATOMIC_WRITE && !extended) return EINVAL;
   // siw reports no atomics, and its provider maps both opcodes to "unsupported" (EINVAL).
   if (FetchesAtomically(*op) && ActiveProfile().atomic_cap == IBV_ATOMIC_NONE) return EINVAL;
-  if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp->cap.max_send_sge) {
-    return EINVAL;
+  if (wr->num_sge < 0) return EINVAL;
+  if (static_cast<uint32_t>(wr->num_sge) > qp->cap.max_send_sge) {
+    return ActiveProfile().post_send_limit_errno;
   }
   if (wr->num_sge > 0 && wr->sg_list == nullptr) return EINVAL;
   uint64_t total = 0;
@@ -44,7 +46,9 @@ int ValidateSend(const SimQp* qp, const ibv_send_wr* wr, bool extended, uint64_t
     if (wr->opcode == IBV_WR_RDMA_READ) return EINVAL;
     // An atomic write's 8 bytes always travel in the WQE (as with ibv_wr_atomic_write), so
     // they do not count against max_inline_data.
-    if (total > qp->cap.max_inline_data && wr->opcode != IBV_WR_ATOMIC_WRITE) return EINVAL;
+    if (total > qp->cap.max_inline_data && wr->opcode != IBV_WR_ATOMIC_WRITE) {
+      return ActiveProfile().post_send_limit_errno;
+    }
   }
   if (wr->opcode == IBV_WR_ATOMIC_WRITE && total != sizeof(uint64_t)) return EINVAL;
   if (FetchesAtomically(*op)) {

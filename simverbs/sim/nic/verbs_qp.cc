@@ -239,9 +239,13 @@ bool TransitionMasks(ibv_qp_state cur, ibv_qp_state next, int* required, int* op
   }
 }
 
+// The qp_access_flags bits ibv_modify_qp takes. IBV_ACCESS_ON_DEMAND is an MR's flag, but no
+// profile's driver refuses it in a QP's flags (nor does the kernel's uverbs modify_qp): mlx5,
+// rxe and siw read the remote bits and ignore the rest, whatever the device's ODP, so it is
+// taken and kept (ibv_query_qp gives it back) on every profile (docs/DEVICES.md).
 constexpr int kKnownAccess =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-    IBV_ACCESS_REMOTE_ATOMIC;
+    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ON_DEMAND;
 
 // The values of the attributes in `mask`. REQUIRES: the mask passed TransitionMasks.
 int CheckValues(const SimQp* qp, const ibv_qp_attr& attr, int mask) {

@@ -289,6 +289,30 @@ TEST_F(VerbsQpTest, EachTransitionNeedsItsMask) {
   EXPECT_EQ(Modify(a_.qp, InitAttr(), kInitMask), 0);  // and round again
 }
 
+// No driver refuses IBV_ACCESS_ON_DEMAND in a QP's access flags (docs/DEVICES.md, "The QP's
+// remote access"): taken on every profile, whether the device has ODP or not, and kept.
+TEST_F(VerbsQpTest, OnDemandAccessFlag_TakenOnEveryProfile) {
+  ibv_qp_attr odp = InitAttr();
+  odp.qp_access_flags = kRemoteAccess | IBV_ACCESS_ON_DEMAND;
+  ASSERT_EQ(Modify(a_.qp, InitAttr(), kInitMask), 0);
+  for (const DeviceProfile& profile : DeviceProfiles()) {
+    SetActiveProfile(profile);
+    for (bool odp_supported : {true, false}) {
+      SetOdpSupported(odp_supported);
+      EXPECT_EQ(Modify(a_.qp, odp, IBV_QP_ACCESS_FLAGS), 0) << profile.name << odp_supported;
+      ibv_qp_attr got;
+      ibv_qp_init_attr init;
+      ASSERT_EQ(backend_->IbvQueryQp(a_.qp, &got, IBV_QP_ACCESS_FLAGS, &init), 0);
+      EXPECT_EQ(got.qp_access_flags, static_cast<unsigned>(odp.qp_access_flags)) << profile.name;
+    }
+    ibv_qp_attr unknown = InitAttr();
+    unknown.qp_access_flags = kRemoteAccess | IBV_ACCESS_RELAXED_ORDERING;
+    EXPECT_EQ(Modify(a_.qp, unknown, IBV_QP_ACCESS_FLAGS), EINVAL) << profile.name;
+  }
+  ResetDeviceOverrides();
+  SetActiveProfile(DeviceProfiles()[0]);
+}
+
 TEST_F(VerbsQpTest, ReceivesFromInitSendsOnlyInRts) {
   TestBuffer buf(backend_, a_.pd, 64, kRemoteAccess);
   ibv_sge sge = buf.Sge(0, 64);
@@ -707,7 +731,7 @@ TEST_F(ExtendedPostTest, ABadBuilderFailsTheWholeBatchAndPostsNothing) {
     return ibv_wr_complete(qpx_);
   };
   // A builder the simulator does not model (a provider's NULL); more SGEs than the QP has and
-  // inline data beyond max_inline_data (ENOMEM, as mlx5's setters).
+  // inline data beyond max_inline_data (ENOMEM, as mlx5's setters: the default profile).
   EXPECT_EQ(write_then([&] { ibv_wr_local_inv(qpx_, 1); }), EINVAL);
   EXPECT_EQ(write_then([&] { ibv_wr_atomic_fetch_add(qpx_, b_buf.mr()->rkey, b_buf.addr(8), 1); }),
             EINVAL);
@@ -735,6 +759,54 @@ TEST_F(ExtendedPostTest, ABadBuilderFailsTheWholeBatchAndPostsNothing) {
   EXPECT_EQ(write_then([] {}), 0);
   EXPECT_THAT(PollN(backend_, a_.cq, 1), ElementsAre(Field(&ibv_wc::wr_id, 1u)));
   EXPECT_STREQ(reinterpret_cast<char*>(b_buf.data()), "data");
+}
+
+// A send WR beyond its QP's max_send_sge or max_inline_data: each profile answers as its
+// provider does (docs/DEVICES.md, "Errnos of the SGE and inline limits"), from ibv_post_send
+// and from the ibv_wr_* setters; ibv_post_recv's EINVAL is every profile's.
+TEST_F(ExtendedPostTest, SgeAndInlineLimits_EachProfilesErrno) {
+  Remake(IBV_QP_EX_WITH_RDMA_WRITE);
+  const ibv_qp_cap cap = to_sim(a_.qp)->cap;
+  TestBuffer a_buf(backend_, a_.pd, 4096, kRemoteAccess);
+  TestBuffer b_buf(backend_, b_.pd, 4096, kRemoteAccess);
+  std::vector<ibv_sge> sges;
+  for (uint32_t i = 0; i <= cap.max_send_sge; ++i) sges.push_back(a_buf.Sge(i, 1));
+  ibv_sge too_long = a_buf.Sge(0, cap.max_inline_data + 1);
+  ibv_sge recv_sges[2] = {a_buf.Sge(0, 1), a_buf.Sge(1, 1)};
+  ASSERT_LT(cap.max_recv_sge, 2u);
+  std::vector<char> big(cap.max_inline_data + 1, 'x');
+  struct Expected {
+    const char* profile;
+    int post_send;
+    int wr_setter;
+  };
+  for (const Expected& want : {Expected{"mlx5", ENOMEM, ENOMEM}, Expected{"rxe", EINVAL, ENOSPC},
+                               Expected{"siw", EINVAL, EINVAL}}) {
+    SetActiveProfile(**FindDeviceProfile(want.profile));
+    EXPECT_EQ(PostWrite(backend_, a_.qp, 1, sges.data(), static_cast<int>(sges.size()),
+                        b_buf.addr(0), b_buf.mr()->rkey),
+              want.post_send)
+        << want.profile;
+    EXPECT_EQ(PostWrite(backend_, a_.qp, 2, &too_long, 1, b_buf.addr(0), b_buf.mr()->rkey,
+                        IBV_SEND_SIGNALED | IBV_SEND_INLINE),
+              want.post_send)
+        << want.profile;
+    EXPECT_EQ(PostRecvBuf(backend_, a_.qp, 3, recv_sges, 2), EINVAL) << want.profile;
+    ibv_wr_start(qpx_);
+    NextWr(4);
+    ibv_wr_rdma_write(qpx_, b_buf.mr()->rkey, b_buf.addr(0));
+    ibv_wr_set_sge_list(qpx_, sges.size(), sges.data());
+    EXPECT_EQ(ibv_wr_complete(qpx_), want.wr_setter) << want.profile;
+    ibv_wr_start(qpx_);
+    NextWr(5);
+    ibv_wr_rdma_write(qpx_, b_buf.mr()->rkey, b_buf.addr(0));
+    ibv_wr_set_inline_data(qpx_, big.data(), big.size());
+    EXPECT_EQ(ibv_wr_complete(qpx_), want.wr_setter) << want.profile;
+  }
+  SetActiveProfile(DeviceProfiles()[0]);
+  // Nothing was posted.
+  ExecutePosted(backend_, a_.cq);
+  EXPECT_TRUE(PollAll(backend_, a_.cq).empty());
 }
 
 // ibv_wr_post(3): "the entire posting will be aborted". Errors found only when the batch is

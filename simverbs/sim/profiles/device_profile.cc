@@ -1,6 +1,7 @@
 #include "simverbs/sim/profiles/device_profile.h"
 
 #include <atomic>
+#include <cerrno>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -31,11 +32,26 @@ constexpr DeviceProfile kProfiles[] = {
         .atomic_cap = IBV_ATOMIC_HCA,  // a ConnectX-5: host-endian 8-byte atomics (DEVICES.md)
         .native_atomic_write = false,
         .odp = true,
+        .post_send_limit_errno = ENOMEM,  // _mlx5_post_send, set_data_inl_seg
+        .wr_setter_limit_errno = ENOMEM,  // _mlx5_send_wr_set_sge_list, _inline_data
         .cq_rounding = QueueRounding::kPowerOfTwoMinusOne,
         .send_queue_rounding = QueueRounding::kPowerOfTwo,
         .recv_queue_rounding = QueueRounding::kPowerOfTwo,
         .inline_shares_sge_space = false,
         .slots_freed_at_poll = true,
+        .port =
+            {
+                // mlx5_query_port_roce, a ConnectX-5 at 100 Gb/s (100GBASE-CR4: 4X EDR)
+                .max_mtu = IBV_MTU_4096,
+                .active_mtu = IBV_MTU_1024,
+                .gid_tbl_len = 256,  // roce_address_table_size
+                .pkey_tbl_len = 1,
+                .port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS,
+                .max_msg_sz = 1u << 30,  // 1 << log_max_msg
+                .max_vl_num = 0,
+                .active_width = 2,
+                .active_speed = 32,
+            },
         .max_connect_private_data = 56,
         .max_accept_private_data = 196,
         .max_reject_private_data = 148,
@@ -60,11 +76,26 @@ constexpr DeviceProfile kProfiles[] = {
         .atomic_cap = IBV_ATOMIC_HCA,
         .native_atomic_write = true,
         .odp = true,
+        .post_send_limit_errno = EINVAL,  // rxe.c validate_send_wr
+        .wr_setter_limit_errno = ENOSPC,  // wr_set_sge_list, wr_set_inline_data
         .cq_rounding = QueueRounding::kPowerOfTwoMinusOne,
         .send_queue_rounding = QueueRounding::kPowerOfTwoMinusOne,
         .recv_queue_rounding = QueueRounding::kPowerOfTwoMinusOne,
         .inline_shares_sge_space = true,
         .slots_freed_at_poll = false,
+        .port =
+            {
+                // rxe_param.h enum rxe_port_param; rxe_query_port
+                .max_mtu = IBV_MTU_4096,
+                .active_mtu = IBV_MTU_1024,
+                .gid_tbl_len = 1024,
+                .pkey_tbl_len = 1,
+                .port_cap_flags = IBV_PORT_CM_SUP,
+                .max_msg_sz = 0x800000,
+                .max_vl_num = 1,
+                .active_width = 1,
+                .active_speed = 1,
+            },
         .max_connect_private_data = 56,
         .max_accept_private_data = 196,
         .max_reject_private_data = 148,
@@ -89,11 +120,26 @@ constexpr DeviceProfile kProfiles[] = {
         .atomic_cap = IBV_ATOMIC_NONE,
         .native_atomic_write = false,
         .odp = false,
+        .post_send_limit_errno = EINVAL,  // siw.c push_send_wqe
+        .wr_setter_limit_errno = EINVAL,  // libsiw has no ibv_wr_*: as its post
         .cq_rounding = QueueRounding::kPowerOfTwo,
         .send_queue_rounding = QueueRounding::kAsAsked,
         .recv_queue_rounding = QueueRounding::kAsAsked,
         .inline_shares_sge_space = false,
         .slots_freed_at_poll = false,
+        .port =
+            {
+                // siw_query_port: both MTUs the netdev's, no pkey table
+                .max_mtu = IBV_MTU_1024,
+                .active_mtu = IBV_MTU_1024,
+                .gid_tbl_len = 1,
+                .pkey_tbl_len = 0,
+                .port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_DEVICE_MGMT_SUP,
+                .max_msg_sz = 0xffffffffu,  // -1
+                .max_vl_num = 0,
+                .active_width = 1,
+                .active_speed = 1,
+            },
         .max_connect_private_data = kMaxPrivateDataAnyDevice,
         .max_accept_private_data = kMaxPrivateDataAnyDevice,
         .max_reject_private_data = kMaxPrivateDataAnyDevice,

@@ -40,6 +40,21 @@ enum class QueueRounding : uint8_t {
 // Returns `n` rounded as `rounding` says. REQUIRES: n >= 0 (0 stays 0).
 uint32_t RoundQueueSize(QueueRounding rounding, uint32_t n);
 
+// What ibv_query_port reports for the device's one port (1), an Ethernet port on every profile
+// (mlx5 as RoCE, rxe as soft-RoCE, siw as iWARP over TCP). The state (ACTIVE, LINK_UP), the
+// link layer, the LIDs and the GID table's contents are every profile's (the verbs shim).
+struct PortProfile {
+  ibv_mtu max_mtu;
+  ibv_mtu active_mtu;     // as on a netdev of 1500 bytes
+  int gid_tbl_len;        // entry 0 holds the process's GID, the others are empty
+  uint16_t pkey_tbl_len;  // 0: no pkey table (iWARP); else entry 0 holds 0xffff
+  uint32_t port_cap_flags;  // IBV_PORT_* bits, as libibverbs receives them
+  uint32_t max_msg_sz;
+  uint8_t max_vl_num;
+  uint8_t active_width;  // IB_WIDTH_* (1: 1X, 2: 4X)
+  uint8_t active_speed;  // IB_SPEED_* (1: SDR 2.5 Gb/s, 32: EDR 25 Gb/s)
+};
+
 struct DeviceProfile {
   const char* name;         // the RPMA_SIM_DEVICE value: "mlx5", "rxe", "siw"
   const char* description;  // one line, for `rpma-sim devices`
@@ -65,6 +80,13 @@ struct DeviceProfile {
   bool native_atomic_write;  // the default; RPMA_SIM_NATIVE_ATOMIC_WRITE overrides it
   bool odp;                  // the default; SetOdpSupported overrides it
 
+  // The errno a send WR beyond its QP's max_send_sge, or with inline data beyond its
+  // max_inline_data, gets: from ibv_post_send (mlx5 ENOMEM, rxe and siw EINVAL) and from the
+  // ibv_wr_* setters, reported by ibv_wr_complete (mlx5 ENOMEM, rxe ENOSPC). ibv_post_recv
+  // answers EINVAL for too many SGEs on every profile.
+  int post_send_limit_errno;
+  int wr_setter_limit_errno;
+
   // What ibv_create_cq reports in cq->cqe and rdma_create_qp_ex in attr->cap.
   QueueRounding cq_rounding;
   QueueRounding send_queue_rounding;
@@ -79,6 +101,8 @@ struct DeviceProfile {
   // next polled completion), or when the WR COMPLETES (rxe, siw: the kernel consumes the WQE as
   // it completes it, signaled or not, and a receive as it fills it).
   bool slots_freed_at_poll;
+  // ibv_query_port's port 1.
+  PortProfile port;
 
   // Private data per rdma_cm message (rdma_connect, rdma_accept, rdma_reject).
   int max_connect_private_data;

@@ -84,6 +84,37 @@ TEST(DeviceProfilesTest, Facts_AsTheDriversHaveThem) {
   EXPECT_EQ(siw.max_reject_private_data, 255);
 }
 
+TEST(DeviceProfilesTest, Port_AsEachDriversQueryPort) {
+  const PortProfile& mlx5 = (*FindDeviceProfile("mlx5"))->port;
+  const PortProfile& rxe = (*FindDeviceProfile("rxe"))->port;
+  const PortProfile& siw = (*FindDeviceProfile("siw"))->port;
+  // mlx5_query_port_roce on a ConnectX-5 at 100 Gb/s: 4X EDR, IP-based GIDs.
+  EXPECT_EQ(mlx5.max_mtu, IBV_MTU_4096);
+  EXPECT_EQ(mlx5.gid_tbl_len, 256);
+  EXPECT_EQ(mlx5.pkey_tbl_len, 1);
+  EXPECT_EQ(mlx5.port_cap_flags, 0x04010000u);
+  EXPECT_EQ(mlx5.max_msg_sz, 0x40000000u);
+  EXPECT_EQ(mlx5.active_width, 2);
+  EXPECT_EQ(mlx5.active_speed, 32);
+  // rxe_param.h's enum rxe_port_param.
+  EXPECT_EQ(rxe.max_mtu, IBV_MTU_4096);
+  EXPECT_EQ(rxe.gid_tbl_len, 1024);
+  EXPECT_EQ(rxe.pkey_tbl_len, 1);
+  EXPECT_EQ(rxe.port_cap_flags, 0x00010000u);
+  EXPECT_EQ(rxe.max_msg_sz, 0x800000u);
+  EXPECT_EQ(rxe.max_vl_num, 1);
+  // siw_query_port: the netdev's MTU for both, one GID, no pkey table, max_msg_sz -1.
+  EXPECT_EQ(siw.max_mtu, IBV_MTU_1024);
+  EXPECT_EQ(siw.gid_tbl_len, 1);
+  EXPECT_EQ(siw.pkey_tbl_len, 0);
+  EXPECT_EQ(siw.port_cap_flags, 0x00090000u);
+  EXPECT_EQ(siw.max_msg_sz, 0xffffffffu);
+  for (const DeviceProfile& profile : DeviceProfiles()) {
+    EXPECT_EQ(profile.port.active_mtu, IBV_MTU_1024) << profile.name;  // a 1500-byte netdev
+    EXPECT_GE(profile.port.gid_tbl_len, 1) << profile.name;  // GID 0 is the process's
+  }
+}
+
 TEST(DeviceProfilesTest, Limits_WithinTheSimulatorsArrays) {
   for (const DeviceProfile& profile : DeviceProfiles()) {
     EXPECT_LE(profile.max_sge, kMaxSgeAnyDevice) << profile.name;
