@@ -759,12 +759,6 @@ void ConnectionManager::DreqReceivedLocked(SimCmId* id) {
 }
 
 void ConnectionManager::DisconnectRequestReceivedLocked(SimCmId* id) {
-  if (IwarpCm()) {
-    // iWARP has no DREQ: whatever ends the peer's side closes the stream (see Disconnect).
-    BrokenLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
-    ClosePeerLocked(id);
-    return;
-  }
   if (id->state == State::kConnected) {
     DreqReceivedLocked(id);
   } else {

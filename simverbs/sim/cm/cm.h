@@ -67,7 +67,8 @@
 //     timers, no TIMEWAIT_EXIT. RdmaDisconnect or destroying a connected id closes the
 //     connection: both QPs go to ERROR (flushing their WRs, the peer's posted receives with
 //     them) and both ids get DISCONNECTED (status 0) at once (CmPeer::Break, as a fault's
-//     kDisconnect does). A DREQ reaching an iWARP id closes it the same way.
+//     kDisconnect does). (A DREQ, which only a peer process of another profile sends to an
+//     iWARP id, is handled as on IB.)
 //   * Destroying a listener rejects (kRejectConsumer) the requests whose CONNECT_REQUEST it has
 //     not delivered yet; requests already delivered belong to the user. Destroying a request id
 //     that was neither accepted nor rejected rejects it (kRejectConsumer).

@@ -1247,8 +1247,19 @@ TEST_F(CmSiwTest, PassiveEstablished_ComesAtTheAccept) {
   EXPECT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_ESTABLISHED).ok());
   EXPECT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_ESTABLISHED).ok());
   EXPECT_EQ(conn.active.qp()->state, IBV_QPS_RTS);
-  // The RTU that follows queues no second ESTABLISHED.
+  // The RTU that follows queues no second ESTABLISHED; the connection carries data as on IB.
   EXPECT_FALSE(FdReadable(conn.passive.channel->fd));
+  TestBuffer source(backend_, conn.active.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer target(backend_, conn.passive.pd, 8,
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  std::memcpy(source.data(), "written", 8);
+  ibv_sge sge = source.Sge(0, 8);
+  ASSERT_EQ(PostWrite(backend_, conn.active.qp(), 9, &sge, 1, target.addr(), target.mr()->rkey),
+            0);
+  EXPECT_THAT(PollAll(backend_, conn.active.send_cq),
+              ElementsAre(AllOf(Field(&ibv_wc::wr_id, 9u),
+                                Field(&ibv_wc::status, IBV_WC_SUCCESS))));
+  EXPECT_EQ(std::memcmp(target.data(), "written", 8), 0);
   EXPECT_TRUE(conn.Disconnect().ok());
 }
 
