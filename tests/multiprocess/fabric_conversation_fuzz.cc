@@ -481,9 +481,10 @@ void Collect(Wire* w, Seen* seen) {
     w->messages.pop_front();
     switch (static_cast<wire::Type>(m.header.type)) {
       case wire::Type::kConnectRequest:
-        FUZZ_CHECK(m.body.size() == sizeof(wire::ConnectBody));
-        std::memcpy(&seen->req, m.body.data(), sizeof(seen->req));
-        FUZZ_CHECK(wire::ValidateConnectBody(seen->req));
+        FUZZ_CHECK(m.body.size() >= wire::CmBodyMinBytes<wire::ConnectBody>() &&
+                   m.body.size() <= sizeof(wire::ConnectBody));
+        wire::ReadCmBody(m.body.data(), static_cast<uint32_t>(m.body.size()), &seen->req);
+        FUZZ_CHECK(wire::ValidateConnectBody(seen->req, static_cast<uint32_t>(m.body.size())));
         seen->have_req = true;
         break;
       case wire::Type::kWrite:

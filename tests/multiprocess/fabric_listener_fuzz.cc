@@ -251,7 +251,7 @@ void Play(const Listener& l, const uint8_t* data, size_t size) {
     size -= body_bytes;
     if (open && whole_request && conn == nullptr && wire::ValidateHeader(header) &&
         body.pid == getpid()) {
-      if (wire::ValidateConnectBody(body)) {
+      if (wire::ValidateConnectBody(body, body_len)) {
         rpma_conn_req* req = AwaitRequest(l, fd);
         if (req == nullptr) {
           open = false;

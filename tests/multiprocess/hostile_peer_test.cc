@@ -610,7 +610,9 @@ void Connect(const std::string& fabric, int32_t pid, uint64_t probe_addr, RawCon
     return;
   }
   ASSERT_EQ(header.type, static_cast<uint16_t>(wire::Type::kAccept)) << TypeName(header.type);
-  std::memcpy(&conn->accept, reply.data(), sizeof(conn->accept));
+  // A REP is sent up to its private data (wire.h): as long as the body that came, at most.
+  ASSERT_LE(reply.size(), sizeof(conn->accept));
+  wire::ReadCmBody(reply.data(), static_cast<uint32_t>(reply.size()), &conn->accept);
   conn->accepted = true;
   ASSERT_EQ(SendMessage(conn->fd, wire::MakeHeader(wire::Type::kReady), nullptr, 0, kReplyMs),
             SendResult::kSent);
@@ -926,6 +928,41 @@ TEST_F(HostilePeerTest, SecondReqOnOneConnection_EndsItAndReachesNoApplication) 
   EXPECT_EQ(report.conns_open, 0u) << "the victim still holds a connection";
   EXPECT_EQ(report.requests_seen, requests_before) << "the second REQ reached the application";
   ExpectVictimUnharmed("after a second REQ on one connection");
+}
+
+// A REQ is sent up to its private data (wire.h, PRIVATE DATA): one whose private_data_len
+// claims more than its body holds lies, and must end at the REQ, reaching no application,
+// whatever the length (here 255, the most, in a body holding 10).
+TEST_F(HostilePeerTest, ReqClaimingMorePrivateDataThanItsBody_EndsItAndReachesNoApplication) {
+  ASSERT_NO_FATAL_FAILURE(StartCmVictim(kRegionBytes));
+  Report report;
+  ASSERT_TRUE(Ask(*victim_, 'Q', &report));
+  const uint32_t requests_before = report.requests_seen;
+  RawConn conn;
+  conn.fd = DialAbstract(ListenerSocketName(fabric_, kAddr, kPort));
+  ASSERT_GE(conn.fd, 0) << "dial: " << strerror(errno);
+  wire::ConnectBody body = MakeConnectBody(kPort, 40002, getpid(), 0, 0x4444);
+  body.private_data_len = 10;
+  const uint32_t body_len = wire::CmBodyBytes(body);
+  body.private_data_len = wire::kMaxPrivateData;
+
+  ASSERT_EQ(SendMessage(conn.fd, wire::MakeHeader(wire::Type::kConnectRequest), &body, body_len,
+                        kReplyMs),
+            SendResult::kSent);
+
+  std::vector<wire::Header> seen;
+  const bool closed = AwaitClosed(conn.fd, kEndMs, &seen);
+  std::string answers;
+  for (const wire::Header& h : seen) answers += TypeName(h.type) + "; ";
+  EXPECT_TRUE(closed) << "a REQ lying about its private data left the connection open; it "
+                         "answered: "
+                      << answers;
+  for (const wire::Header& h : seen) {
+    EXPECT_NE(h.type, static_cast<uint16_t>(wire::Type::kAccept)) << "the lying REQ was accepted";
+  }
+  ASSERT_TRUE(Ask(*victim_, 'Q', &report));
+  EXPECT_EQ(report.requests_seen, requests_before) << "the lying REQ reached the application";
+  ExpectVictimUnharmed("after a REQ claiming more private data than it sent");
 }
 
 // A fault's broken exchange (wire::kFlagBroken) on a REJ or a DREQ only ends what it names: a

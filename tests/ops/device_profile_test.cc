@@ -3,8 +3,9 @@
 // default (mlx5, InfiniBand/RoCE). On iWARP, librpma registers READ_DST regions with remote
 // write access (the RDMA READ response is placed like a write), so the other side can write
 // there, and an rpma_read lands in it; immediate data does not exist on siw, so
-// rpma_write_with_imm and rpma_send_with_imm fail as siw fails the post (RPMA_E_PROVIDER). On
-// mlx5 both work as before and a READ_DST region refuses remote writes.
+// rpma_write_with_imm and rpma_send_with_imm fail as siw fails the post (RPMA_E_PROVIDER); a
+// disconnect flushes the other side's receives. On mlx5 both work as before, a READ_DST region
+// refuses remote writes and the other side's receives stay posted.
 // Only the simulated NIC's profiles are tested here (a real device is what it is): with
 // RPMA_BACKEND=sim, or with RPMA_BACKEND=ibverbs on the verbs shim (device_profile_*_on_shim).
 
@@ -125,6 +126,29 @@ TEST_F(DeviceProfileTest, SendWithImm_NoImmediateDataOnSiw_Provider) {
     EXPECT_EQ(ret, RPMA_E_PROVIDER);
   } else {
     EXPECT_EQ(ret, 0);
+  }
+}
+
+// The client's rpma_conn_disconnect: on iWARP it closes the connection's stream, and the
+// server's QP goes to ERROR, flushing the receive it posted (siw_qp_llp_close); on IB / RoCE
+// the server's QP stays RTS after the DREQ and its receive stays posted (docs/DEVICES.md).
+// Either way the server's next event is RPMA_CONN_CLOSED.
+TEST_F(DeviceProfileTest, ClientDisconnect_ServerReceiveFlushesOnlyOnIwarp) {
+  ASSERT_EQ(rpma_recv(pair_->server(), pair_->server_inbox(), 0, 8, nullptr), 0);
+
+  ASSERT_EQ(rpma_conn_disconnect(pair_->client()), 0);
+
+  rpma_conn_event event = RPMA_CONN_UNDEFINED;
+  ASSERT_EQ(rpma_conn_next_event(pair_->server(), &event), 0);
+  EXPECT_EQ(event, RPMA_CONN_CLOSED);
+  if (iwarp_) {
+    absl::StatusOr<ibv_wc> wc = NextCompletion(CqOf(pair_->server()));
+    ASSERT_TRUE(wc.ok()) << wc.status();
+    EXPECT_EQ(wc->status, IBV_WC_WR_FLUSH_ERR);  // (a flushed WC's opcode is undefined)
+  } else {
+    ibv_wc wc;
+    int got = 0;
+    EXPECT_EQ(rpma_cq_get_wc(CqOf(pair_->server()), 1, &wc, &got), RPMA_E_NO_COMPLETION);
   }
 }
 

@@ -10,7 +10,7 @@ run "$rpma_sim" --version
 expect_status "--version exits 0" 0 "$status"
 check "--version: softrpma's version" grep -qE '^rpma-sim \(softrpma\) [0-9]+\.[0-9]+\.[0-9]+$' <<<"$out"
 expect_in "--version: the librpma API's" "$out" "librpma API 1.3 (librpma.so.0)"
-expect_in "--version: the fabric protocol's" "$out" "fabric protocol 2"
+expect_in "--version: the fabric protocol's" "$out" "fabric protocol 3"
 
 # rpma-sim(1), made from the tables --help prints: every flag --help shows is in the page.
 run "$rpma_sim" --man
@@ -170,6 +170,7 @@ expect_status "devices exits 0" 0 "$status"
 check "devices: a column per profile, the default first" \
   grep -qE '^ +mlx5 \(default\) +rxe +siw$' <<<"$out"
 check "devices: transport" grep -qE '^transport +IB +IB +iWARP$' <<<"$out"
+check "devices: connection manager" grep -qE '^connection manager +IB CM +IB CM +iWARP$' <<<"$out"
 check "devices: immediate data" grep -qE '^immediate data +yes +yes +no$' <<<"$out"
 check "devices: native atomic write" grep -qE '^native atomic write +no +yes +no$' <<<"$out"
 check "devices: max_sge" grep -qE '^max_sge +32 +32 +6$' <<<"$out"

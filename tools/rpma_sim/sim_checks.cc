@@ -142,6 +142,11 @@ std::string FormatDevices() {
       {"max_recv_wr of n", [](const sim::DeviceProfile& p) -> std::string {
          return RoundingName(p.recv_queue_rounding);
        }},
+      // What the CM does follows from the transport (docs/DEVICES.md, "iWARP's connection
+      // manager"): the passive side's ESTABLISHED, the disconnect, TIMEWAIT_EXIT.
+      {"connection manager", [](const sim::DeviceProfile& p) -> std::string {
+         return p.transport == IBV_TRANSPORT_IWARP ? "iWARP" : "IB CM";
+       }},
       {"private data: connect",
        [](const sim::DeviceProfile& p) { return absl::StrCat(p.max_connect_private_data); }},
       {"private data: accept",

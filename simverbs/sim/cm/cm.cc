@@ -52,6 +52,10 @@ int WaitOnWatches(const SleeperWatches& watched, uint64_t ns) {
 sockaddr* SrcOf(SimCmId* id) { return &id->id.route.addr.src_addr; }
 sockaddr* DstOf(SimCmId* id) { return &id->id.route.addr.dst_addr; }
 
+// Whether the active profile's CM is iWARP's (siw): the kernel's iw_cm under rdma_cm's
+// cma_iw_handler (drivers/infiniband/core/cma.c) instead of the IB CM; docs/DEVICES.md.
+bool IwarpCm() { return ActiveProfile().transport == IBV_TRANSPORT_IWARP; }
+
 bool ValidPrivateData(const void* data, int len, int max) {
   return len <= max && (len == 0 || data != nullptr);
 }
@@ -179,9 +183,16 @@ int ConnectionManager::DestroyId(SimCmId* id) {
       DropRequestLocked(id, kRejectConsumer, nullptr, 0, /*free_it=*/false);
       break;
     case State::kConnected:
-      // As the kernel's CM: destroying a connected id sends a DREQ (its QP, if still there,
-      // is left as it is, below).
-      if (id->peer != nullptr) id->peer->SendDisconnectRequest();
+      if (id->peer == nullptr) break;
+      if (IwarpCm()) {
+        // iWARP: the connection's stream closes; the peer's QP goes to ERROR (siw's
+        // siw_qp_llp_close) and it gets DISCONNECTED (IW_CM_EVENT_CLOSE), no DREP owed.
+        id->peer->Break(RDMA_CM_EVENT_DISCONNECTED, 0);
+        break;
+      }
+      // As the kernel's IB CM: destroying a connected id sends a DREQ (its QP, if still
+      // there, is left as it is, below).
+      id->peer->SendDisconnectRequest();
       break;
     case State::kDisconnected:
       if (id->owes_drep) SendDrepLocked(id);  // a DREQ it got is answered as the id goes
@@ -634,8 +645,14 @@ int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFau
     EndConnectionLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
     return 0;
   }
-  id->established_pending = true;
   peer->SendAccept(id, &reply);
+  if (IwarpCm()) {
+    // iWARP: the passive side is established once its MPA reply is sent (siw_accept's
+    // IW_CM_EVENT_ESTABLISHED upcall), not on an RTU: its ESTABLISHED comes now.
+    QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
+    return 0;
+  }
+  id->established_pending = true;
   return 0;
 }
 
@@ -689,6 +706,14 @@ int ConnectionManager::Disconnect(SimCmId* id) {
     case State::kListening:
       return EINVAL;  // never took part in a connection
     case State::kConnected: {
+      if (IwarpCm()) {
+        // iWARP: no DREQ / DREP. The stream closes; each side's QP goes to ERROR (flushing
+        // its WRs: siw_qp_llp_close) and each gets DISCONNECTED (IW_CM_EVENT_CLOSE) at once,
+        // with no timer and no TIMEWAIT_EXIT (cma_iw_handler has none).
+        if (id->id.qp != nullptr) DrainBeforeDisconnect(to_sim(id->id.qp));
+        EndConnectionLocked(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+        return 0;
+      }
       // librdmacm moves our QP to ERROR, then the kernel sends the DREQ. Our DISCONNECTED
       // comes with the DREP, or when the DREQ times out (status -ETIMEDOUT, IB_CM_DREQ_ERROR).
       // What the QP posted before was on the wire by now on a NIC: it executes first.
@@ -758,9 +783,13 @@ void ConnectionManager::RejectReceivedLocked(SimCmId* id, int status, const void
 }
 
 void ConnectionManager::ReadyReceivedLocked(SimCmId* id, bool peer_reaches_us) {
-  if (id->state != State::kConnected || !id->established_pending) return;
-  id->established_pending = false;
+  if (id->state != State::kConnected) return;
+  // (On iWARP the ESTABLISHED came at the accept; the RTU still says whether the active side
+  // can reach our memory.)
+  if (!id->established_pending && !IwarpCm()) return;
   if (peer_reaches_us && id->id.qp != nullptr) SetPeerReachesUs(to_sim(id->id.qp));
+  if (!id->established_pending) return;
+  id->established_pending = false;
   QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, nullptr, 0);
 }
 

@@ -35,6 +35,9 @@
 //     (EINVAL), and the passive side's WRs toward it wait (a requester's retries; the
 //     simulated retries never run out). If the active side went away (its id or QP destroyed)
 //     the passive id gets RDMA_CM_EVENT_UNREACHABLE (status -ETIMEDOUT) instead.
+//     On iWARP (the siw profile) the passive side's ESTABLISHED is queued by RdmaAccept itself,
+//     as siw's MPA reply completes the exchange there (docs/DEVICES.md); the RTU that follows
+//     only tells whether the active side can reach this process's memory.
 //   * Private data lengths as the kernel's CM reports them: on IB / RoCE the whole field of the
 //     CM message, zero-padded past what was sent (also when nothing was): CONNECT_REQUEST 56
 //     bytes (the REQ's 92 less the rdma_cm header), the connect response 196 (REP), REJECTED
@@ -60,6 +63,12 @@
 //     moves the id's QP to ERROR and succeeds, as the kernel does; on an id that never took part
 //     in a connection it is EINVAL. Destroying a connected id sends the DREQ (its QP is gone:
 //     the peer's sends time out). Destroying an id drops its undelivered events.
+//   * Disconnect on iWARP (the siw profile; iw_cm and siw, docs/DEVICES.md): no DREQ / DREP, no
+//     timers, no TIMEWAIT_EXIT. RdmaDisconnect or destroying a connected id closes the
+//     connection: both QPs go to ERROR (flushing their WRs, the peer's posted receives with
+//     them) and both ids get DISCONNECTED (status 0) at once (CmPeer::Break, as a fault's
+//     kDisconnect does). (A DREQ, which only a peer process of another profile sends to an
+//     iWARP id, is handled as on IB.)
 //   * Destroying a listener rejects (kRejectConsumer) the requests whose CONNECT_REQUEST it has
 //     not delivered yet; requests already delivered belong to the user. Destroying a request id
 //     that was neither accepted nor rejected rejects it (kRejectConsumer).

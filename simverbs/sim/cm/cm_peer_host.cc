@@ -3,7 +3,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <type_traits>
@@ -27,10 +26,8 @@ void FillFromParam(const rdma_conn_param* param, Body* body) {
   body->flow_control = param->flow_control;
   if constexpr (std::is_same_v<Body, wire::ConnectBody>) body->retry_count = param->retry_count;
   body->rnr_retry_count = param->rnr_retry_count;
-  // The wire's bodies hold the IB sizes; a longer iWARP (siw) private data is cut to them
-  // between processes (docs/DEVICES.md, "Left as it is").
-  body->private_data_len = static_cast<uint8_t>(
-      std::min<size_t>(param->private_data_len, sizeof(body->private_data)));
+  // The profile checked the length already (at most 255, what the body holds).
+  body->private_data_len = param->private_data_len;
   if (body->private_data_len > 0) {
     std::memcpy(body->private_data, param->private_data, body->private_data_len);
   }
@@ -87,7 +84,7 @@ int HostCmPeer::SendRequest(SimCmId* id, const rdma_conn_param* param) {
   CopyAddress(&id->id.route.addr.src_addr, reinterpret_cast<sockaddr*>(&body.src));
   CopyAddress(&id->id.route.addr.dst_addr, reinterpret_cast<sockaddr*>(&body.dst));
   FillFromParam(param, &body);
-  Send(wire::MakeHeader(wire::Type::kConnectRequest), &body, sizeof(body));
+  Send(wire::MakeHeader(wire::Type::kConnectRequest), &body, wire::CmBodyBytes(body));
   return 0;
 }
 
@@ -98,7 +95,7 @@ void HostCmPeer::SendAccept(SimCmId* id, const rdma_conn_param* param) {
   body.probe_addr = host::ProbeAddress();
   body.can_reach_you = we_reach_peer ? 1 : 0;
   FillFromParam(param, &body);
-  Send(wire::MakeHeader(wire::Type::kAccept), &body, sizeof(body));
+  Send(wire::MakeHeader(wire::Type::kAccept), &body, wire::CmBodyBytes(body));
 }
 
 void HostCmPeer::SendReject(int status, const void* private_data, uint8_t private_data_len) {
@@ -113,15 +110,14 @@ void HostCmPeer::SendRejectMessage(int status, uint16_t flags, const void* priva
                                    uint8_t private_data_len) {
   wire::RejectBody body;
   std::memset(&body, 0, sizeof(body));
-  body.private_data_len =
-      static_cast<uint8_t>(std::min<size_t>(private_data_len, sizeof(body.private_data)));
+  body.private_data_len = private_data_len;  // (a uint8_t: what the body holds)
   if (body.private_data_len > 0) {
     std::memcpy(body.private_data, private_data, body.private_data_len);
   }
   wire::Header header = wire::MakeHeader(wire::Type::kReject);
   header.status = status;
   header.flags = flags;
-  Send(header, &body, sizeof(body));
+  Send(header, &body, wire::CmBodyBytes(body));
 }
 
 void HostCmPeer::SendReady() {
@@ -227,13 +223,13 @@ void HostCmPeer::OnCmMessage(const wire::Header& header, const uint8_t* body) {
   switch (static_cast<wire::Type>(header.type)) {
     case wire::Type::kConnectRequest: {
       wire::ConnectBody request_body;
-      std::memcpy(&request_body, body, sizeof(request_body));
+      wire::ReadCmBody(body, header.body_len, &request_body);
       // A REQ naming another process is a lie (a peer naming our own pid, or a third
       // process's, would make this NIC copy that process's memory for it): it ends the
       // connection.
       const bool lies = request_body.pid != peer_pid;
       if (lies && id == nullptr) wire::ReportPeerMismatch("pid", request_body.pid, peer_pid);
-      if (id != nullptr || lies || !wire::ValidateConnectBody(request_body)) {
+      if (id != nullptr || lies || !wire::ValidateConnectBody(request_body, header.body_len)) {
         // A second REQ, or a malformed one: this connection ends, and the id of the first
         // (a request, or an accepted connection) learns it.
         if (peer_conn != nullptr) peer_conn->Close();
@@ -258,11 +254,11 @@ void HostCmPeer::OnCmMessage(const wire::Header& header, const uint8_t* body) {
     }
     case wire::Type::kAccept: {
       wire::AcceptBody accept;
-      std::memcpy(&accept, body, sizeof(accept));
+      wire::ReadCmBody(body, header.body_len, &accept);
       if (id == nullptr || id->state != State::kConnecting) return;
       const bool lies = accept.pid != peer_pid;  // the kernel's word (see kConnectRequest)
       if (lies) wire::ReportPeerMismatch("pid", accept.pid, peer_pid);
-      if (lies || !wire::ValidateAcceptBody(accept) || id->id.qp == nullptr) {
+      if (lies || !wire::ValidateAcceptBody(accept, header.body_len) || id->id.qp == nullptr) {
         cm->ExchangeEndedLocked(id, State::kUnreachable, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
         return;
       }
@@ -276,13 +272,13 @@ void HostCmPeer::OnCmMessage(const wire::Header& header, const uint8_t* body) {
     }
     case wire::Type::kReject: {
       wire::RejectBody reject;
-      std::memcpy(&reject, body, sizeof(reject));
+      wire::ReadCmBody(body, header.body_len, &reject);
       if (id == nullptr) return;
       if ((header.flags & wire::kFlagBroken) != 0) {
         cm->AcceptAbortedLocked(id, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
         return;
       }
-      if (!wire::ValidateRejectBody(reject)) reject.private_data_len = 0;
+      if (!wire::ValidateRejectBody(reject, header.body_len)) reject.private_data_len = 0;
       cm->RejectReceivedLocked(id, header.status > 0 ? header.status : kRejectConsumer,
                            reject.private_data, reject.private_data_len);
       return;

@@ -1,7 +1,8 @@
 // The simulated connection manager, through the Backend interface: getaddrinfo, binding and
 // listening, connect / accept / reject with private data, REJECTED without a listener,
 // disconnect as on IB (DREQ / DREP, their timers in simulated time, TIMEWAIT_EXIT), destroy
-// rules, migration of pending events, the pollable event channel.
+// rules, migration of pending events, the pollable event channel; and, under the siw profile,
+// iWARP's establishment, disconnect and private data (CmSiwTest).
 
 #include "simverbs/sim/cm/cm.h"
 
@@ -1216,6 +1217,137 @@ TEST_F(CmTest, PrivateData_ReportedAsTheWholeIbField_ZeroPadded) {
   std::vector<uint8_t> established;
   ASSERT_TRUE(accepted.Connect(options, &established).ok());
   EXPECT_EQ(established, std::vector<uint8_t>(kMaxAcceptPrivateData, 0));
+}
+
+// ---- iWARP (the siw profile): the kernel's iw_cm under rdma_cm's cma_iw_handler, not the IB CM
+// (docs/DEVICES.md, "iWARP's connection manager"). Each case runs on both transports.
+
+class CmSiwTest : public CmTest {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<const DeviceProfile*> siw = FindDeviceProfile("siw");
+    ASSERT_TRUE(siw.ok()) << siw.status();
+    SetActiveProfile(**siw);
+  }
+  void TearDown() override { SetActiveProfile(DeviceProfiles()[0]); }
+};
+
+// The passive side is established once its MPA reply is sent (siw_accept): its ESTABLISHED
+// is there at the accept, before the active side got its own.
+TEST_F(CmSiwTest, PassiveEstablished_ComesAtTheAccept) {
+  TestConnection conn(backend_);
+  ConnectionOptions options;
+  ASSERT_TRUE(conn.Listen(options.address, NextTestPort()).ok());
+  ASSERT_TRUE(conn.StartActive(options, conn.port).ok());
+
+  ASSERT_TRUE(conn.AcceptPassive(options).ok());
+
+  EXPECT_EQ(conn.passive.id->qp->state, IBV_QPS_RTS);
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_INIT);  // the active side has not got its event
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_ESTABLISHED).ok());
+  EXPECT_TRUE(ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_ESTABLISHED).ok());
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_RTS);
+  // The RTU that follows queues no second ESTABLISHED; the connection carries data as on IB.
+  EXPECT_FALSE(FdReadable(conn.passive.channel->fd));
+  TestBuffer source(backend_, conn.active.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer target(backend_, conn.passive.pd, 8,
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  std::memcpy(source.data(), "written", 8);
+  ibv_sge sge = source.Sge(0, 8);
+  ASSERT_EQ(PostWrite(backend_, conn.active.qp(), 9, &sge, 1, target.addr(), target.mr()->rkey),
+            0);
+  EXPECT_THAT(PollAll(backend_, conn.active.send_cq),
+              ElementsAre(AllOf(Field(&ibv_wc::wr_id, 9u),
+                                Field(&ibv_wc::status, IBV_WC_SUCCESS))));
+  EXPECT_EQ(std::memcmp(target.data(), "written", 8), 0);
+  EXPECT_TRUE(conn.Disconnect().ok());
+}
+
+// A disconnect closes the stream: the peer's QP goes to ERROR and its posted receive flushes
+// (siw_qp_llp_close), both sides get DISCONNECTED (status 0) at once, with no DREQ timer
+// and no TIMEWAIT_EXIT after.
+TEST_F(CmSiwTest, Disconnect_PeerQpToError_ItsReceivesFlush_NoTimewaitExit) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  TestBuffer buf(backend_, conn.passive.pd, 16, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge sge = buf.Sge(0, 16);
+  ASSERT_EQ(PostRecvBuf(backend_, conn.passive.qp(), 7, &sge, 1), 0);
+  const uint64_t disconnect_ns = SimClockNs();
+
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+
+  EXPECT_EQ(conn.active.qp()->state, IBV_QPS_ERR);
+  int status = -1;
+  ASSERT_TRUE(
+      ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_DISCONNECTED, &status).ok());
+  EXPECT_EQ(status, 0);
+  status = -1;
+  ASSERT_TRUE(
+      ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED, &status).ok());
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_ERR);
+  EXPECT_THAT(PollAll(backend_, conn.passive.recv_cq),
+              ElementsAre(AllOf(Field(&ibv_wc::wr_id, 7u),
+                                Field(&ibv_wc::status, IBV_WC_WR_FLUSH_ERR))));
+  // No timer was waited for (the calls' own costs only; IB's DREQ timer is 98 s, timewait 2 s).
+  EXPECT_LT(SimClockNs() - disconnect_ns, kTimewaitNs);
+  // The peer's own rdma_disconnect afterwards is harmless, and nothing more comes.
+  EXPECT_EQ(backend_->RdmaDisconnect(conn.passive.id), 0);
+  EXPECT_FALSE(FdReadable(conn.active.channel->fd));
+  EXPECT_FALSE(FdReadable(conn.passive.channel->fd));
+}
+
+// Destroying a connected id closes its stream too: the peer's QP to ERROR, DISCONNECTED.
+TEST_F(CmSiwTest, DestroyConnectedId_PeerQpToErrorAndDisconnected) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  backend_->RdmaDestroyQp(conn.active.id);
+
+  ASSERT_EQ(backend_->RdmaDestroyId(conn.active.id), 0);
+  conn.active.id = nullptr;
+
+  int status = -1;
+  ASSERT_TRUE(
+      ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED, &status).ok());
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(conn.passive.qp()->state, IBV_QPS_ERR);
+  EXPECT_EQ(backend_->RdmaDisconnect(conn.passive.id), 0);
+  EXPECT_FALSE(FdReadable(conn.passive.channel->fd));
+}
+
+// iWARP's MPA request and reply carry up to 255 bytes, reported exactly as sent (no zero
+// padding, also for a short one): in one process and through the wire's CM bodies.
+TEST_F(CmSiwTest, PrivateData_UpTo255Bytes_DeliveredExactlyAsSent) {
+  std::vector<uint8_t> longest(kMaxPrivateDataAnyDevice);
+  for (size_t i = 0; i < longest.size(); ++i) longest[i] = static_cast<uint8_t>(i + 1);
+  for (const std::vector<uint8_t>& data : {longest, std::vector<uint8_t>{'h', 'i'}}) {
+    TestConnection conn(backend_);
+    ConnectionOptions options;
+    options.connect_private_data = data;
+    options.accept_private_data = data;
+    ASSERT_TRUE(conn.Listen(options.address, NextTestPort()).ok());
+    ASSERT_TRUE(conn.StartActive(options, conn.port).ok());
+    absl::StatusOr<rdma_cm_event*> request = GetCmEventNow(backend_, conn.listen_channel);
+    ASSERT_TRUE(request.ok()) << request.status();
+    const auto* got = static_cast<const uint8_t*>((*request)->param.conn.private_data);
+    EXPECT_EQ(std::vector<uint8_t>(got, got + (*request)->param.conn.private_data_len), data);
+    ASSERT_EQ(backend_->RdmaReject((*request)->id, data.data(), static_cast<uint8_t>(data.size())),
+              0);
+    rdma_cm_id* request_id = (*request)->id;
+    ASSERT_EQ(backend_->RdmaAckCmEvent(*request), 0);
+    EXPECT_EQ(backend_->RdmaDestroyId(request_id), 0);
+    absl::StatusOr<rdma_cm_event*> rejected = GetCmEventNow(backend_, conn.active.channel);
+    ASSERT_TRUE(rejected.ok()) << rejected.status();
+    EXPECT_EQ((*rejected)->event, RDMA_CM_EVENT_REJECTED);
+    got = static_cast<const uint8_t*>((*rejected)->param.conn.private_data);
+    EXPECT_EQ(std::vector<uint8_t>(got, got + (*rejected)->param.conn.private_data_len), data);
+    ASSERT_EQ(backend_->RdmaAckCmEvent(*rejected), 0);
+
+    TestConnection accepted(backend_);
+    std::vector<uint8_t> established;
+    ASSERT_TRUE(accepted.Connect(options, &established).ok());
+    EXPECT_EQ(established, data);
+  }
 }
 
 }  // namespace

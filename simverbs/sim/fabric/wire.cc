@@ -21,6 +21,19 @@ bool ValidConnParam(const Body& body) {
   return body.srq <= 1 && body.flow_control <= 1 && body.rnr_retry_count <= kMaxRetryCount;
 }
 
+// A CM body's length: its fixed part, and at most kMaxPrivateData bytes of private data.
+template <typename Body>
+bool CmBodyLength(const Header& header) {
+  return header.body_len >= CmBodyMinBytes<Body>() && header.body_len <= sizeof(Body);
+}
+
+// The private data a CM body claims is within the body_len bytes that came.
+template <typename Body>
+bool PrivateDataWithin(const Body& body, uint32_t body_len) {
+  return body_len >= CmBodyMinBytes<Body>() && body_len <= sizeof(Body) &&
+         body.private_data_len <= body_len - CmBodyMinBytes<Body>();
+}
+
 bool ValidCmaBody(const Header& header) {
   return header.body_len > 0 && header.body_len % sizeof(CmaSegment) == 0 &&
          header.body_len / sizeof(CmaSegment) <= kMaxCmaSegments;
@@ -60,11 +73,11 @@ bool ValidateHeader(const Header& header) {
   const bool cma = (header.flags & kFlagCma) != 0;
   switch (type) {
     case Type::kConnectRequest:
-      return header.body_len == sizeof(ConnectBody);
+      return CmBodyLength<ConnectBody>(header);
     case Type::kAccept:
-      return header.body_len == sizeof(AcceptBody);
+      return CmBodyLength<AcceptBody>(header);
     case Type::kReject:
-      return header.body_len == sizeof(RejectBody);
+      return CmBodyLength<RejectBody>(header);
     case Type::kQpBind:
       return header.body_len == sizeof(QpBindBody);
     case Type::kShmRing:
@@ -112,17 +125,17 @@ uint64_t TargetBytes(const Header& header) {
   }
 }
 
-bool ValidateConnectBody(const ConnectBody& body) {
-  return body.private_data_len <= kMaxConnectPrivateData && ValidConnParam(body) &&
+bool ValidateConnectBody(const ConnectBody& body, uint32_t body_len) {
+  return PrivateDataWithin(body, body_len) && ValidConnParam(body) &&
          body.retry_count <= kMaxRetryCount && KnownFamily(body.src) && KnownFamily(body.dst);
 }
 
-bool ValidateAcceptBody(const AcceptBody& body) {
-  return body.private_data_len <= kMaxAcceptPrivateData && ValidConnParam(body);
+bool ValidateAcceptBody(const AcceptBody& body, uint32_t body_len) {
+  return PrivateDataWithin(body, body_len) && ValidConnParam(body);
 }
 
-bool ValidateRejectBody(const RejectBody& body) {
-  return body.private_data_len <= kMaxRejectPrivateData;
+bool ValidateRejectBody(const RejectBody& body, uint32_t body_len) {
+  return PrivateDataWithin(body, body_len);
 }
 
 bool ValidateQpBindBody(const QpBindBody& body) {

@@ -1,5 +1,6 @@
 // wire.h: the messages two simulated NICs in different processes exchange over the host
-// transport (host.h): connection management (the IB CM's REQ / REP / REJ / RTU / DREQ / DREP)
+// transport (host.h): connection management (the IB CM's REQ / REP / REJ / RTU / DREQ / DREP;
+// iWARP's exchange is carried by the same messages, cm.h)
 // and the RC data path (requests and their responses). One header, then `body_len` bytes of
 // body.
 //
@@ -18,12 +19,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace softrpma::sim::wire {
 
-inline constexpr uint32_t kMagic = 0x52504d32;  // "RPM2"
+inline constexpr uint32_t kMagic = 0x52504d33;  // "RPM3"
 // The protocol's version, the last character of kMagic: processes of two versions do not talk.
-inline constexpr int kProtocolVersion = 2;  // 2: the shared-memory rings (kShmRing)
+// 2: the shared-memory rings (kShmRing); 3: CM bodies of variable length, private data up to
+// kMaxPrivateData, and the 64-bit atomics (kCompareSwap, kFetchAdd).
+inline constexpr int kProtocolVersion = 3;
 static_assert((kMagic & 0xff) == '0' + kProtocolVersion, "kMagic ends in kProtocolVersion");
 
 enum class Type : uint16_t {
@@ -69,7 +73,8 @@ inline constexpr int kMaxCmaSegments = 32;
 // reason is ignored). On kDisconnect: the established connection broke (a post's `lost` or
 // `disconnect`, rdma_accept's `disconnect`): the other end's QP goes to ERROR and it gets
 // CONNECT_ERROR (-ECONNRESET) when header.status is not 0, else DISCONNECTED (status 0), and
-// owes no DREP.
+// owes no DREP. On iWARP (the siw profile) kDisconnect + kFlagBroken with status 0 is also how
+// every connection closes (rdma_disconnect, a destroyed id): iWARP has no DREQ / DREP.
 inline constexpr uint16_t kFlagBroken = 8;
 
 // The body of a kCompareSwap (host byte order: both ends are processes of one host).
@@ -104,9 +109,13 @@ struct Header {
   int32_t status;  // responses: ibv_wc_status; kReject: the CM reject reason
 };
 
-inline constexpr int kMaxConnectPrivateData = 56;
-inline constexpr int kMaxAcceptPrivateData = 196;
-inline constexpr int kMaxRejectPrivateData = 148;
+// PRIVATE DATA. A CM body (ConnectBody, AcceptBody, RejectBody) ends with its private data,
+// which may be as long as rdma_conn_param's uint8_t length allows (255 bytes: what iWARP's MPA
+// request and reply carry; the IB CM's messages carry fewer, a limit the sender's profile
+// enforces before anything is sent). The body goes without the unused tail of its array: its
+// body_len is CmBodyBytes(body), from CmBodyMinBytes<Body>() (no private data) to sizeof(Body).
+// A private_data_len above what the body_len holds is a protocol error (Validate*Body).
+inline constexpr int kMaxPrivateData = 255;
 
 // The connection parameters of ConnectBody and AcceptBody are the IB CM's REQ and REP fields,
 // and have their widths: srq and flow_control 1 bit, the retry counts 3 bits (the sender cuts
@@ -127,7 +136,7 @@ struct ConnectBody {
   uint64_t probe_addr;  // of a word holding kProbeMagic in the requester's memory
   sockaddr_storage src;  // the requester's address
   sockaddr_storage dst;  // the address it asked for
-  uint8_t private_data[kMaxConnectPrivateData];
+  uint8_t private_data[kMaxPrivateData];  // LAST: sent up to private_data_len
 };
 
 struct AcceptBody {
@@ -142,13 +151,32 @@ struct AcceptBody {
   uint8_t rnr_retry_count;  // (a REP has no retry count)
   uint8_t reserved;
   uint64_t probe_addr;  // of a word holding kProbeMagic in the accepting process's memory
-  uint8_t private_data[kMaxAcceptPrivateData];
+  uint8_t private_data[kMaxPrivateData];  // LAST: sent up to private_data_len
 };
 
 struct RejectBody {
   uint8_t private_data_len;
-  uint8_t private_data[kMaxRejectPrivateData];
+  uint8_t private_data[kMaxPrivateData];  // LAST: sent up to private_data_len
 };
+
+// The bytes of a CM body with no private data (the least body_len of its type).
+template <typename Body>
+constexpr uint32_t CmBodyMinBytes() {
+  return static_cast<uint32_t>(offsetof(Body, private_data));
+}
+// The bytes of `body` sent: its fixed part and its private_data_len bytes of private data.
+// REQUIRES: body.private_data_len <= kMaxPrivateData (always: a uint8_t).
+template <typename Body>
+uint32_t CmBodyBytes(const Body& body) {
+  return CmBodyMinBytes<Body>() + body.private_data_len;
+}
+// Copies the `body_len` bytes at `bytes` (a validated header's CM body) into `*body`, zero past
+// them. REQUIRES: body_len <= sizeof(Body).
+template <typename Body>
+void ReadCmBody(const uint8_t* bytes, uint32_t body_len, Body* body) {
+  std::memset(body, 0, sizeof(*body));
+  std::memcpy(body, bytes, body_len);
+}
 
 // kShmRing: a ring offered (switched 0: the dialer's, first message of a connection) or
 // offered back (switched 1: the listener's answer, after which its messages are in its ring).
@@ -184,12 +212,14 @@ bool ValidateHeader(const Header& header);
 // 0 for a message that is not a request.
 uint64_t TargetBytes(const Header& header);
 
-// True when `body` (a validated ConnectBody / AcceptBody / RejectBody) has consistent fields:
-// private_data_len within its array, addresses of a known family, the connection parameters
-// within their IB CM fields (srq and flow_control 0 or 1, retry counts kMaxRetryCount at most).
-bool ValidateConnectBody(const ConnectBody& body);
-bool ValidateAcceptBody(const AcceptBody& body);
-bool ValidateRejectBody(const RejectBody& body);
+// True when `body` (a ConnectBody / AcceptBody / RejectBody read by ReadCmBody from a validated
+// header's `body_len` bytes) has consistent fields: private_data_len within the body_len
+// (a peer claiming more private data than it sent lies), addresses of a known family, the
+// connection parameters within their IB CM fields (srq and flow_control 0 or 1, retry counts
+// kMaxRetryCount at most).
+bool ValidateConnectBody(const ConnectBody& body, uint32_t body_len);
+bool ValidateAcceptBody(const AcceptBody& body, uint32_t body_len);
+bool ValidateRejectBody(const RejectBody& body, uint32_t body_len);
 bool ValidateQpBindBody(const QpBindBody& body);
 bool ValidateShmRingBody(const ShmRingBody& body);
 

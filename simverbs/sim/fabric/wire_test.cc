@@ -92,7 +92,7 @@ TEST(ValidateHeader, RejectsBadMagicUnknownTypeAndWrongLengths) {
   EXPECT_FALSE(ValidateHeader(header));
 
   header = MakeHeader(Type::kAccept);
-  header.body_len = sizeof(AcceptBody) - 1;
+  header.body_len = sizeof(AcceptBody) + 1;
   EXPECT_FALSE(ValidateHeader(header));
 
   header = MakeHeader(Type::kAtomicWrite);
@@ -123,27 +123,65 @@ TEST(ValidateHeader, RejectsBadMagicUnknownTypeAndWrongLengths) {
   EXPECT_FALSE(ValidateHeader(header));
 }
 
-TEST(ValidateBodies, RejectOversizedPrivateDataAndUnknownFamilies) {
+TEST(ValidateBodies, RejectUnknownFamilies) {
   ConnectBody connect;
   std::memset(&connect, 0, sizeof(connect));
   connect.src.ss_family = AF_INET;
   connect.dst.ss_family = AF_INET6;
-  connect.private_data_len = kMaxConnectPrivateData;
-  EXPECT_TRUE(ValidateConnectBody(connect));
-  connect.private_data_len = kMaxConnectPrivateData + 1;
-  EXPECT_FALSE(ValidateConnectBody(connect));
-  connect.private_data_len = 0;
+  EXPECT_TRUE(ValidateConnectBody(connect, sizeof(connect)));
   connect.dst.ss_family = AF_UNIX;
-  EXPECT_FALSE(ValidateConnectBody(connect));
+  EXPECT_FALSE(ValidateConnectBody(connect, sizeof(connect)));
+}
 
+// A CM body is sent up to its private data: a REQ, REP or REJ of every length from none to
+// kMaxPrivateData (iWARP's 255) is valid, and a private_data_len above what the body_len
+// holds is a peer's lie.
+TEST(ValidateBodies, PrivateDataUpToWhatTheBodyHolds) {
+  ConnectBody connect;
+  std::memset(&connect, 0, sizeof(connect));
+  connect.src.ss_family = AF_INET;
+  connect.dst.ss_family = AF_INET;
   AcceptBody accept;
   std::memset(&accept, 0, sizeof(accept));
-  accept.private_data_len = kMaxAcceptPrivateData;
-  EXPECT_TRUE(ValidateAcceptBody(accept));
   RejectBody reject;
   std::memset(&reject, 0, sizeof(reject));
-  reject.private_data_len = kMaxRejectPrivateData + 1;
-  EXPECT_FALSE(ValidateRejectBody(reject));
+  for (int len : {0, 56, 196, 200, kMaxPrivateData}) {
+    connect.private_data_len = accept.private_data_len = reject.private_data_len =
+        static_cast<uint8_t>(len);
+    EXPECT_TRUE(ValidateConnectBody(connect, CmBodyBytes(connect))) << len;
+    EXPECT_TRUE(ValidateAcceptBody(accept, CmBodyBytes(accept))) << len;
+    EXPECT_TRUE(ValidateRejectBody(reject, CmBodyBytes(reject))) << len;
+    EXPECT_TRUE(ValidateConnectBody(connect, sizeof(connect))) << len;  // a longer body: fine
+    if (len == 0) continue;
+    EXPECT_FALSE(ValidateConnectBody(connect, CmBodyBytes(connect) - 1)) << len;
+    EXPECT_FALSE(ValidateAcceptBody(accept, CmBodyBytes(accept) - 1)) << len;
+    EXPECT_FALSE(ValidateRejectBody(reject, CmBodyBytes(reject) - 1)) << len;
+  }
+  EXPECT_EQ(CmBodyBytes(reject), sizeof(RejectBody));  // 255 fills the array exactly
+}
+
+// The header admits a CM body from its fixed part (no private data) to its whole size.
+TEST(ValidateHeader, CmBodiesFromTheirFixedPartToTheirWholeSize) {
+  struct Case {
+    Type type;
+    uint32_t min_len;
+    uint32_t max_len;
+  };
+  for (const Case& c :
+       {Case{Type::kConnectRequest, CmBodyMinBytes<ConnectBody>(), sizeof(ConnectBody)},
+        Case{Type::kAccept, CmBodyMinBytes<AcceptBody>(), sizeof(AcceptBody)},
+        Case{Type::kReject, CmBodyMinBytes<RejectBody>(), sizeof(RejectBody)}}) {
+    Header header = MakeHeader(c.type);
+    header.body_len = c.min_len;
+    EXPECT_TRUE(ValidateHeader(header)) << static_cast<int>(c.type);
+    header.body_len = c.max_len;
+    EXPECT_TRUE(ValidateHeader(header)) << static_cast<int>(c.type);
+    header.body_len = c.min_len - 1;
+    EXPECT_FALSE(ValidateHeader(header)) << static_cast<int>(c.type);
+    header.body_len = c.max_len + 1;
+    EXPECT_FALSE(ValidateHeader(header)) << static_cast<int>(c.type);
+  }
+  EXPECT_EQ(sizeof(RejectBody), 1u + kMaxPrivateData);
 }
 
 // The connection parameters are the IB CM's REQ / REP fields, of their widths: each one past
@@ -171,10 +209,10 @@ TEST(ValidateBodies, RejectConnParamsWiderThanTheirIbCmFields) {
     for (const uint8_t value : {c.widest, static_cast<uint8_t>(c.widest + 1), uint8_t{255}}) {
       const bool fits = value <= c.widest;
       connect.*c.connect = value;
-      EXPECT_EQ(ValidateConnectBody(connect), fits) << "REQ " << int{value};
+      EXPECT_EQ(ValidateConnectBody(connect, sizeof(connect)), fits) << "REQ " << int{value};
       if (c.accept == nullptr) continue;
       accept.*c.accept = value;
-      EXPECT_EQ(ValidateAcceptBody(accept), fits) << "REP " << int{value};
+      EXPECT_EQ(ValidateAcceptBody(accept, sizeof(accept)), fits) << "REP " << int{value};
     }
   }
 }
