@@ -13,8 +13,6 @@ bool KnownFamily(const sockaddr_storage& addr) {
   return addr.ss_family == AF_INET || addr.ss_family == AF_INET6;
 }
 
-// A body of 1 to kMaxCmaSegments CmaSegments (their sum is checked against header.length by
-// the responder, which reads them).
 // The IB CM fields a REQ and a REP share, within their widths.
 template <typename Body>
 bool ValidConnParam(const Body& body) {
@@ -34,6 +32,8 @@ bool PrivateDataWithin(const Body& body, uint32_t body_len) {
          body.private_data_len <= body_len - CmBodyMinBytes<Body>();
 }
 
+// A body of 1 to kMaxCmaSegments CmaSegments (their sum is checked against header.length by
+// the responder, which reads them).
 bool ValidCmaBody(const Header& header) {
   return header.body_len > 0 && header.body_len % sizeof(CmaSegment) == 0 &&
          header.body_len / sizeof(CmaSegment) <= kMaxCmaSegments;
