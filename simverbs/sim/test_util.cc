@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -29,12 +30,20 @@ absl::Status Failed(absl::string_view step, int err) {
     if (err_ != 0) return Failed(step, err_); \
   } while (0)
 
+// The next CM event of `channel` if one is pending now, else nullptr: for draining, where none
+// is an answer and not a failure.
+rdma_cm_event* TakePendingCmEvent(Backend* backend, rdma_event_channel* channel) {
+  if (!FdReadable(channel->fd)) return nullptr;
+  rdma_cm_event* event = nullptr;
+  return backend->RdmaGetCmEvent(channel, &event) == 0 ? event : nullptr;
+}
+
 void DrainCmEvents(Backend* backend, rdma_event_channel* channel) {
   if (channel == nullptr) return;
   while (true) {
-    absl::StatusOr<rdma_cm_event*> event = GetCmEventNow(backend, channel);
-    if (!event.ok()) return;
-    backend->RdmaAckCmEvent(*event);
+    rdma_cm_event* event = TakePendingCmEvent(backend, channel);
+    if (event == nullptr) return;
+    backend->RdmaAckCmEvent(event);
   }
 }
 
@@ -93,7 +102,25 @@ bool ThreadAsleep(const std::atomic<pid_t>* tid) {
 }
 
 absl::StatusOr<rdma_cm_event*> GetCmEventNow(Backend* backend, rdma_event_channel* channel) {
-  if (!FdReadable(channel->fd)) return absl::FailedPreconditionError("no CM event pending");
+  if (!FdReadable(channel->fd)) {
+    // The host transport in one process: host::Quiesce once returned in about 1 run of 100
+    // (under load) before an event the fabric thread was about to queue (stop 29's and stop 34's
+    // CI). An event expected to be pending gets a bounded wait there, said on stderr, so that
+    // the window stays visible in the test's log (host.h, Quiesce). Everywhere else: now or never.
+    if (CurrentTransport() != TransportKind::kHost) {
+      return absl::FailedPreconditionError("no CM event pending");
+    }
+    const auto start = std::chrono::steady_clock::now();
+    pollfd pfd{channel->fd, POLLIN, 0};
+    if (poll(&pfd, 1, 10 * 1000) != 1) {
+      return absl::FailedPreconditionError("no CM event pending (waited 10 s on the host transport)");
+    }
+    std::fprintf(stderr,
+                 "softrpma test: host::Quiesce returned %lld us before a CM event was queued\n",
+                 static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                            std::chrono::steady_clock::now() - start)
+                                            .count()));
+  }
   rdma_cm_event* event = nullptr;
   const int err = backend->RdmaGetCmEvent(channel, &event);
   if (err != 0) return Failed("rdma_get_cm_event", err);
@@ -121,10 +148,10 @@ TestConnection::~TestConnection() {
   }
   // Requests never taken: take them and drop their ids (which rejects them).
   while (listen_channel != nullptr) {
-    absl::StatusOr<rdma_cm_event*> event = GetCmEventNow(backend_, listen_channel);
-    if (!event.ok()) break;
-    rdma_cm_id* request = (*event)->event == RDMA_CM_EVENT_CONNECT_REQUEST ? (*event)->id : nullptr;
-    backend_->RdmaAckCmEvent(*event);
+    rdma_cm_event* event = TakePendingCmEvent(backend_, listen_channel);
+    if (event == nullptr) break;
+    rdma_cm_id* request = event->event == RDMA_CM_EVENT_CONNECT_REQUEST ? event->id : nullptr;
+    backend_->RdmaAckCmEvent(event);
     if (request != nullptr && request != passive.id) backend_->RdmaDestroyId(request);
   }
   DrainCmEvents(backend_, active.channel);

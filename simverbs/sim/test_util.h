@@ -46,7 +46,8 @@ bool FdReadable(int fd);
 // AsyncTest.CancelledSleeper_ItsConnectionIsServedAgain).
 bool ThreadAsleep(const std::atomic<pid_t>* tid);
 
-// The next CM event of `channel` if one is pending now, else FailedPrecondition.
+// The next CM event of `channel` if one is pending now, else FailedPrecondition (on the host
+// transport, pending within 10 s: test_util.cc says why).
 absl::StatusOr<rdma_cm_event*> GetCmEventNow(Backend* backend, rdma_event_channel* channel);
 // Gets the next event, checks its type (and status when `status` is not nullptr), acks it.
 absl::Status ExpectCmEvent(Backend* backend, rdma_event_channel* channel, rdma_cm_event_type type,
