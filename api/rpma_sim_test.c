@@ -60,12 +60,12 @@ int main(void)
 	CHECK(rpma_sim_load_scenario(NULL, err, sizeof(err)) == -1);
 
 	/* Points, seed, clock. */
-	CHECK(rpma_sim_fault_point_count() == 46);
+	CHECK(rpma_sim_fault_point_count() == 48);
 	CHECK(strcmp(rpma_sim_fault_point_name(0), "ibv_query_device_ex") == 0);
-	CHECK(strcmp(rpma_sim_fault_point_name(45), "malloc") == 0);
+	CHECK(strcmp(rpma_sim_fault_point_name(47), "malloc") == 0);
 	CHECK(rpma_sim_fault_point_description(1) != NULL);
 	CHECK(strstr(rpma_sim_fault_point_description(1), "rpma_peer_new") != NULL);
-	CHECK(rpma_sim_fault_point_name(46) == NULL);
+	CHECK(rpma_sim_fault_point_name(48) == NULL);
 	CHECK(rpma_sim_fault_point_description(-1) == NULL);
 	CHECK(rpma_sim_set_seed(0x1234567890abcdefULL) == 0);
 	CHECK(rpma_sim_get_seed() == 0x1234567890abcdefULL);

@@ -158,6 +158,13 @@ class Backend {
   // with the QP on it (while the id lives: RdmaDestroyQp). Errors: EINVAL, EBUSY.
   virtual int IbvDestroyQp(ibv_qp* qp) = 0;
 
+  // ---- Address handles (the destinations of UD sends) ----------------------------------------
+
+  // ibv_create_ah(pd, attr). Errors: EINVAL (a bad port or GID index; no GRH on RoCE), ENOMEM.
+  virtual int IbvCreateAh(ibv_pd* pd, ibv_ah_attr* attr, ibv_ah** ah) = 0;
+  // ibv_destroy_ah(ah). Errors: EINVAL.
+  virtual int IbvDestroyAh(ibv_ah* ah) = 0;
+
   // ---- Queue pairs: the data path -----------------------------------------------------------
 
   // ibv_post_send(qp, wr, &bad_wr). Errors: ENOMEM (send queue full), EINVAL (QP not ready to

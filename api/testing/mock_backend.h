@@ -58,6 +58,8 @@ class MockBackend : public Backend {
   MOCK_METHOD(int, IbvModifyQp, (ibv_qp*, ibv_qp_attr*, int), (override));
   MOCK_METHOD(int, IbvQueryQp, (ibv_qp*, ibv_qp_attr*, int, ibv_qp_init_attr*), (override));
   MOCK_METHOD(int, IbvDestroyQp, (ibv_qp*), (override));
+  MOCK_METHOD(int, IbvCreateAh, (ibv_pd*, ibv_ah_attr*, ibv_ah**), (override));
+  MOCK_METHOD(int, IbvDestroyAh, (ibv_ah*), (override));
   MOCK_METHOD(int, IbvPostSend, (ibv_qp*, ibv_send_wr*, ibv_send_wr**), (override));
   MOCK_METHOD(int, IbvPostRecv, (ibv_qp*, ibv_recv_wr*, ibv_recv_wr**), (override));
   MOCK_METHOD(int, IbvQpToQpEx, (ibv_qp*, ibv_qp_ex**), (override));

@@ -119,6 +119,10 @@ class IbverbsBackend final : public Backend {
     return ConvertReturnedErrno(::ibv_query_qp(qp, attr, attr_mask, init_attr));
   }
   int IbvDestroyQp(ibv_qp* qp) override { return ConvertReturnedErrno(::ibv_destroy_qp(qp)); }
+  int IbvCreateAh(ibv_pd* pd, ibv_ah_attr* attr, ibv_ah** ah) override {
+    return ConvertNullErrno([&] { return ::ibv_create_ah(pd, attr); }, ah);
+  }
+  int IbvDestroyAh(ibv_ah* ah) override { return ConvertReturnedErrno(::ibv_destroy_ah(ah)); }
 
   int IbvPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) override {
     return ConvertReturnedErrno(::ibv_post_send(qp, wr, bad_wr));

@@ -88,6 +88,10 @@
 //   IBV_WR_ATOMIC_CMP_AND_SWP / IBV_WR_ATOMIC_FETCH_AND_ADD on ibv_post_send and
 //   ibv_wr_atomic_cmp_swp / ibv_wr_atomic_fetch_add, in one process and between processes
 //   (perftest's ib_atomic_lat / ib_atomic_bw; docs/DEVICES.md, "64-bit atomics").
+//   UD QPs (IBV_QPT_UD; sim/qp.h, "UD QPs") and address handles: ibv_create_ah / ibv_destroy_ah,
+//   ibv_init_ah_from_wc / ibv_create_ah_from_wc (rdma-core's reading of the GRH: RoCE v2 over
+//   IPv4, or an IPv6 / IB GRH). A send lands behind a 40-byte GRH in a receive of the QP its
+//   AH's GID and remote_qpn name, in this process or another of the fabric.
 // WHAT FAILS CLEANLY, as a provider without the feature (NULL + errno EOPNOTSUPP, or EOPNOTSUPP
 // returned): ibv_create_cq_ex asking for a completion timestamp
 // (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, _WALLCLOCK: no device clock), CVLAN, flow tag or
@@ -95,8 +99,7 @@
 // unknown bits and a parent domain, which the simulator has none of, are EINVAL),
 // ibv_query_qp_data_in_order (0: no guarantee), ibv_modify_srq, ibv_query_srq,
 // ibv_resize_cq, ibv_rereg_mr, ibv_reg_mr_iova* with iova != addr, ibv_reg_dmabuf_mr,
-// address handles (ibv_create_ah, ibv_create_ah_from_wc, ibv_init_ah_from_wc, ibv_destroy_ah:
-// the simulator has no UD), multicast (ibv_attach_mcast, ibv_detach_mcast),
+// multicast (ibv_attach_mcast, ibv_detach_mcast),
 // ibv_resolve_eth_l2_from_gid, ibv_query_ece / ibv_set_ece, ibv_import_device / _pd / _mr / _dm
 // (ibv_unimport_* do nothing).
 // NOT EXPORTED: the compat @IBVERBS_1.0 twins (binaries of libibverbs 1.0) and the provider

@@ -138,9 +138,9 @@ static void Devices(void) {
   CHECK(ibv_resize_cq(cq, 32) == EOPNOTSUPP);
 
   /* An RC QP without the CM, connected to itself (loopback: dgid is our own, dest_qp_num its
-   * own number) through RESET -> INIT -> RTR -> RTS; a write moves bytes. No UD, no
+   * own number) through RESET -> INIT -> RTR -> RTS; a write moves bytes. No UC, no
    * multicast. */
-  struct ibv_qp_init_attr qp_attr = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+  struct ibv_qp_init_attr qp_attr = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UC,
                                      .cap = {.max_send_wr = 1, .max_recv_wr = 1,
                                              .max_send_sge = 1, .max_recv_sge = 1}};
   CHECK_NULL_ERRNO(ibv_create_qp(pd, &qp_attr), EOPNOTSUPP);
@@ -200,9 +200,64 @@ static void Devices(void) {
   CHECK(ibv_destroy_qp(qp) == 0);
   CHECK(ibv_dereg_mr(loop_mr) == 0);
   CHECK(ibv_destroy_qp(NULL) == EINVAL);
+  /* A UD QP sends to itself through an address handle; the receive's GRH names the sender
+   * well enough for ibv_create_ah_from_wc to answer it. */
   struct ibv_ah_attr ah_attr;
   memset(&ah_attr, 0, sizeof(ah_attr));
-  CHECK_NULL_ERRNO(ibv_create_ah(pd, &ah_attr), EOPNOTSUPP);
+  CHECK_NULL_ERRNO(ibv_create_ah(pd, &ah_attr), EINVAL); /* RoCE: no GRH */
+  ah_attr.is_global = 1;
+  ah_attr.port_num = 1;
+  ah_attr.grh.dgid = gid;
+  ah_attr.grh.hop_limit = 64;
+  struct ibv_ah* ah = ibv_create_ah(pd, &ah_attr);
+  CHECK(ah != NULL);
+  qp_attr.qp_type = IBV_QPT_UD;
+  struct ibv_qp* ud = ibv_create_qp(pd, &qp_attr);
+  CHECK(ud != NULL);
+  struct ibv_qp_attr ud_attr = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x1ee7a330};
+  CHECK(ibv_modify_qp(ud, &ud_attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                        IBV_QP_QKEY) == 0);
+  ud_attr.qp_state = IBV_QPS_RTR;
+  CHECK(ibv_modify_qp(ud, &ud_attr, IBV_QP_STATE) == 0);
+  ud_attr.qp_state = IBV_QPS_RTS;
+  CHECK(ibv_modify_qp(ud, &ud_attr, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+  static char ud_buf[128] = "hello, datagram";
+  struct ibv_mr* ud_mr = ibv_reg_mr(pd, ud_buf, sizeof(ud_buf), IBV_ACCESS_LOCAL_WRITE);
+  CHECK(ud_mr != NULL);
+  struct ibv_sge ud_recv_sge = {.addr = (uintptr_t)(ud_buf + 64), .length = 64,
+                                .lkey = ud_mr->lkey};
+  struct ibv_recv_wr ud_recv = {.wr_id = 21, .sg_list = &ud_recv_sge, .num_sge = 1};
+  struct ibv_recv_wr* ud_bad_recv = NULL;
+  CHECK(ibv_post_recv(ud, &ud_recv, &ud_bad_recv) == 0);
+  struct ibv_sge ud_sge = {.addr = (uintptr_t)ud_buf, .length = 16, .lkey = ud_mr->lkey};
+  struct ibv_send_wr ud_wr = {.wr_id = 20, .sg_list = &ud_sge, .num_sge = 1,
+                              .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED};
+  ud_wr.wr.ud.ah = ah;
+  ud_wr.wr.ud.remote_qpn = ud->qp_num;
+  ud_wr.wr.ud.remote_qkey = 0x1ee7a330;
+  struct ibv_send_wr* ud_bad = NULL;
+  CHECK(ibv_post_send(ud, &ud_wr, &ud_bad) == 0);
+  struct ibv_wc ud_wc[2];
+  int ud_polled = 0;
+  for (int spin = 0; spin < 10000000 && ud_polled < 2; ++spin) {
+    ud_polled += ibv_poll_cq(cq, 2 - ud_polled, ud_wc + ud_polled);
+  }
+  CHECK(ud_polled == 2);
+  struct ibv_wc* ud_got = ud_wc[0].wr_id == 21 ? &ud_wc[0] : &ud_wc[1];
+  CHECK(ud_got->wr_id == 21 && ud_got->status == IBV_WC_SUCCESS);
+  CHECK(ud_got->byte_len == 40 + 16 && ud_got->src_qp == ud->qp_num);
+  CHECK((ud_got->wc_flags & IBV_WC_GRH) != 0);
+  CHECK(strcmp(ud_buf + 64 + 40, "hello, datagram") == 0);
+  struct ibv_ah_attr back;
+  CHECK(ibv_init_ah_from_wc(ctx, 1, ud_got, (struct ibv_grh*)(ud_buf + 64), &back) == 0);
+  CHECK(back.is_global == 1 && back.grh.sgid_index == 0 && back.port_num == 1);
+  CHECK(memcmp(back.grh.dgid.raw, gid.raw, 16) == 0 && back.grh.hop_limit == 64);
+  struct ibv_ah* answer = ibv_create_ah_from_wc(pd, ud_got, (struct ibv_grh*)(ud_buf + 64), 1);
+  CHECK(answer != NULL);
+  CHECK(ibv_destroy_ah(answer) == 0);
+  CHECK(ibv_destroy_qp(ud) == 0);
+  CHECK(ibv_dereg_mr(ud_mr) == 0);
+  CHECK(ibv_destroy_ah(ah) == 0);
   CHECK(ibv_attach_mcast(NULL, &gid, 0) == EOPNOTSUPP);
   CHECK_NULL_ERRNO(ibv_import_pd(ctx, 1), EOPNOTSUPP);
 

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <endian.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <infiniband/sa.h>
 #include <infiniband/verbs.h>
 #include <rdma/ib_user_sa.h>
@@ -589,17 +590,105 @@ int ibv_query_qp_data_in_order(ibv_qp* qp, ibv_wr_opcode op, uint32_t flags) { r
 int ibv_set_ece(ibv_qp* qp, ibv_ece* ece) { return EOPNOTSUPP; }
 int ibv_query_ece(ibv_qp* qp, ibv_ece* ece) { return EOPNOTSUPP; }
 
-// ---- Address handles and multicast: no UD on the simulated NIC ----------------------------------
+// ---- Address handles (UD; docs/DEVICES.md, "UD QPs"); no multicast -------------------------------
 
-ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) { return NullWithErrno<ibv_ah>(EOPNOTSUPP); }
-ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {
-  return NullWithErrno<ibv_ah>(EOPNOTSUPP);
+ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+  Backend* backend = TheBackend();
+  if (backend == nullptr || pd == nullptr) return NullWithErrno<ibv_ah>(EINVAL);
+  ibv_ah* ah = nullptr;
+  const int err = backend->IbvCreateAh(pd, attr, &ah);
+  return err == 0 ? ah : NullWithErrno<ibv_ah>(err);
 }
+
+int ibv_destroy_ah(ibv_ah* ah) {
+  Backend* backend = TheBackend();
+  if (backend == nullptr || ah == nullptr) return EINVAL;
+  return ToErrno(backend->IbvDestroyAh(ah));
+}
+
+namespace {
+
+// The index of `gid` in the port's GID table (RoCE v2 entries: the one populated entry), or -1
+// (rdma-core's ibv_find_gid_index, which walks the table until ibv_query_gid fails).
+int FindGidIndex(ibv_context* context, uint8_t port_num, const uint8_t gid[16]) {
+  ibv_gid own;
+  if (ibv_query_gid(context, port_num, 0, &own) != 0) return -1;
+  return std::memcmp(own.raw, gid, sizeof(own.raw)) == 0 ? 0 : -1;
+}
+
+// An IPv4 address as the IPv4-mapped GID ::ffff:a.b.c.d.
+void MapIpv4(const uint8_t address[4], uint8_t gid[16]) {
+  std::memset(gid, 0, 16);
+  gid[10] = 0xff;
+  gid[11] = 0xff;
+  std::memcpy(gid + 12, address, 4);
+}
+
+// Whether the 20 bytes at `ip` are an IPv4 header with a valid checksum (RoCE v2 over IPv4: the
+// last 20 bytes of a UD receive's 40-byte GRH).
+bool ValidIpv4Header(const uint8_t* ip) {
+  if (ip[0] != 0x45) return false;
+  uint32_t sum = 0;
+  for (int i = 0; i < 20; i += 2) sum += (uint32_t{ip[i]} << 8) | ip[i + 1];
+  while ((sum >> 16) != 0) sum = (sum & 0xffff) + (sum >> 16);
+  return sum == 0xffff;
+}
+
+}  // namespace
+
+// rdma-core's: the AV that answers the sender of a UD receive. The GRH is read as RoCE v2 over
+// IPv4 when its last 20 bytes are a valid IPv4 header, else as an IPv6 / IB GRH.
 int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_grh* grh,
                         ibv_ah_attr* ah_attr) {
-  return EOPNOTSUPP;
+  if (context == nullptr || wc == nullptr || ah_attr == nullptr) return EINVAL;
+  std::memset(ah_attr, 0, sizeof(*ah_attr));
+  ah_attr->dlid = wc->slid;
+  ah_attr->sl = wc->sl;
+  ah_attr->src_path_bits = wc->dlid_path_bits;
+  ah_attr->port_num = port_num;
+  if ((wc->wc_flags & IBV_WC_GRH) == 0) return 0;
+  if (grh == nullptr) return EINVAL;
+  ah_attr->is_global = 1;
+  const auto* raw = reinterpret_cast<const uint8_t*>(grh);
+  const uint32_t flow = ntohl(grh->version_tclass_flow);
+  const uint8_t* ip = raw + 20;
+  uint8_t own[16];
+  int index = -1;
+  if (((flow >> 28) != 6 && (ip[0] >> 4) == 4) || ((flow >> 28) == 6 && ValidIpv4Header(ip))) {
+    if ((ip[16] & 0xf0) == 0xe0) {  // a multicast destination is in no GID table
+      errno = EINVAL;
+      return -1;
+    }
+    MapIpv4(ip + 16, own);
+    index = FindGidIndex(context, port_num, own);
+    MapIpv4(ip + 12, ah_attr->grh.dgid.raw);
+    ah_attr->grh.hop_limit = ip[8];
+    ah_attr->grh.traffic_class = ip[1];
+  } else if ((flow >> 28) == 6) {
+    if (grh->dgid.raw[0] == 0xff || (grh->next_hdr != IPPROTO_UDP && grh->next_hdr != 0x1b)) {
+      errno = grh->dgid.raw[0] == 0xff ? EINVAL : EPROTONOSUPPORT;
+      return -1;
+    }
+    index = FindGidIndex(context, port_num, grh->dgid.raw);
+    ah_attr->grh.dgid = grh->sgid;
+    ah_attr->grh.hop_limit = grh->hop_limit;
+    ah_attr->grh.traffic_class = static_cast<uint8_t>((flow >> 20) & 0xff);
+  } else {
+    errno = EPROTONOSUPPORT;
+    return -1;
+  }
+  if (index < 0) return -1;
+  ah_attr->grh.sgid_index = static_cast<uint8_t>(index);
+  return 0;
 }
-int ibv_destroy_ah(ibv_ah* ah) { return EOPNOTSUPP; }
+
+ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {
+  if (pd == nullptr) return NullWithErrno<ibv_ah>(EINVAL);
+  ibv_ah_attr attr;
+  if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr) != 0) return nullptr;
+  return ibv_create_ah(pd, &attr);
+}
+
 int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) { return EOPNOTSUPP; }
 int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) { return EOPNOTSUPP; }
 int ibv_resolve_eth_l2_from_gid(ibv_context* context, ibv_ah_attr* attr, uint8_t eth_mac[6],

@@ -50,7 +50,7 @@ grep -q ' wc cq=1 qp=17 wr_id=0x64 status=IBV_WC_SUCCESS opcode=IBV_WC_RDMA_WRIT
 # Stats: every point, 0s included; hits counted without a plan.
 run s RPMA_SIM_SEED=1 RPMA_SIM_STATS="$dir/s.stats"
 [[ "$(cat "$dir/s.rc")" == 0 ]] || fail "stats run: $(cat "$dir/s.err")"
-[[ "$(grep -vc '^#' "$dir/s.stats")" -eq 46 ]] || fail "stats: $(grep -vc '^#' "$dir/s.stats") point lines, want 46"
+[[ "$(grep -vc '^#' "$dir/s.stats")" -eq 48 ]] || fail "stats: $(grep -vc '^#' "$dir/s.stats") point lines, want 48"
 grep -Eq '^# process sim_trace_program pid [0-9]+$' "$dir/s.stats" || fail "stats: no process line: $(head -1 "$dir/s.stats")"
 grep -qx 'ibv_post_send 27' "$dir/s.stats" || fail "stats: ibv_post_send: $(grep post_send "$dir/s.stats")"
 grep -qx 'ibv_alloc_pd 6' "$dir/s.stats" || fail "stats: ibv_alloc_pd"

@@ -275,6 +275,20 @@ class SimBackend final : public Backend {
     return Destroyed(qp, 0);
   }
 
+  // ---- Address handles (ud.cc) ---------------------------------------------------------------
+
+  int IbvCreateAh(ibv_pd* pd, ibv_ah_attr* attr, ibv_ah** ah) override {
+    if (int err = Injected(FaultPoint::kIbvCreateAh); err != 0) return err;
+    if (pd == nullptr || ah == nullptr) return EINVAL;
+    return CreateAh(to_sim(pd), attr, ah);
+  }
+
+  int IbvDestroyAh(ibv_ah* ah) override {
+    if (int err = InjectedDestroy(FaultPoint::kIbvDestroyAh, ah); err != 0) return err;
+    if (ah == nullptr) return EINVAL;
+    return Destroyed(ah, DestroyAh(to_sim(ah)));
+  }
+
   // ---- Queue pairs: the data path -----------------------------------------------------------
 
   int IbvPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) override {

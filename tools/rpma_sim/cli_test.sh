@@ -159,7 +159,7 @@ expect_in "missing program: message" "$err" "rpma-sim: cannot run no-such-progra
 
 run "$rpma_sim" points
 expect_status "points exits 0" 0 "$status"
-check "points lists 46 points" test "$(grep -c '^[a-z]' <<<"$out")" -eq 46
+check "points lists 48 points" test "$(grep -c '^[a-z]' <<<"$out")" -eq 48
 check "points: first" grep -qE '^ibv_query_device_ex +query the device' <<<"$out"
 check "points: last" grep -qE '^malloc ' <<<"$out"
 expect_in "points: actions" "$out" "actions: fail=<errno>"

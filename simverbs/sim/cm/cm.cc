@@ -387,6 +387,8 @@ int ConnectionManager::CreateQp(SimCmId* id, ibv_qp_init_attr_ex* attr) {
   softrpma::MutexLock lock(&mu_);
   if (id->id.verbs == nullptr) return EINVAL;
   if (id->id.qp != nullptr) return EINVAL;
+  // An id of RDMA_PS_TCP connects RC QPs (RDMA_PS_UDP ids, whose QPs are UD, are not modelled).
+  if (attr->qp_type != IBV_QPT_RC) return EINVAL;
   // As rdma-core's rdma_create_qp_ex: without a PD, the id's device's; a PD of another device
   // is EINVAL.
   if ((attr->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr->pd == nullptr) {

@@ -114,6 +114,10 @@ constexpr FaultPointInfo kFaultPointTable[] = {
      "query a QP's attributes; librpma never calls it"},
     {FP::kIbvDestroyQp, "ibv_destroy_qp", kFail, false,
      "destroy a QP of ibv_create_qp; librpma never calls it"},
+    {FP::kIbvCreateAh, "ibv_create_ah", kFail, false,
+     "create an address handle (the destination of UD sends); librpma never calls it"},
+    {FP::kIbvDestroyAh, "ibv_destroy_ah", kFail, false,
+     "destroy an address handle; librpma never calls it"},
     {FP::kRdmaGetaddrinfo, "rdma_getaddrinfo", kFail, false,
      "resolve an address string; fails rpma_utils_get_ibv_context, rpma_ep_listen and "
      "rpma_conn_req_new (RPMA_E_PROVIDER)"},

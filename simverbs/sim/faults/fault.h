@@ -87,6 +87,8 @@ enum class FaultPoint : uint8_t {
   kIbvModifyQp,
   kIbvQueryQp,
   kIbvDestroyQp,
+  kIbvCreateAh,
+  kIbvDestroyAh,
   kRdmaGetaddrinfo,
   kRdmaFreeaddrinfo,
   kRdmaCreateEventChannel,

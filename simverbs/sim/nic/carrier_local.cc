@@ -48,7 +48,8 @@ Outcome ExecuteLocked(SimLink* link, SimQp* qp, SendWqe& wqe)
     Copy(remote, local);
     return Done(IBV_WC_SUCCESS, local.total);
   }
-  const Delivery delivery{&qp->link, qp->qp.qp_num, wqe.solicited, op.with_imm, wqe.imm_data};
+  const Delivery delivery{&qp->link, qp->qp.qp_num, wqe.solicited, op.with_imm, wqe.imm_data,
+                          /*grh=*/false};
   return ApplyLocked(peer, op, delivery, LocalSource(local), remote);
 }
 

@@ -131,6 +131,7 @@ struct Delivery {
   bool solicited;
   bool with_imm;
   uint32_t imm_data;  // network order
+  bool grh;            // a UD receive: its buffer starts with the 40 bytes of a GRH
 };
 
 Readiness ReadinessOf(const SimQp* responder);
@@ -225,6 +226,43 @@ void CopyCommonInitAttr(const From& from, To* to) {
   to->qp_type = from.qp_type;
   to->sq_sig_all = from.sq_sig_all;
 }
+
+// ---- ud.cc, verbs_qp.cc: UD QPs (qp.h, "UD QPs") ------------------------------------------
+
+// The bytes a UD receive gets before the message (ibv_grh).
+inline constexpr uint32_t kGrhBytes = 40;
+
+// One UD message, as it leaves its QP: everything the destination's NIC learns of it.
+struct UdDatagram {
+  uint32_t src_qp;
+  uint32_t dst_qp;
+  uint32_t qkey;
+  uint32_t imm_data;  // network order
+  uint32_t length;    // the payload's bytes, at most UdMtuBytes()
+  bool with_imm;
+  bool solicited;
+  uint8_t hop_limit;
+  uint8_t traffic_class;
+  uint8_t src_gid[16];
+  uint8_t dst_gid[16];
+};
+
+// The path MTU of a UD message: the port's active MTU, in bytes.
+uint32_t UdMtuBytes();
+// The GRH a receive of `datagram` gets, at the NIC of the GID `dgid`.
+void BuildUdGrh(const UdDatagram& datagram, const uint8_t dgid[16], uint8_t grh[kGrhBytes]);
+// `datagram` (its `length` bytes at `payload`) arriving at UD QP `qp`: into its oldest receive
+// (or its SRQ's), behind the GRH. False when dropped: not RTR / RTS, another Q_Key, no receive.
+// REQUIRES: qp->link->mu held.
+bool DeliverUdLocked(SimQp* qp, const UdDatagram& datagram, const uint8_t* payload)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->link->mu);
+// ibv_post_send on a UD QP: each WR leaves (and completes) inside the post.
+int PostUdSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault);
+// The link of this process's UD QP `qp_num`, or nullptr.
+std::shared_ptr<SimLink> FindUdLink(uint32_t qp_num);
+// A datagram to a GID of another process: over a connection to that process's endpoint, or
+// lost when nobody is there.
+void SendUdToProcess(const UdDatagram& datagram, const uint8_t* payload);
 
 }  // namespace softrpma::sim::nic_internal
 

@@ -96,7 +96,7 @@ SimQp::SimQp(SimPd* sim_pd, const ibv_qp_init_attr& attr, std::shared_ptr<SimLin
   qp.qp_num = device->next_qp_num.fetch_add(1, std::memory_order_relaxed);
   qp.handle = qp.qp_num;
   qp.state = IBV_QPS_INIT;
-  qp.qp_type = IBV_QPT_RC;
+  qp.qp_type = attr.qp_type;
   pthread_mutex_init(&qp.mutex, nullptr);
   pthread_cond_init(&qp.cond, nullptr);
   timer.Init(qp.qp_num);
@@ -183,7 +183,9 @@ int CreateQp(ibv_qp_init_attr_ex* attr_ex, const std::shared_ptr<SimLink>& join,
   std::memset(&plain, 0, sizeof(plain));
   CopyCommonInitAttr(*attr_ex, &plain);
   ibv_qp_init_attr* attr = &plain;
-  if (attr->qp_type != IBV_QPT_RC) return EINVAL;
+  if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) return EINVAL;
+  // The extended post API's builders are the RC ones (ibv_wr_set_ud_addr is not modelled).
+  if (attr->qp_type == IBV_QPT_UD && send_ops_flags != 0) return EOPNOTSUPP;
   if (attr->send_cq == nullptr || attr->recv_cq == nullptr) return EINVAL;
   ibv_context* context = pd->pd.context;
   if (attr->send_cq->context != context || attr->recv_cq->context != context) return EINVAL;

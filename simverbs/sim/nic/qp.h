@@ -403,6 +403,20 @@ struct SimQp final {
 inline SimQp* to_sim(ibv_qp* qp) { return reinterpret_cast<SimQp*>(qp); }
 inline SimQp* to_sim(ibv_qp_ex* qpx) { return reinterpret_cast<SimQp*>(qpx); }
 
+// An address handle (ibv_create_ah): where a UD send goes (ud.cc).
+struct SimAh final {
+  ibv_ah ah;  // FIRST member
+  ibv_ah_attr attr;
+};
+
+inline SimAh* to_sim(ibv_ah* ah) { return reinterpret_cast<SimAh*>(ah); }
+
+// ibv_create_ah(pd, attr). Errors: EINVAL (no GRH: a RoCE AH names its destination by GID; a
+// port other than 1; an sgid_index other than 0, the table's one populated entry), ENOMEM.
+int CreateAh(SimPd* pd, const ibv_ah_attr* attr, ibv_ah** ah);
+// ibv_destroy_ah(ah). A UD WR posted with it has already left (ud.cc).
+int DestroyAh(SimAh* ah);
+
 // ---- Creation and teardown (called by the connection manager) ---------------------------
 
 // Validates `attr` against the device limits and creates an RC QP on attr->pd in INIT (an

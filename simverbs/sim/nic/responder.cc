@@ -402,7 +402,7 @@ Served ServeRequestLocked(SimLink* link, SimQp* qp, const wire::Header& request,
   if (request.body_len > 0) message.Add(const_cast<uint8_t*>(body), request.body_len);
   const Delivery delivery{&qp->link, link->remote_qp_num,
                           (request.flags & wire::kFlagSolicited) != 0, op->with_imm,
-                          request.imm_data};
+                          request.imm_data, /*grh=*/false};
   const Outcome outcome = ApplyLocked(qp, *op, delivery, LocalSource(message), remote);
   if (outcome.wait) return Served::kWaits;
   RespondLocked(link, request, outcome.status, nullptr);

@@ -47,6 +47,16 @@ std::shared_ptr<SimLink> FindVerbsLink(uint32_t qp_num) {
   return it != qps.links.end() ? it->second.lock() : nullptr;
 }
 
+}  // namespace
+
+namespace nic_internal {
+
+std::shared_ptr<SimLink> FindUdLink(uint32_t qp_num) { return FindVerbsLink(qp_num); }
+
+}  // namespace nic_internal
+
+namespace {
+
 // The fabric endpoint of the process owning `gid`: "gid-" and its 32 hex digits.
 std::string GidEndpoint(const uint8_t gid[16]) {
   std::string name = "gid-";
@@ -200,13 +210,45 @@ int EnsureListening() {
   return 0;
 }
 
-// The kernel's ib_modify_qp_is_ok table, RC column: the attributes a transition needs and
-// those it may take (besides IBV_QP_STATE). False: not a valid transition.
-bool TransitionMasks(ibv_qp_state cur, ibv_qp_state next, int* required, int* optional) {
+// The kernel's ib_modify_qp_is_ok table, UD column (a UD QP has no peer: no AV, PSNs but the
+// send queue's, no retries). False: not a valid transition.
+bool UdTransitionMasks(ibv_qp_state cur, ibv_qp_state next, int* required, int* optional) {
+  switch (cur) {
+    case IBV_QPS_RESET:
+      if (next != IBV_QPS_INIT) return false;
+      *required = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+      return true;
+    case IBV_QPS_INIT:
+      if (next == IBV_QPS_INIT) {
+        *optional = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+        return true;
+      }
+      if (next != IBV_QPS_RTR) return false;
+      *optional = IBV_QP_PKEY_INDEX | IBV_QP_QKEY;
+      return true;
+    case IBV_QPS_RTR:
+      if (next != IBV_QPS_RTS) return false;
+      *required = IBV_QP_SQ_PSN;
+      *optional = IBV_QP_CUR_STATE | IBV_QP_QKEY;
+      return true;
+    case IBV_QPS_RTS:
+      if (next != IBV_QPS_RTS) return false;
+      *optional = IBV_QP_CUR_STATE | IBV_QP_QKEY;
+      return true;
+    default:
+      return false;  // SQD, SQE: not modelled
+  }
+}
+
+// The kernel's ib_modify_qp_is_ok table, RC column (`ud`: the UD column): the attributes a
+// transition needs and those it may take (besides IBV_QP_STATE). False: not a valid transition.
+bool TransitionMasks(ibv_qp_state cur, ibv_qp_state next, int* required, int* optional,
+                     bool ud = false) {
   *required = 0;
   *optional = 0;
   if (next == IBV_QPS_RESET) return true;
   if (next == IBV_QPS_ERR) return cur != IBV_QPS_RESET;  // the RESET row has RESET and INIT only
+  if (ud) return UdTransitionMasks(cur, next, required, optional);
   switch (cur) {
     case IBV_QPS_RESET:
       if (next != IBV_QPS_INIT) return false;
@@ -286,6 +328,7 @@ void RecordAttrs(SimQp* qp, const ibv_qp_attr& attr, int mask) {
   ibv_qp_attr& to = qp->verbs_attr;
   if (mask & IBV_QP_PKEY_INDEX) to.pkey_index = attr.pkey_index;
   if (mask & IBV_QP_PORT) to.port_num = attr.port_num;
+  if (mask & IBV_QP_QKEY) to.qkey = attr.qkey;
   if (mask & IBV_QP_ACCESS_FLAGS) {
     to.qp_access_flags = attr.qp_access_flags;
     qp->remote_access = attr.qp_access_flags;
@@ -458,13 +501,22 @@ int BindLocal(SimQp* qp, const ibv_qp_attr& attr, int mask) ABSL_NO_THREAD_SAFET
 
 }  // namespace
 
+namespace nic_internal {
+
+void SendUdToProcess(const UdDatagram& datagram, const uint8_t* payload) {
+  static_cast<void>(datagram);
+  static_cast<void>(payload);
+}
+
+}  // namespace nic_internal
+
 int CreateVerbsQp(ibv_qp_init_attr_ex* attr, SimQp** qp) {
   if (attr == nullptr || qp == nullptr) return EINVAL;
   switch (attr->qp_type) {
     case IBV_QPT_RC:
+    case IBV_QPT_UD:
       break;
     case IBV_QPT_UC:
-    case IBV_QPT_UD:
     case IBV_QPT_RAW_PACKET:
     case IBV_QPT_XRC_SEND:
     case IBV_QPT_XRC_RECV:
@@ -541,16 +593,17 @@ int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask) {
     return 0;
   }
   if (next > IBV_QPS_ERR || next == IBV_QPS_SQD || next == IBV_QPS_SQE) return EINVAL;
+  const bool ud = qp->qp.qp_type == IBV_QPT_UD;
   int required = 0;
   int optional = 0;
-  if (!TransitionMasks(cur, next, &required, &optional)) return EINVAL;
+  if (!TransitionMasks(cur, next, &required, &optional, ud)) return EINVAL;
   if ((attr_mask & required) != required) return EINVAL;
   if ((attr_mask & ~(required | optional | IBV_QP_STATE)) != 0) return EINVAL;
   if (int err = CheckValues(qp, *attr, attr_mask); err != 0) return err;
 
   // RTR: bind to the peer (outside the link's lock: dialing may wait for the peer's accept).
   std::shared_ptr<host::Conn> conn;
-  if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
+  if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR && !ud) {
     const uint8_t* dgid = attr->ah_attr.grh.dgid.raw;
     uint8_t own_gid[16];
     ProcessGid(own_gid);

@@ -122,6 +122,10 @@ int CmEventInjector::IbvQueryQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
   return sim_->IbvQueryQp(qp, attr, attr_mask, init_attr);
 }
 int CmEventInjector::IbvDestroyQp(ibv_qp* qp) { return sim_->IbvDestroyQp(qp); }
+int CmEventInjector::IbvCreateAh(ibv_pd* pd, ibv_ah_attr* attr, ibv_ah** ah) {
+  return sim_->IbvCreateAh(pd, attr, ah);
+}
+int CmEventInjector::IbvDestroyAh(ibv_ah* ah) { return sim_->IbvDestroyAh(ah); }
 int CmEventInjector::IbvPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   return sim_->IbvPostSend(qp, wr, bad_wr);
 }

@@ -79,6 +79,8 @@ class CmEventInjector final : public Backend {
   int IbvQueryQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
                  ibv_qp_init_attr* init_attr) override;
   int IbvDestroyQp(ibv_qp* qp) override;
+  int IbvCreateAh(ibv_pd* pd, ibv_ah_attr* attr, ibv_ah** ah) override;
+  int IbvDestroyAh(ibv_ah* ah) override;
   int IbvPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) override;
   int IbvPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) override;
   int IbvQpToQpEx(ibv_qp* qp, ibv_qp_ex** qpx) override;
