@@ -7,8 +7,11 @@
 # the run must exit 0 (MPI_Finalize included: libfabric and Open MPI dlclose the shim's users
 # there), each rank print its line with 0 data errors, and the OFI MTL name the verbs provider.
 # A second run without the shim must fail to select the cm PML: the first one's messages went
-# over the simulated NIC, not a fallback. Without Open MPI the test says so and passes; under a
-# sanitizer build too (Open MPI's memory hooks and a preloaded sanitizer runtime do not mix).
+# over the simulated NIC, not a fallback. Then the same ranks with `--mca pml ucx` over UCX's
+# rc_verbs + ud_verbs (UCP wires up over UD) on the simulated NIC, through `rpma-sim run
+# --device-files` (UCX looks for the device node), where this machine allows it. Without Open MPI
+# the test says so and passes; under a sanitizer build too (Open MPI's memory hooks and a
+# preloaded sanitizer runtime do not mix).
 # Usage: mpi_pingpong_test.sh <rpma-sim> <librpma.so.0> <lib/libibverbs.so.1 of verbs_lib_dir>
 #                             <mpi_pingpong.c>
 set -u
@@ -45,6 +48,25 @@ done
 grep -q "mtl:ofi:prov: verbs;ofi_rxm" "$dir/run.out" ||
   fail "the OFI MTL did not choose verbs;ofi_rxm: $(grep -i "mtl:ofi" "$dir/run.out" | head)"
 
+# UCX's PML: UCP over rc_verbs + ud_verbs only (no shared memory, no TCP), so both ranks' messages
+# cross the simulated NIC.
+ucx=(mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ucx --mca btl self --mca osc ^ucx
+  -x UCX_TLS=rc_verbs,ud_verbs,self -x UCX_NET_DEVICES=softrpma_sim0:1)
+if ! command -v ucx_info >/dev/null; then
+  echo "SKIPPED (pml ucx): UCX is not installed (ucx-utils: tools/ci/install_deps.sh)"
+elif ! "$rpma_sim" run --device-files -- true 2>/dev/null; then
+  echo "SKIPPED (pml ucx): this machine refuses rpma-sim run --device-files (docs/RPMA_SIM.md)"
+else
+  timeout 120 "$rpma_sim" run --device-files --lib="$rpma_lib" --verbs-lib="$libdir" -- \
+    "${ucx[@]}" "$program" >"$dir/ucx.out" 2>&1
+  rc=$?
+  [[ "$rc" == 0 ]] || fail "mpirun --mca pml ucx exited $rc: $(tail -40 "$dir/ucx.out")"
+  for rank in 0 1; do
+    grep -q "^rank $rank: 60 checked messages, 0 data errors$" "$dir/ucx.out" ||
+      fail "pml ucx: rank $rank did not report 60 checked messages: $(tail -40 "$dir/ucx.out")"
+  done
+fi
+
 # Without the shim (this machine has no RDMA device): no verbs provider, so no cm PML.
 env -u LD_LIBRARY_PATH timeout 120 "${mpi[@]}" "$program" >"$dir/without.out" 2>&1
 rc=$?
@@ -54,4 +76,4 @@ if ((failures > 0)); then
   echo "$failures check(s) failed"
   exit 1
 fi
-echo "PASS: Open MPI's two ranks ping-ponged 8 B, 4 KiB and 1 MiB messages with checked data over libfabric's verbs provider on the simulated NIC"
+echo "PASS: Open MPI's two ranks ping-ponged 8 B, 4 KiB and 1 MiB messages with checked data over libfabric's verbs provider (and UCX's rc_verbs + ud_verbs) on the simulated NIC"

@@ -27,6 +27,13 @@ void SignalFd::Raise() {
   raised_ = true;
 }
 
+void SignalFd::Wake() {
+  if (!raised_ || waiters_ > 0) return;  // nothing raised (Raise's), or a waiter owns it
+  const uint64_t one = 1;
+  while (write(fd_, &one, sizeof(one)) < 0 && errno == EINTR) {
+  }
+}
+
 void SignalFd::Lower() {
   // With a waiter asleep the counter is left to it: our read could race its read for the one
   // count and block here, under the owner's mutex.

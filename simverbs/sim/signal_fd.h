@@ -42,6 +42,12 @@ class SignalFd final {
   // The queue became non-empty / empty. REQUIRES: the owner's mutex held.
   void Raise();
   void Lower();
+  // Another event joined a queue that was not empty. A kernel event file wakes its pollers at
+  // every event, so an edge-triggered epoll (UCX's async thread) is told again although the fd
+  // was readable already: the counter goes up by one more (a read takes it whole; Lower still
+  // empties it). With a waiter asleep the counter is left to it (it looks at the whole queue).
+  // REQUIRES: the owner's mutex held.
+  void Wake();
 
   // Sleeps until an event may be there (see the file comment): releases `mu` (the owner's
   // mutex, held on entry and on return) around one read(2) of the eventfd. Returns 0 (look at

@@ -3,6 +3,7 @@
 #include "simverbs/sim/signal_fd.h"
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "gtest/gtest.h"
@@ -39,6 +40,28 @@ TEST_F(SignalFdTest, PlainWait_TakesTheCounter) {
   EXPECT_EQ(signal_.Wait(&mu_, nullptr, 0, &ready), 0);
   EXPECT_EQ(ready, -1);
   EXPECT_FALSE(Readable(signal_.fd()));
+}
+
+// An edge-triggered epoll (UCX's async thread) is told of every event, as with a kernel event
+// file: a second event while the fd is readable already wakes it again. Lower still empties it.
+TEST_F(SignalFdTest, Wake_AnotherEventIsAnotherEdge_LowerEmptiesIt) {
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  ASSERT_GE(ep, 0);
+  epoll_event watch{};
+  watch.events = EPOLLIN | EPOLLET;
+  ASSERT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, signal_.fd(), &watch), 0);
+  epoll_event got[1];
+  softrpma::MutexLock lock(&mu_);
+  signal_.Wake();  // nothing raised: no event, nothing written
+  EXPECT_EQ(epoll_wait(ep, got, 1, 0), 0);
+  signal_.Raise();
+  EXPECT_EQ(epoll_wait(ep, got, 1, 0), 1);
+  EXPECT_EQ(epoll_wait(ep, got, 1, 0), 0);  // edge-triggered: told once
+  signal_.Wake();
+  EXPECT_EQ(epoll_wait(ep, got, 1, 0), 1) << "the second event is a new edge";
+  signal_.Lower();
+  EXPECT_FALSE(Readable(signal_.fd()));
+  close(ep);
 }
 
 // A watching Wait never reads: woken by its own counter it leaves it up for whoever takes it

@@ -4,9 +4,10 @@
 # and /sys/class held stays usable inside, both as root (a mount namespace) and on the path of
 # an unprivileged user (a user namespace with the caller's own ids); where namespaces are
 # refused it is an error and the program does not run; a bad test knob is an error too. With
-# UCX installed (ucx-utils): ucx_info -d lists softrpma_sim0 with rc_verbs, and two
+# UCX installed (ucx-utils): ucx_info -d lists softrpma_sim0 with rc_verbs and ud_verbs, two
 # ucx_perftest processes finish a UCT active-message ping-pong over rc_verbs on the simulated
-# NIC.
+# NIC, and a UCP tag-matching ping-pong (tag_lat, which UCP wires up over ud_verbs) over
+# rc_verbs + ud_verbs.
 set -u
 # shellcheck source=tools/rpma_sim/testdata/testlib.sh
 source "$(dirname "$0")/testdata/testlib.sh"
@@ -98,6 +99,7 @@ run "$rpma_sim" run --device-files -- ucx_info -d
 expect_status "ucx_info -d exits 0" 0 "$status"
 expect_in "ucx_info -d lists the device's memory domain" "$out" "# Memory domain: softrpma_sim0"
 expect_in "ucx_info -d lists rc_verbs on it" "$out" $'#      Transport: rc_verbs\n#         Device: softrpma_sim0:1'
+expect_in "ucx_info -d lists ud_verbs on it" "$out" $'#      Transport: ud_verbs\n#         Device: softrpma_sim0:1'
 
 port=$((20000 + RANDOM % 20000))
 timeout 60 "$rpma_sim" run --device-files -- ucx_perftest -x rc_verbs -d softrpma_sim0:1 \
@@ -114,4 +116,23 @@ server_status=$?
 expect_status "ucx_perftest am_lat over rc_verbs: the client exits 0" 0 "$status"
 expect_in "ucx_perftest am_lat: the client's final row" "$out" "Final:                  2000"
 expect_status "ucx_perftest am_lat: the server exits 0" 0 "$server_status"
+
+# UCP: tag matching, wired up over UD (ud_verbs) and run over RC, between two processes.
+port=$((port + 1))
+UCX_TLS=rc_verbs,ud_verbs,self UCX_NET_DEVICES=softrpma_sim0:1 \
+  timeout 60 "$rpma_sim" run --device-files -- ucx_perftest -t tag_lat -p "$port" \
+  >"$work/ucx_tag_server.out" 2>&1 &
+server=$!
+for attempt in 1 2 3 4 5 6 7 8 9 10; do
+  sleep 0.5
+  run env UCX_TLS=rc_verbs,ud_verbs,self UCX_NET_DEVICES=softrpma_sim0:1 \
+    "$rpma_sim" run --device-files -- ucx_perftest 127.0.0.1 -p "$port" -t tag_lat -n 2000
+  contains "$err$out" "Connection refused" || break
+done
+wait "$server"
+server_status=$?
+expect_status "ucx_perftest tag_lat over rc_verbs + ud_verbs: the client exits 0" 0 "$status"
+expect_in "ucx_perftest tag_lat: the client's final row" "$out" "Final:                  2000"
+expect_status "ucx_perftest tag_lat: the server exits 0" 0 "$server_status"
+((server_status == 0)) || tail -5 "$work/ucx_tag_server.out"
 finish

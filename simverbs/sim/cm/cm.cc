@@ -984,7 +984,11 @@ void ConnectionManager::QueueTimerLocked(SimCmId* id, rdma_cm_event_type type, i
 
 void ConnectionManager::PushEventLocked(SimEventChannel* channel, PendingCmEvent event) {
   auto& events = channel->events;
-  if (events.empty()) channel->signal.Raise();
+  if (events.empty()) {
+    channel->signal.Raise();
+  } else {
+    channel->signal.Wake();
+  }
   auto pos = events.end();
   while (pos != events.begin() && std::prev(pos)->due_ns > event.due_ns) --pos;
   events.insert(pos, event);

@@ -59,6 +59,8 @@ uint16_t AllowedFlags(Type type) {
     case Type::kReject:
     case Type::kDisconnect:
       return kFlagBroken;
+    case Type::kUdSend:
+      return kFlagImm | kFlagSolicited;
     default:
       return 0;
   }
@@ -105,6 +107,9 @@ bool ValidateHeader(const Header& header) {
       return header.length == 0 && header.body_len <= kMaxMessageBytes;
     case Type::kReadResponse:
       return cma ? header.body_len == 0 : header.body_len <= kMaxMessageBytes;
+    case Type::kUdSend:
+      return header.length == 0 && header.body_len >= sizeof(UdSendPrefix) &&
+             header.body_len <= sizeof(UdSendPrefix) + kMaxUdMessage;
   }
   return false;
 }
@@ -139,8 +144,14 @@ bool ValidateRejectBody(const RejectBody& body, uint32_t body_len) {
 }
 
 bool ValidateQpBindBody(const QpBindBody& body) {
-  return body.version == kQpBindVersion && body.dst_qp_num != 0 && body.dst_qp_num < (1u << 24) &&
+  return body.version == kQpBindVersion && body.dst_qp_num != 0 &&
+         (body.dst_qp_num < (1u << 24) || body.dst_qp_num == kUdBindQpNum) &&
          body.src_qp_num != 0 && body.src_qp_num < (1u << 24);
+}
+
+bool ValidateUdSendPrefix(const UdSendPrefix& prefix) {
+  return prefix.src_qp_num < (1u << 24) && prefix.dst_qp_num < (1u << 24) &&
+         prefix.reserved[0] == 0 && prefix.reserved[1] == 0;
 }
 
 bool ValidateShmRingBody(const ShmRingBody& body) {

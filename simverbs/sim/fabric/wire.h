@@ -23,11 +23,12 @@
 
 namespace softrpma::sim::wire {
 
-inline constexpr uint32_t kMagic = 0x52504d33;  // "RPM3"
+inline constexpr uint32_t kMagic = 0x52504d34;  // "RPM4"
 // The protocol's version, the last character of kMagic: processes of two versions do not talk.
 // 2: the shared-memory rings (kShmRing); 3: CM bodies of variable length, private data up to
-// kMaxPrivateData, and the 64-bit atomics (kCompareSwap, kFetchAdd).
-inline constexpr int kProtocolVersion = 3;
+// kMaxPrivateData, and the 64-bit atomics (kCompareSwap, kFetchAdd); 4: UD datagrams (kQpBind
+// to kUdBindQpNum, kUdSend).
+inline constexpr int kProtocolVersion = 4;
 static_assert((kMagic & 0xff) == '0' + kProtocolVersion, "kMagic ends in kProtocolVersion");
 
 enum class Type : uint16_t {
@@ -41,6 +42,8 @@ enum class Type : uint16_t {
   // A QP connected by ibv_modify_qp (no CM): the first message of a connection to the
   // process that owns the GID the QP's RTR named; QpBindBody. Its data-path requests follow on
   // the same connection (and their responses come back on it).
+  // A kQpBind whose dst_qp_num is kUdBindQpNum: UD datagrams of the sending process, to any
+  // UD QP of the receiving one, follow (kUdSend).
   kQpBind = 7,
   // The carrier's own (host.h, THE SHARED-MEMORY RINGS; never seen by a connection's handler):
   kShmRing = 8,    // ShmRingBody, with the sender's ring (shm/ring.h) as an SCM_RIGHTS memfd
@@ -52,6 +55,9 @@ enum class Type : uint16_t {
   kAtomicWrite = 19,  // body = 8 bytes; header.remote_addr / rkey
   kCompareSwap = 20,  // body = AtomicOperands (compare, swap); header.remote_addr / rkey
   kFetchAdd = 21,     // body = the 8-byte addend; header.remote_addr / rkey
+  // A UD datagram (not a request: nothing answers it): body = UdSendPrefix, then the message;
+  // kFlagImm (header.imm_data), kFlagSolicited.
+  kUdSend = 24,
   kAck = 32,          // responder -> requester: header.seq, header.status (an ibv_wc_status)
   // responder -> requester: header.seq, header.status, body = the data: a kRead's, or the 8
   // bytes the target held before a kCompareSwap / kFetchAdd
@@ -190,8 +196,24 @@ struct ShmRingBody {
 };
 
 // kQpBind: who the requests that follow come from and which QP of the receiving process they
-// are for (ibv_qp_attr.dest_qp_num of the sender's RTR).
+// are for (ibv_qp_attr.dest_qp_num of the sender's RTR), or (kUdBindQpNum, outside the 24 bits
+// of a QP number) that UD datagrams follow.
 inline constexpr uint32_t kQpBindVersion = 1;
+inline constexpr uint32_t kUdBindQpNum = 1u << 24;
+
+// The first bytes of a kUdSend's body: the datagram's header fields (DETH and GRH). The
+// sending process is the connection's, as the kernel says; its QP number is its word.
+struct UdSendPrefix {
+  uint32_t src_qp_num;
+  uint32_t dst_qp_num;
+  uint32_t qkey;
+  uint8_t hop_limit;
+  uint8_t traffic_class;
+  uint8_t reserved[2];  // 0
+};
+// The longest UD message: the largest path MTU (IBV_MTU_4096).
+inline constexpr uint32_t kMaxUdMessage = 4096;
+bool ValidateUdSendPrefix(const UdSendPrefix& prefix);
 struct QpBindBody {
   uint32_t version;  // kQpBindVersion
   uint32_t src_qp_num;

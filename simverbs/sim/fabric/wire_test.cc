@@ -71,11 +71,48 @@ TEST(ValidateQpBindBody, NeedsTheVersionAndAQpNumber) {
   body.version = kQpBindVersion;
   body.dst_qp_num = 0;
   EXPECT_FALSE(ValidateQpBindBody(body));
-  body.dst_qp_num = 1u << 24;  // QP numbers are 24 bits
+  body.dst_qp_num = (1u << 24) + 1;  // QP numbers are 24 bits
   EXPECT_FALSE(ValidateQpBindBody(body));
+  body.dst_qp_num = kUdBindQpNum;  // the one above them: UD datagrams follow
+  EXPECT_EQ(kUdBindQpNum, 1u << 24);
+  EXPECT_TRUE(ValidateQpBindBody(body));
   Header header = MakeHeader(Type::kQpBind);
   header.body_len = sizeof(body) - 1;
   EXPECT_FALSE(ValidateHeader(header));
+}
+
+TEST(ValidateUdSend, APrefixAndAtMostOneLargestMtu_QpNumbersOf24Bits) {
+  Header header = MakeHeader(Type::kUdSend);
+  header.body_len = sizeof(UdSendPrefix) - 1;
+  EXPECT_FALSE(ValidateHeader(header));  // not even the prefix
+  header.body_len = sizeof(UdSendPrefix);
+  EXPECT_TRUE(ValidateHeader(header));  // an empty message
+  header.body_len = sizeof(UdSendPrefix) + kMaxUdMessage;
+  EXPECT_TRUE(ValidateHeader(header));
+  header.body_len = sizeof(UdSendPrefix) + kMaxUdMessage + 1;
+  EXPECT_FALSE(ValidateHeader(header));  // above any path MTU
+  header.body_len = sizeof(UdSendPrefix);
+  header.length = 1;
+  EXPECT_FALSE(ValidateHeader(header));  // `length` says nothing here
+  header.length = 0;
+  header.flags = kFlagImm | kFlagSolicited;
+  EXPECT_TRUE(ValidateHeader(header));
+  header.flags = kFlagCma;
+  EXPECT_FALSE(ValidateHeader(header));  // no cross-memory attach: the data is the body
+
+  UdSendPrefix prefix;
+  std::memset(&prefix, 0, sizeof(prefix));
+  prefix.src_qp_num = 0x12;
+  prefix.dst_qp_num = 0x13;
+  EXPECT_TRUE(ValidateUdSendPrefix(prefix));
+  prefix.dst_qp_num = 1u << 24;
+  EXPECT_FALSE(ValidateUdSendPrefix(prefix));
+  prefix.dst_qp_num = 0x13;
+  prefix.src_qp_num = 1u << 24;
+  EXPECT_FALSE(ValidateUdSendPrefix(prefix));
+  prefix.src_qp_num = 0x12;
+  prefix.reserved[1] = 1;
+  EXPECT_FALSE(ValidateUdSendPrefix(prefix));
 }
 
 TEST(ValidateHeader, RejectsBadMagicUnknownTypeAndWrongLengths) {

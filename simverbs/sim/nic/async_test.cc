@@ -473,6 +473,21 @@ TEST_F(AsyncTest, RaceDetector_ReadDestinationAndReceiveBufferHoldPoisonUntilThe
   EXPECT_EQ(std::memcmp(p.local->data(), "remote", 6), 0);
 }
 
+// Only a receive's first kPoisonedReceiveBytes are poisoned: a NIC writes no more than the
+// message, and UCX lays its receive buffers out so that an SGE's tail is the next descriptor's
+// header (poison there crashed ucx_perftest).
+TEST_F(AsyncTest, RaceDetector_AReceiveIsPoisonedInItsFirst4KiBOnly) {
+  SetRaceDetector(true);
+  Peers p(backend_);
+  TestBuffer big(backend_, p.conn.passive.pd, 2 * kPoisonedReceiveBytes, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge sge = big.Sge(0, static_cast<uint32_t>(big.size()));
+  ASSERT_EQ(PostRecvBuf(backend_, p.conn.passive.qp(), 1, &sge, 1), 0);
+  EXPECT_EQ(big.data()[0], kRacePoison);
+  EXPECT_EQ(big.data()[kPoisonedReceiveBytes - 1], kRacePoison);
+  EXPECT_EQ(big.data()[kPoisonedReceiveBytes], 0);
+  EXPECT_EQ(big.data()[big.size() - 1], 0);
+}
+
 TEST(ExecutionModeTest, Parse) {
   EXPECT_EQ(*ParseExecutionMode("async"), ExecutionMode::kAsync);
   EXPECT_EQ(*ParseExecutionMode("eager"), ExecutionMode::kEager);

@@ -67,7 +67,10 @@ void CompleteRecv(SimQp* qp, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode
   if (delivery != nullptr) {
     wc.src_qp = delivery->src_qp;
     solicited = delivery->solicited;
-    if (delivery->grh) wc.wc_flags |= IBV_WC_GRH;
+    if (delivery->grh) {
+      wc.wc_flags |= IBV_WC_GRH;
+      wc.sl = ActiveProfile().ud_recv_sl;  // (mlx5 on RoCE: the packet's type)
+    }
     if (status == IBV_WC_SUCCESS && delivery->with_imm) {
       wc.wc_flags |= IBV_WC_WITH_IMM;
       wc.imm_data = delivery->imm_data;

@@ -25,7 +25,11 @@ bool Before(uint64_t ready_a, uint64_t order_a, uint64_t ready_b, uint64_t order
 void QueueEventLocked(SimCompChannel* channel, SimCq* cq, uint64_t due_ns, uint64_t order)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(channel->mu) {
   auto& events = channel->events;
-  if (events.empty()) channel->signal.Raise();
+  if (events.empty()) {
+    channel->signal.Raise();
+  } else {
+    channel->signal.Wake();
+  }
   auto pos = events.end();
   while (pos != events.begin()) {
     auto prev = pos - 1;

@@ -135,7 +135,11 @@ SimDevice::SimDevice() {
 void SimDevice::QueueAsyncEvent(const ibv_async_event& event) {
   softrpma::MutexLock lock(&async_mu_);
   async_events_.push_back(event);
-  if (async_events_.size() == 1) async_signal_.Raise();
+  if (async_events_.size() == 1) {
+    async_signal_.Raise();
+  } else {
+    async_signal_.Wake();
+  }
 }
 
 int SimDevice::GetAsyncEvent(ibv_async_event* event) {

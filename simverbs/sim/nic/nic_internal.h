@@ -175,7 +175,10 @@ void HandleResponseLocked(SimLink* link, SimQp* qp, const wire::Header& response
 
 void WatchAtPost(SimQp* qp, SendWqe& wqe);
 void CheckRace(const SimQp* qp, const SendWqe& wqe, const Segments& local);
-void PoisonReceive(SimPd* pd, const ibv_recv_wr* wr, uint32_t max_sge);
+// `max_bytes`: the most of it poisoned (races.cc): a UD receive's GRH and MTU, or
+// kPoisonedReceiveBytes.
+void PoisonReceive(SimPd* pd, const ibv_recv_wr* wr, uint32_t max_sge, uint64_t max_bytes);
+
 
 // ---- progress.cc -----------------------------------------------------------------------------
 

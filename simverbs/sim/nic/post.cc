@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "simverbs/sim/nic/nic_internal.h"
@@ -294,7 +295,11 @@ int PostRecv(SimQp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr, const WrFault& fa
       EnterErrorLocked(qp);
       continue;
     }
-    if (watch) PoisonReceive(qp->pd, wr, qp->cap.max_recv_sge);
+    if (watch) {
+      PoisonReceive(qp->pd, wr, qp->cap.max_recv_sge,
+                    qp->qp.qp_type == IBV_QPT_UD ? kGrhBytes + UdMtuBytes()
+                                                 : kPoisonedReceiveBytes);
+    }
     RecvWqe& wqe = qp->rq.push_back();
     FillRecv(wr, &wqe);
     wqe.delay_ns = fault.delay_ns;

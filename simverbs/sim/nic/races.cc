@@ -4,6 +4,8 @@
 
 #include "simverbs/sim/nic/qp.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -79,8 +81,10 @@ void CheckRace(const SimQp* qp, const SendWqe& wqe, const Segments& local) {
 }
 
 // Fills the buffers of a receive with poison (race detector on), when they are registered
-// memory the NIC may write (and the WR is well-formed). REQUIRES: no PD lock held.
-void PoisonReceive(SimPd* pd, const ibv_recv_wr* wr, uint32_t max_sge) {
+// memory the NIC may write (and the WR is well-formed): their first `max_bytes` bytes (a UD
+// receive: the GRH and one MTU, the most a message fills; else kPoisonedReceiveBytes).
+// REQUIRES: no PD lock held.
+void PoisonReceive(SimPd* pd, const ibv_recv_wr* wr, uint32_t max_sge, uint64_t max_bytes) {
   if (wr->num_sge <= 0 || static_cast<uint32_t>(wr->num_sge) > max_sge || wr->sg_list == nullptr) {
     return;
   }
@@ -90,8 +94,11 @@ void PoisonReceive(SimPd* pd, const ibv_recv_wr* wr, uint32_t max_sge) {
     if (sge.length == 0) continue;
     if (pd->FindLocal(sge.lkey, sge.addr, sge.length, IBV_ACCESS_LOCAL_WRITE) == nullptr) return;
   }
-  for (int i = 0; i < wr->num_sge; ++i) {
-    std::memset(AsPtr(wr->sg_list[i].addr), kRacePoison, wr->sg_list[i].length);
+  uint64_t left = max_bytes;
+  for (int i = 0; i < wr->num_sge && left > 0; ++i) {
+    const uint64_t n = std::min<uint64_t>(wr->sg_list[i].length, left);
+    std::memset(AsPtr(wr->sg_list[i].addr), kRacePoison, n);
+    left -= n;
   }
 }
 

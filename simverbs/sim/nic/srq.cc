@@ -60,7 +60,7 @@ int DestroySrq(SimSrq* srq) {
 int PostSrqRecv(SimSrq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   if (RaceDetectorOn() && CurrentExecutionMode() == ExecutionMode::kAsync) {
     for (const ibv_recv_wr* w = wr; w != nullptr; w = w->next) {
-      PoisonReceive(srq->pd, w, srq->max_sge);
+      PoisonReceive(srq->pd, w, srq->max_sge, kPoisonedReceiveBytes);
     }
   }
   int err = 0;

@@ -199,6 +199,8 @@ TEST_F(UdTest, SendLandsBehindTheGrh_TheReceiveNamesItsSender) {
   EXPECT_NE(got[0].wc_flags & IBV_WC_GRH, 0u);
   EXPECT_NE(got[0].wc_flags & IBV_WC_WITH_IMM, 0u);
   EXPECT_EQ(ntohl(got[0].imm_data), 0xabcdu);
+  EXPECT_EQ(got[0].sl, ActiveProfile().ud_recv_sl);  // mlx5 on RoCE: the packet type, IPv4
+  EXPECT_EQ(got[0].sl, 0xa);
   EXPECT_STREQ(reinterpret_cast<char*>(in.data() + kGrh), "datagram");
   EXPECT_EQ(in.data()[kGrh + 9], 0x5a);  // nothing past the message
   // RoCE v2 over IPv4: the last 20 bytes of the GRH are the packet's IPv4 header.
@@ -396,6 +398,29 @@ TEST_F(UdTest, AddressHandle_NeedsAGrhPortOneAndThePopulatedGid_HoldsItsPd) {
   EXPECT_EQ(backend_->IbvDeallocPd(pd), EBUSY);  // the AH holds it
   EXPECT_EQ(backend_->IbvDestroyAh(ah), 0);
   EXPECT_EQ(backend_->IbvDeallocPd(pd), 0);
+}
+
+TEST_F(UdTest, SiwHasNoUd_RxeReportsSlZero) {
+  absl::StatusOr<const DeviceProfile*> siw = FindDeviceProfile("siw");
+  ASSERT_TRUE(siw.ok());
+  SetActiveProfile(**siw);
+  EXPECT_EQ(MakeUdQp(&a_), nullptr);  // iWARP: no UD QPs (EOPNOTSUPP)
+  absl::StatusOr<const DeviceProfile*> rxe = FindDeviceProfile("rxe");
+  ASSERT_TRUE(rxe.ok());
+  SetActiveProfile(**rxe);
+  ToRts(a_.qp);
+  ToRts(b_.qp);
+  TestBuffer out(backend_, a_.pd, 64, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer in(backend_, b_.pd, 128, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge recv_sge = in.Sge(0, 128);
+  ASSERT_EQ(PostRecvBuf(backend_, b_.qp, 1, &recv_sge, 1), 0);
+  ibv_sge sge = out.Sge(0, 8);
+  ASSERT_EQ(PostUd(a_.qp, 1, &sge, 1, AhToUs(a_.pd), b_.qp->qp_num), 0);
+  const std::vector<ibv_wc> got = PollAll(backend_, b_.cq);
+  SetActiveProfile(DeviceProfiles()[0]);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].sl, 0);
+  EXPECT_NE(got[0].wc_flags & IBV_WC_GRH, 0u);
 }
 
 TEST_F(UdTest, ExtendedPostApi_NotOnUdQps) {

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "simverbs/sim/fabric/host.h"
 #include "simverbs/sim/nic/nic_internal.h"
 #include "simverbs/sim/trace/trace.h"
@@ -74,9 +75,12 @@ class ServeEnd final : public host::Conn::Handler {
  public:
   explicit ServeEnd(std::weak_ptr<host::Conn> conn) : conn_(std::move(conn)) {}
 
-  // The first message must be the kQpBind: no other body is read before it.
+  // The first message must be the kQpBind: no other body is read before it. After a UD bind,
+  // only datagrams may come.
   bool OnHeader(const wire::Header& header) override {
-    return bound_ || static_cast<wire::Type>(header.type) == wire::Type::kQpBind;
+    const auto type = static_cast<wire::Type>(header.type);
+    if (!bound_) return type == wire::Type::kQpBind;
+    return !ud_ || type == wire::Type::kUdSend;
   }
   // The peer read enough of our responses: its reads that waited are served.
   void OnDrained() override {
@@ -119,9 +123,14 @@ class ServeEnd final : public host::Conn::Handler {
         return;
       }
       bound_ = true;
+      ud_ = bind.dst_qp_num == wire::kUdBindQpNum;
       dst_qp_num_ = bind.dst_qp_num;
       src_qp_num_ = bind.src_qp_num;
       std::memcpy(src_gid_, bind.src_gid, 16);
+      return;
+    }
+    if (ud_) {
+      ServeDatagram(conn, header, body);
       return;
     }
     if (!IsRequest(header.type)) return;  // nothing else travels this way
@@ -149,9 +158,48 @@ class ServeEnd final : public host::Conn::Handler {
   void OnClosed() override {}
 
  private:
+  // A UD datagram of the bound process (its GID the kernel's word, its QP number its own):
+  // into the UD QP it names, as one from this process would land (ud.cc), or dropped.
+  void ServeDatagram(const std::shared_ptr<host::Conn>& conn, const wire::Header& header,
+                     const uint8_t* body) {
+    wire::UdSendPrefix prefix;
+    std::memcpy(&prefix, body, sizeof(prefix));
+    if (!wire::ValidateUdSendPrefix(prefix)) {
+      conn->Close();  // a protocol violation ends this connection only
+      return;
+    }
+    UdDatagram datagram;
+    std::memset(&datagram, 0, sizeof(datagram));
+    datagram.src_qp = prefix.src_qp_num;
+    datagram.dst_qp = prefix.dst_qp_num;
+    datagram.qkey = prefix.qkey;
+    datagram.imm_data = header.imm_data;
+    datagram.length = header.body_len - static_cast<uint32_t>(sizeof(prefix));
+    datagram.with_imm = (header.flags & wire::kFlagImm) != 0;
+    datagram.solicited = (header.flags & wire::kFlagSolicited) != 0;
+    datagram.hop_limit = prefix.hop_limit;
+    datagram.traffic_class = prefix.traffic_class;
+    std::memcpy(datagram.src_gid, src_gid_, sizeof(datagram.src_gid));
+    ProcessGid(datagram.dst_gid);
+    // Above this port's MTU: no NIC here would take it.
+    if (datagram.length > UdMtuBytes()) return;
+    std::shared_ptr<SimLink> link = FindUdLink(datagram.dst_qp);
+    if (link == nullptr) return;  // no such QP: lost
+    softrpma::MutexLock lock(&link->mu);
+    SimQp* qp = LocalSideLocked(link.get());
+    if (qp == nullptr || qp->qp.qp_num != datagram.dst_qp || qp->qp.qp_type != IBV_QPT_UD) return;
+    if (served_qps_.insert(qp->qp.qp_num).second) {
+      // A busy-polling receiver reads the datagrams itself (host.h, Progress).
+      qp->recv_cq->AddRemote(conn);
+    }
+    DeliverUdLocked(qp, datagram, body + sizeof(prefix));
+  }
+
   std::weak_ptr<host::Conn> conn_;
   // The fabric runs a connection's handler one message at a time.
   bool bound_ = false;
+  bool ud_ = false;  // bound by a UD sender (wire::kUdBindQpNum)
+  absl::flat_hash_set<uint32_t> served_qps_;  // UD QPs whose receive CQ polls this connection
   uint32_t dst_qp_num_ = 0;
   uint32_t src_qp_num_ = 0;
   uint8_t src_gid_[16] = {};
@@ -501,11 +549,109 @@ int BindLocal(SimQp* qp, const ibv_qp_attr& attr, int mask) ABSL_NO_THREAD_SAFET
 
 }  // namespace
 
+namespace {
+
+// The connection a UD sender of this process dialed to the process of another GID: nothing
+// comes back on it; its end (the peer gone) makes the next datagram dial again.
+class UdDialEnd final : public host::Conn::Handler {
+ public:
+  explicit UdDialEnd(std::string endpoint) : endpoint_(std::move(endpoint)) {}
+  bool OnHeader(const wire::Header& header) override { return false; }
+  void OnMessage(const wire::Header& header, const uint8_t* body) override {}
+  void OnClosed() override;
+
+ private:
+  const std::string endpoint_;
+};
+
+// This process's UD connections, by the endpoint of the GID they reach (a child of fork() has
+// none of its parent's: its own process, its own connections).
+struct UdConns {
+  softrpma::Mutex mu;
+  absl::flat_hash_map<std::string, std::shared_ptr<host::Conn>> by_endpoint ABSL_GUARDED_BY(mu);
+  pid_t owner ABSL_GUARDED_BY(mu) = 0;
+};
+
+UdConns& TheUdConns() {
+  static UdConns* conns = new UdConns;  // never destroyed: the fabric thread may use it at exit
+  return *conns;
+}
+
+void UdDialEnd::OnClosed() {
+  UdConns& conns = TheUdConns();
+  softrpma::MutexLock lock(&conns.mu);
+  conns.by_endpoint.erase(endpoint_);
+}
+
+// The connection toward the process of `gid` (dialed, and bound for UD with `src_qp_num`, at
+// the first datagram), or nullptr when nobody of that GID is there.
+std::shared_ptr<host::Conn> UdConnTo(const uint8_t gid[16], uint32_t src_qp_num) {
+  int32_t pid = 0;
+  if (!GidPid(gid, &pid)) return nullptr;
+  const std::string endpoint = GidEndpoint(gid);
+  UdConns& conns = TheUdConns();
+  softrpma::MutexLock lock(&conns.mu);
+  if (conns.owner != getpid()) {
+    // The parent's connections, copied by fork(): not this process's to send on, nor to close.
+    for (auto& [name, conn] : conns.by_endpoint) {
+      // Left to the parent: never freed here (freeing would end what is the parent's).
+      static_cast<void>(new std::shared_ptr<host::Conn>(std::move(conn)));
+    }
+    conns.by_endpoint.clear();
+    conns.owner = getpid();
+  }
+  if (auto it = conns.by_endpoint.find(endpoint); it != conns.by_endpoint.end()) return it->second;
+  std::shared_ptr<host::Conn> conn;
+  if (host::DialEndpoint(endpoint, std::make_shared<UdDialEnd>(endpoint), &conn) != 0) {
+    return nullptr;
+  }
+  // The endpoint must be the process the GID names (the kernel says who listens there).
+  if ((conn->peer_pid() & 0xffffff) != pid) {
+    wire::ReportPeerMismatch("the endpoint of the GID of pid", pid, conn->peer_pid());
+    conn->Close();
+    return nullptr;
+  }
+  wire::QpBindBody bind;
+  std::memset(&bind, 0, sizeof(bind));
+  bind.version = wire::kQpBindVersion;
+  bind.src_qp_num = src_qp_num;
+  bind.dst_qp_num = wire::kUdBindQpNum;
+  bind.pid = static_cast<int32_t>(getpid());
+  ProcessGid(bind.src_gid);
+  std::memcpy(bind.dst_gid, gid, sizeof(bind.dst_gid));
+  wire::Header header = wire::MakeHeader(wire::Type::kQpBind);
+  header.body_len = sizeof(bind);
+  iovec iov{&bind, sizeof(bind)};
+  conn->Send(header, &iov, 1);
+  conns.by_endpoint[endpoint] = conn;
+  return conn;
+}
+
+}  // namespace
+
 namespace nic_internal {
 
 void SendUdToProcess(const UdDatagram& datagram, const uint8_t* payload) {
-  static_cast<void>(datagram);
-  static_cast<void>(payload);
+  std::shared_ptr<host::Conn> conn = UdConnTo(datagram.dst_gid, datagram.src_qp);
+  if (conn == nullptr) return;  // nobody at that GID: lost, as on a fabric
+  // A peer that reads nothing: what it has not taken is already more than a NIC would hold
+  // for it, and a datagram may be dropped (the backlog never grows without bound).
+  if (conn->QueuedBytes() > Transport::kBacklogBytes) return;
+  wire::UdSendPrefix prefix;
+  std::memset(&prefix, 0, sizeof(prefix));
+  prefix.src_qp_num = datagram.src_qp;
+  prefix.dst_qp_num = datagram.dst_qp;
+  prefix.qkey = datagram.qkey;
+  prefix.hop_limit = datagram.hop_limit;
+  prefix.traffic_class = datagram.traffic_class;
+  wire::Header header = wire::MakeHeader(wire::Type::kUdSend);
+  header.body_len = static_cast<uint32_t>(sizeof(prefix)) + datagram.length;
+  header.imm_data = datagram.imm_data;
+  if (datagram.with_imm) header.flags |= wire::kFlagImm;
+  if (datagram.solicited) header.flags |= wire::kFlagSolicited;
+  iovec iov[2] = {{&prefix, sizeof(prefix)},
+                  {const_cast<uint8_t*>(payload), static_cast<size_t>(datagram.length)}};
+  conn->Send(header, iov, datagram.length > 0 ? 2 : 1);
 }
 
 }  // namespace nic_internal
@@ -525,6 +671,8 @@ int CreateVerbsQp(ibv_qp_init_attr_ex* attr, SimQp** qp) {
     default:
       return EINVAL;
   }
+  // iWARP has no UD: siw's provider refuses the type.
+  if (attr->qp_type == IBV_QPT_UD && !ActiveProfile().ud_qps) return EOPNOTSUPP;
   if (int err = EnsureListening(); err != 0) return err;
   SimQp* made = nullptr;
   if (int err = CreateQp(attr, nullptr, &made); err != 0) return err;

@@ -39,6 +39,8 @@ constexpr DeviceProfile kProfiles[] = {
         .recv_queue_rounding = QueueRounding::kPowerOfTwo,
         .inline_shares_sge_space = false,
         .slots_freed_at_poll = true,
+        .ud_qps = true,
+        .ud_recv_sl = 0xa,
         .port =
             {
                 // mlx5_query_port_roce, a ConnectX-5 at 100 Gb/s (100GBASE-CR4: 4X EDR)
@@ -83,6 +85,8 @@ constexpr DeviceProfile kProfiles[] = {
         .recv_queue_rounding = QueueRounding::kPowerOfTwoMinusOne,
         .inline_shares_sge_space = true,
         .slots_freed_at_poll = false,
+        .ud_qps = true,
+        .ud_recv_sl = 0,
         .port =
             {
                 // rxe_param.h enum rxe_port_param; rxe_query_port
@@ -127,6 +131,8 @@ constexpr DeviceProfile kProfiles[] = {
         .recv_queue_rounding = QueueRounding::kAsAsked,
         .inline_shares_sge_space = false,
         .slots_freed_at_poll = false,
+        .ud_qps = false,
+        .ud_recv_sl = 0,
         .port =
             {
                 // siw_query_port: both MTUs the netdev's, no pkey table

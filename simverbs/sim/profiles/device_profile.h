@@ -101,6 +101,12 @@ struct DeviceProfile {
   // next polled completion), or when the WR COMPLETES (rxe, siw: the kernel consumes the WQE as
   // it completes it, signaled or not, and a receive as it fills it).
   bool slots_freed_at_poll;
+  // UD QPs (ibv_create_qp with IBV_QPT_UD): mlx5 and rxe have them; siw (iWARP) has none.
+  bool ud_qps;
+  // The `sl` of a UD receive's completion. On RoCE mlx5 reports the packet's type there (its
+  // CQE's field: bit 3 a UDP header, bits 2:0 the L3 header, 2 = IPv4), which UCX reads to find
+  // the destination address in the GRH: 0xa for RoCE v2 over IPv4. rxe reports 0.
+  uint8_t ud_recv_sl;
   // ibv_query_port's port 1.
   PortProfile port;
 

@@ -126,6 +126,12 @@ inline constexpr char kRaceDetectorEnvVar[] = "RPMA_SIM_RACE_DETECTOR";
 // What a READ destination and a receive buffer hold from the post to the completion (race
 // detector on).
 inline constexpr uint8_t kRacePoison = 0xA5;
+// How much of an RC receive (or an SRQ's) the race detector poisons at its post: its first
+// 4 KiB (a UD receive's: its GRH and one MTU, the most a message fills). A NIC writes only the
+// bytes of the message that lands there, and programs rely on that: UCX lays its receive
+// descriptors out so that the tail of one's SGE is the next one's header (a message never
+// reaches it), and poison there crashed UCX at its next put of a descriptor.
+inline constexpr uint64_t kPoisonedReceiveBytes = 4096;
 
 enum class ExecutionMode { kAsync, kEager };
 // "async", "eager".
