@@ -142,6 +142,10 @@ std::string FormatDevices() {
       {"max_recv_wr of n", [](const sim::DeviceProfile& p) -> std::string {
          return RoundingName(p.recv_queue_rounding);
        }},
+      {"UD QPs", [](const sim::DeviceProfile& p) -> std::string { return YesNo(p.ud_qps); }},
+      {"UD receive: wc.sl", [](const sim::DeviceProfile& p) -> std::string {
+         return p.ud_qps ? absl::StrCat("0x", absl::Hex(p.ud_recv_sl)) : "-";
+       }},
       // What the CM does follows from the transport (docs/DEVICES.md, "iWARP's connection
       // manager"): the passive side's ESTABLISHED, the disconnect, TIMEWAIT_EXIT.
       {"connection manager", [](const sim::DeviceProfile& p) -> std::string {

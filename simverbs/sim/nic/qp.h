@@ -1,10 +1,10 @@
 // qp.h: the data path of the simulator: RC queue pairs (SimQp), shared receive queues (SimSrq)
-// and the link (SimLink) that joins the two QPs of a connection.
+// and the link (SimLink) that joins the two QPs of a connection; UD QPs and address handles.
 //
 // THE MODEL
-//   * RC only. A QP is INIT after creation, RTS once the connection manager established its
-//     connection, ERROR after its own rdma_disconnect, an error completion or an overflow of one
-//     of its CQs.
+//   * RC (UD: "UD QPs" below). A QP is INIT after creation, RTS once the connection manager
+//     established its connection, ERROR after its own rdma_disconnect, an error completion or
+//     an overflow of one of its CQs.
 //     (A QP of ibv_create_qp is RESET after creation and is moved by ibv_modify_qp instead:
 //     "QPs of ibv_create_qp" below.)
 //   * Execution is in order per QP and happens inside the "progress step" of a QP
@@ -403,6 +403,29 @@ struct SimQp final {
 inline SimQp* to_sim(ibv_qp* qp) { return reinterpret_cast<SimQp*>(qp); }
 inline SimQp* to_sim(ibv_qp_ex* qpx) { return reinterpret_cast<SimQp*>(qpx); }
 
+// ---- UD QPs (ud.cc) -------------------------------------------------------------------------
+// THE MODEL (docs/DEVICES.md, "UD QPs"): a QP of ibv_create_qp with IBV_QPT_UD (mlx5 and rxe;
+// siw has none: EOPNOTSUPP) on the same SimQp, in a link of its own that never gets a peer.
+// ModifyVerbsQp follows the table's UD column: RESET->INIT needs STATE|PKEY_INDEX|PORT|QKEY,
+// INIT->RTR STATE alone, RTR->RTS STATE|SQ_PSN; the Q_Key may change in INIT, RTR->RTS and RTS.
+//   * A send (IBV_WR_SEND, _WITH_IMM) names an address handle (its GID), a QP number and a
+//     Q_Key (the QP's own when the WR's has its high-order bit set). It LEAVES INSIDE THE POST,
+//     with its completion (UD is unacknowledged: the completion says it left, never that it
+//     arrived). Above the port's active MTU: IBV_WC_LOC_LEN_ERR, the QP to ERROR; a bad lkey:
+//     IBV_WC_LOC_PROT_ERR. The extended post API is not offered on UD QPs (EOPNOTSUPP).
+//   * It lands, with the sender's lock let go, in the destination QP's oldest receive (or its
+//     SRQ's): the 40 bytes of a RoCE v2 GRH over IPv4 first (an IPv4 header with its checksum
+//     in the last 20), then the message; byte_len counts both; src_qp, IBV_WC_GRH, the
+//     immediate data, and wc.sl as the profile's NIC reports it (mlx5: 0xa, the packet type).
+//     A receive too small: IBV_WC_LOC_LEN_ERR there, that QP to ERROR.
+//   * It is DROPPED, the send still successful, when nothing takes it: no QP of that number at
+//     that GID (or nobody at that GID), a QP not in RTR / RTS, another Q_Key, no receive posted
+//     (a UD responder has no receiver-not-ready), a receiving process whose connection is over
+//     its backlog. Loss otherwise only as a fault.
+//   * In this process it is delivered directly; toward another process's GID over one
+//     connection per destination process (verbs_qp.cc, wire::kUdSend), the receiving fabric
+//     thread delivering it the same way.
+
 // An address handle (ibv_create_ah): where a UD send goes (ud.cc).
 struct SimAh final {
   ibv_ah ah;  // FIRST member
@@ -469,8 +492,8 @@ void DrainBeforeDisconnect(SimQp* qp);
 // complete IBV_WC_RETRY_EXC_ERR the same way.
 
 // ibv_create_qp_ex(context, attr) (ibv_create_qp: comp_mask IBV_QP_INIT_ATTR_PD alone).
-// Errors: EOPNOTSUPP (a QP type the simulator has not: UC, UD, raw packet, XRC; send_ops_flags
-// it does not model), EINVAL (unknown type, no CQ, caps above the limits, other comp_mask
+// Errors: EOPNOTSUPP (a QP type the simulator has not: UC, raw packet, XRC, UD on siw;
+// send_ops_flags it does not model), EINVAL (unknown type, no CQ, caps above the limits, other comp_mask
 // bits), ENOMEM, and the errors of listening on the process's endpoint.
 int CreateVerbsQp(ibv_qp_init_attr_ex* attr, SimQp** qp);
 // ibv_create_qp(pd, attr): the above with the PD alone; the granted caps into attr->cap.
