@@ -599,6 +599,100 @@ TEST_F(VerbsQpTest, EndpointAnswersAnUnknownQpAndClosesOnAMessageBeforeTheBind) 
   conn->Close();
 }
 
+// A UD peer at this process's endpoint, as hostile as it likes: datagrams land only after a
+// bind whose pid and GID the kernel confirms, their source GID is the bind's, and a prefix out
+// of range or a request on a UD connection ends that connection with nothing delivered.
+TEST_F(VerbsQpTest, EndpointUdDatagrams_LandOnlyAfterAnHonestBind_BadOnesEndTheConnection) {
+  ibv_qp* ud = MakeQp(&b_, IBV_QPT_UD);
+  ASSERT_NE(ud, nullptr);
+  ibv_qp_attr attr;
+  std::memset(&attr, 0, sizeof(attr));
+  attr.qp_state = IBV_QPS_INIT;
+  attr.port_num = 1;
+  attr.qkey = 0x77;
+  ASSERT_EQ(Modify(ud, attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+  attr.qp_state = IBV_QPS_RTR;
+  ASSERT_EQ(Modify(ud, attr, IBV_QP_STATE), 0);
+  TestBuffer in(backend_, b_.pd, 256, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge sge = in.Sge(0, 256);
+  for (uint64_t id = 1; id <= 4; ++id) ASSERT_EQ(PostRecvBuf(backend_, ud, id, &sge, 1), 0);
+
+  const ibv_gid ours = OurGid();
+  wire::QpBindBody bind;
+  std::memset(&bind, 0, sizeof(bind));
+  bind.version = wire::kQpBindVersion;
+  bind.src_qp_num = 0x42;
+  bind.dst_qp_num = wire::kUdBindQpNum;
+  bind.pid = getpid();
+  std::memcpy(bind.src_gid, ours.raw, 16);
+  std::memcpy(bind.dst_gid, ours.raw, 16);
+  wire::Header bind_header = wire::MakeHeader(wire::Type::kQpBind);
+  bind_header.body_len = sizeof(bind);
+  iovec bind_iov{&bind, sizeof(bind)};
+  struct Datagram {
+    wire::UdSendPrefix prefix;
+    char message[8];  // "hello" and its NUL: 6 bytes of it are sent
+  } datagram;
+  std::memset(&datagram, 0, sizeof(datagram));
+  datagram.prefix.src_qp_num = 0x42;
+  datagram.prefix.dst_qp_num = ud->qp_num;
+  datagram.prefix.qkey = 0x77;
+  datagram.prefix.hop_limit = 9;
+  std::memcpy(datagram.message, "hello", 6);
+  wire::Header send = wire::MakeHeader(wire::Type::kUdSend);
+  send.body_len = sizeof(wire::UdSendPrefix) + 6;
+  iovec send_iov{&datagram, send.body_len};
+
+  // A datagram before any bind, and after a bind naming another pid: ended, nothing lands.
+  auto unbound = std::make_shared<Recorder>();
+  std::shared_ptr<host::Conn> conn;
+  ASSERT_EQ(host::DialEndpoint(OurEndpoint(), unbound, &conn), 0);
+  conn->Send(send, &send_iov, 1);
+  EXPECT_TRUE(WaitFor(unbound.get(), 0, true));
+  conn->Close();
+  auto liar = std::make_shared<Recorder>();
+  ASSERT_EQ(host::DialEndpoint(OurEndpoint(), liar, &conn), 0);
+  bind.pid = getpid() + 1;
+  conn->Send(bind_header, &bind_iov, 1);
+  conn->Send(send, &send_iov, 1);
+  EXPECT_TRUE(WaitFor(liar.get(), 0, true));
+  conn->Close();
+  EXPECT_TRUE(PollAll(backend_, b_.cq).empty());
+
+  // An honest bind: the datagram lands, named by the bound GID and the prefix's QP number.
+  bind.pid = getpid();
+  auto honest = std::make_shared<Recorder>();
+  ASSERT_EQ(host::DialEndpoint(OurEndpoint(), honest, &conn), 0);
+  conn->Send(bind_header, &bind_iov, 1);
+  conn->Send(send, &send_iov, 1);
+  std::vector<ibv_wc> got = PollN(backend_, b_.cq, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(got[0].src_qp, 0x42u);
+  EXPECT_EQ(got[0].byte_len, 40u + 6u);
+  EXPECT_STREQ(reinterpret_cast<char*>(in.data() + 40), "hello");
+  EXPECT_EQ(std::memcmp(in.data() + 20 + 12, ours.raw + 12, 4), 0);  // the IPv4 source: the bind's
+  EXPECT_EQ(in.data()[20 + 8], 9);                                   // TTL: the prefix's hop limit
+  // On the same connection: another Q_Key is dropped; reserved bytes set, or a request, end it.
+  datagram.prefix.qkey = 0x78;
+  conn->Send(send, &send_iov, 1);
+  datagram.prefix.qkey = 0x77;
+  datagram.prefix.reserved[0] = 1;
+  conn->Send(send, &send_iov, 1);
+  EXPECT_TRUE(WaitFor(honest.get(), 0, true));
+  conn->Close();
+  auto requester = std::make_shared<Recorder>();
+  ASSERT_EQ(host::DialEndpoint(OurEndpoint(), requester, &conn), 0);
+  conn->Send(bind_header, &bind_iov, 1);
+  wire::Header write = wire::MakeHeader(wire::Type::kWrite);
+  write.seq = 1;
+  conn->Send(write, nullptr, 0);
+  EXPECT_TRUE(WaitFor(requester.get(), 0, true));  // no answer: ended
+  conn->Close();
+  EXPECT_TRUE(PollAll(backend_, b_.cq).empty());
+  EXPECT_EQ(backend_->IbvDestroyQp(ud), 0);
+}
+
 TEST_F(VerbsQpTest, GidIsThisProcesssLoopbackAddress) {
   const ibv_gid gid = OurGid();
   const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
