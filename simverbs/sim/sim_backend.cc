@@ -563,6 +563,12 @@ class SimBackend final : public Backend {
         break;
       case FaultKind::kLost:
       case FaultKind::kDisconnect:
+        // A UD QP has no connection: `lost` loses its first datagram, `disconnect` does nothing
+        // (as on an RC QP without one).
+        if (qp != nullptr && qp->qp.qp_type == IBV_QPT_UD) {
+          fault.lose_first = decision.kind == FaultKind::kLost;
+          break;
+        }
         cm_.BreakConnection(qp, ToConnFault(decision.kind));
         break;
       default:

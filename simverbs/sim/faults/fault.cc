@@ -96,7 +96,8 @@ constexpr FaultPointInfo kFaultPointTable[] = {
      "post a send-queue work request; fails rpma_read / rpma_write / rpma_send / ... "
      "(RPMA_E_PROVIDER); wc_status: it completes with that error (rpma_cq_get_wc); delay: its "
      "completion comes later; lost / disconnect: the connection breaks first (RPMA_CONN_LOST / "
-     "RPMA_CONN_CLOSED, the work requests flush)"},
+     "RPMA_CONN_CLOSED, the work requests flush); on a UD QP, lost: its first datagram arrives "
+     "nowhere"},
     {FP::kIbvPostRecv, "ibv_post_recv", kPost, true,
      "post a receive; fails rpma_recv and rpma_conn_req_recv (RPMA_E_PROVIDER); wc_status, "
      "delay, lost, disconnect as for ibv_post_send"},

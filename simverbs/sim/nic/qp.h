@@ -588,6 +588,9 @@ bool WouldCompleteOn(LinkSet* set, const SimCq* cq, bool* solicited) ABSL_LOCKS_
 struct WrFault {
   ibv_wc_status status = IBV_WC_SUCCESS;
   uint64_t delay_ns = 0;
+  // A UD QP's `lost`: the first WR's datagram leaves (its send completes successfully) and
+  // arrives nowhere, the one way UD loses a message (ud.cc).
+  bool lose_first = false;
 };
 
 int PostSend(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault = WrFault());

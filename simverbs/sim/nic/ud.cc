@@ -244,7 +244,8 @@ int PostUdSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFaul
         EnterErrorLocked(qp);
         continue;
       }
-      deliver = true;
+      // A `lost` fault: it left, and arrives nowhere.
+      deliver = !(first && fault.lose_first);
     }
     // The destination's lock is taken with the sender's let go: two QPs sending to each other
     // never wait on each other.

@@ -15,6 +15,7 @@
 #include "simverbs/sim/nic/device.h"
 #include "simverbs/sim/nic/qp.h"
 #include "simverbs/sim/profiles/device_profile.h"
+#include "simverbs/sim/sim_control.h"
 #include "simverbs/sim/test_util.h"
 
 namespace softrpma::sim::testing {
@@ -275,6 +276,32 @@ TEST_F(UdTest, Dropped_WrongQkey_NoReceive_NoSuchQp_NotYetRtr_SendStillSucceeds)
   ASSERT_EQ(PostUd(a_.qp, 5, &sge, 1, ah, b_.qp->qp_num), 0);
   EXPECT_THAT(PollAll(backend_, b_.cq), ElementsAre(Field(&ibv_wc::wr_id, 1u)));
   EXPECT_EQ(PollAll(backend_, a_.cq).size(), 2u);
+}
+
+// UD loses messages only as a fault: `lost` on ibv_post_send of a UD QP loses the post's first
+// datagram (its send still completes successfully), and nothing else.
+TEST_F(UdTest, LostFault_TheFirstDatagramArrivesNowhere_TheSendSucceeds) {
+  ToRts(a_.qp);
+  ToRts(b_.qp);
+  TestBuffer out(backend_, a_.pd, 64, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer in(backend_, b_.pd, 128, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge recv_sge = in.Sge(0, 128);
+  ASSERT_EQ(PostRecvBuf(backend_, b_.qp, 1, &recv_sge, 1), 0);
+  ASSERT_EQ(PostRecvBuf(backend_, b_.qp, 2, &recv_sge, 1), 0);
+  ibv_sge sge = out.Sge(0, 8);
+  ibv_ah* ah = AhToUs(a_.pd);
+  {
+    ScopedFaultPlan plan("ibv_post_send:lost:nth=1");
+    ASSERT_TRUE(plan.status().ok());
+    ASSERT_EQ(PostUd(a_.qp, 1, &sge, 1, ah, b_.qp->qp_num), 0);
+    ASSERT_EQ(PostUd(a_.qp, 2, &sge, 1, ah, b_.qp->qp_num), 0);
+  }
+  EXPECT_THAT(PollAll(backend_, a_.cq),
+              ElementsAre(Field(&ibv_wc::status, IBV_WC_SUCCESS),
+                          Field(&ibv_wc::status, IBV_WC_SUCCESS)));
+  EXPECT_EQ(a_.qp->state, IBV_QPS_RTS);
+  // Only the second arrived, into the first receive.
+  EXPECT_THAT(PollAll(backend_, b_.cq), ElementsAre(Field(&ibv_wc::wr_id, 1u)));
 }
 
 TEST_F(UdTest, ControlledQkey_TheSendersOwnIsUsed) {
