@@ -69,6 +69,37 @@ std::string GidEndpoint(const uint8_t gid[16]) {
   return name;
 }
 
+// Dials the endpoint of the process that owns `gid` and binds the connection with a kQpBind from
+// QP `src_qp_num` to `dst_qp_num` (wire::kUdBindQpNum: UD datagrams). nullptr when nobody is
+// there, or when the listener is not the process the GID names (the kernel says who listens:
+// another process of the fabric may have taken a name that is not its own).
+std::shared_ptr<host::Conn> DialAndBind(const uint8_t gid[16],
+                                        std::shared_ptr<host::Conn::Handler> handler,
+                                        uint32_t src_qp_num, uint32_t dst_qp_num) {
+  int32_t pid = 0;
+  if (!GidPid(gid, &pid)) return nullptr;
+  std::shared_ptr<host::Conn> conn;
+  if (host::DialEndpoint(GidEndpoint(gid), std::move(handler), &conn) != 0) return nullptr;
+  if ((conn->peer_pid() & 0xffffff) != pid) {
+    wire::ReportPeerMismatch("the endpoint of the GID of pid", pid, conn->peer_pid());
+    conn->Close();
+    return nullptr;
+  }
+  wire::QpBindBody bind;
+  std::memset(&bind, 0, sizeof(bind));
+  bind.version = wire::kQpBindVersion;
+  bind.src_qp_num = src_qp_num;
+  bind.dst_qp_num = dst_qp_num;
+  bind.pid = static_cast<int32_t>(getpid());
+  ProcessGid(bind.src_gid);
+  std::memcpy(bind.dst_gid, gid, sizeof(bind.dst_gid));
+  wire::Header header = wire::MakeHeader(wire::Type::kQpBind);
+  header.body_len = sizeof(bind);
+  iovec iov{&bind, sizeof(bind)};
+  conn->Send(header, &iov, 1);
+  return conn;
+}
+
 // A connection a peer dialed to this process's endpoint: a kQpBind, then the requests of one
 // peer QP toward one QP of this process.
 class ServeEnd final : public host::Conn::Handler {
@@ -601,29 +632,9 @@ std::shared_ptr<host::Conn> UdConnTo(const uint8_t gid[16], uint32_t src_qp_num)
     conns.owner = getpid();
   }
   if (auto it = conns.by_endpoint.find(endpoint); it != conns.by_endpoint.end()) return it->second;
-  std::shared_ptr<host::Conn> conn;
-  if (host::DialEndpoint(endpoint, std::make_shared<UdDialEnd>(endpoint), &conn) != 0) {
-    return nullptr;
-  }
-  // The endpoint must be the process the GID names (the kernel says who listens there).
-  if ((conn->peer_pid() & 0xffffff) != pid) {
-    wire::ReportPeerMismatch("the endpoint of the GID of pid", pid, conn->peer_pid());
-    conn->Close();
-    return nullptr;
-  }
-  wire::QpBindBody bind;
-  std::memset(&bind, 0, sizeof(bind));
-  bind.version = wire::kQpBindVersion;
-  bind.src_qp_num = src_qp_num;
-  bind.dst_qp_num = wire::kUdBindQpNum;
-  bind.pid = static_cast<int32_t>(getpid());
-  ProcessGid(bind.src_gid);
-  std::memcpy(bind.dst_gid, gid, sizeof(bind.dst_gid));
-  wire::Header header = wire::MakeHeader(wire::Type::kQpBind);
-  header.body_len = sizeof(bind);
-  iovec iov{&bind, sizeof(bind)};
-  conn->Send(header, &iov, 1);
-  conns.by_endpoint[endpoint] = conn;
+  std::shared_ptr<host::Conn> conn =
+      DialAndBind(gid, std::make_shared<UdDialEnd>(endpoint), src_qp_num, wire::kUdBindQpNum);
+  if (conn != nullptr) conns.by_endpoint[endpoint] = conn;
   return conn;
 }
 
@@ -762,34 +773,9 @@ int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask) {
     // first, which becomes a remote link below.
     if (int err = LeaveSharedLink(qp); err != 0) return err;
     link = qp->link.get();
-    int32_t pid = 0;
-    if (GidPid(dgid, &pid)) {
-      auto end = std::make_shared<DialEnd>(qp->link);
-      // The endpoint must be the process the GID names (the kernel says who listens there):
-      // another process of the fabric may have taken a name that is not its own.
-      if (host::DialEndpoint(GidEndpoint(dgid), end, &conn) == 0 &&
-          (conn->peer_pid() & 0xffffff) != pid) {
-        wire::ReportPeerMismatch("the endpoint of the GID of pid", pid, conn->peer_pid());
-        conn->Close();
-        conn = nullptr;
-      }
-      if (conn != nullptr) {
-        wire::QpBindBody bind;
-        std::memset(&bind, 0, sizeof(bind));
-        bind.version = wire::kQpBindVersion;
-        bind.src_qp_num = qp->qp.qp_num;
-        bind.dst_qp_num = attr->dest_qp_num;
-        bind.pid = static_cast<int32_t>(getpid());
-        ProcessGid(bind.src_gid);
-        std::memcpy(bind.dst_gid, dgid, sizeof(bind.dst_gid));
-        wire::Header header = wire::MakeHeader(wire::Type::kQpBind);
-        header.body_len = sizeof(bind);
-        iovec iov{&bind, sizeof(bind)};
-        conn->Send(header, &iov, 1);
-      } else {
-        conn = nullptr;  // nobody at that GID: sends time out (an in-process link, no peer)
-      }
-    }
+    // Nobody at that GID: sends time out (an in-process link, no peer).
+    conn = DialAndBind(dgid, std::make_shared<DialEnd>(qp->link), qp->qp.qp_num,
+                       attr->dest_qp_num);
     if (TraceOn()) {
       TraceEvent("qp_bind qp=%u dest_qp=%u reached=%d", qp->qp.qp_num, attr->dest_qp_num,
                  conn != nullptr ? 1 : 0);
