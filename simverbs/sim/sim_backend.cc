@@ -266,7 +266,7 @@ class SimBackend final : public Backend {
     if (int err = InjectedDestroy(FaultPoint::kIbvDestroyQp, qp); err != 0) return err;
     if (qp == nullptr) return EINVAL;
     const bool orphan = to_sim(qp)->cm_orphan.load(std::memory_order_acquire);
-    if (!to_sim(qp)->verbs && !orphan) {
+    if ((!to_sim(qp)->verbs || to_sim(qp)->cm_ud) && !orphan) {
       return EINVAL;  // a QP of RdmaCreateQpEx whose id lives: RdmaDestroyQp's
     }
     // (Traced as RdmaDestroyQp traces the CM's QPs; a QP of ibv_create_qp has no create_qp line.)

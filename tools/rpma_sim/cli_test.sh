@@ -10,7 +10,7 @@ run "$rpma_sim" --version
 expect_status "--version exits 0" 0 "$status"
 check "--version: softrpma's version" grep -qE '^rpma-sim \(softrpma\) [0-9]+\.[0-9]+\.[0-9]+$' <<<"$out"
 expect_in "--version: the librpma API's" "$out" "librpma API 1.3 (librpma.so.0)"
-expect_in "--version: the fabric protocol's" "$out" "fabric protocol 4"
+expect_in "--version: the fabric protocol's" "$out" "fabric protocol 5"
 
 # rpma-sim(1), made from the tables --help prints: every flag --help shows is in the page.
 run "$rpma_sim" --man

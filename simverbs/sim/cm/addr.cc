@@ -138,9 +138,14 @@ int Resolve(const char* node, const char* service, const rdma_addrinfo* hints,
   rdma_addrinfo& info = result->info;
   info.ai_flags = flags;
   info.ai_family = found->ai_family;
-  info.ai_qp_type = hints != nullptr && hints->ai_qp_type != 0 ? hints->ai_qp_type : IBV_QPT_RC;
-  info.ai_port_space =
-      hints != nullptr && hints->ai_port_space != 0 ? hints->ai_port_space : RDMA_PS_TCP;
+  // What the hints leave out follows from what they give, as the resolver's socket type and
+  // protocol make it in rdma-core: a UDP port space means UD QPs, UD QPs a UDP port space.
+  const int hint_qp_type = hints != nullptr ? hints->ai_qp_type : 0;
+  const int hint_ps = hints != nullptr ? hints->ai_port_space : 0;
+  const bool datagram = hint_qp_type == IBV_QPT_UD || hint_ps == RDMA_PS_UDP ||
+                        hint_ps == RDMA_PS_IPOIB;
+  info.ai_qp_type = hint_qp_type != 0 ? hint_qp_type : datagram ? IBV_QPT_UD : IBV_QPT_RC;
+  info.ai_port_space = hint_ps != 0 ? hint_ps : datagram ? RDMA_PS_UDP : RDMA_PS_TCP;
   if ((flags & RAI_PASSIVE) != 0) {
     CopyAddress(found->ai_addr, reinterpret_cast<sockaddr*>(&result->src));
     info.ai_src_addr = reinterpret_cast<sockaddr*>(&result->src);

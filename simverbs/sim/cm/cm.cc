@@ -68,6 +68,20 @@ bool ValidPrivateData(const void* data, int len, int max) {
 rdma_conn_param CmMessageParam(const SimCmId* id, const rdma_conn_param* param, bool reply) {
   rdma_conn_param message;
   std::memset(&message, 0, sizeof(message));
+  if (id->id.qp_type == IBV_QPT_UD) {
+    // SIDR: the REQ names no QP; the REP the id's QP, or without one conn_param's qp_num (as
+    // the kernel's rdma_accept takes it). No connection parameters.
+    if (reply) {
+      message.qp_num = id->id.qp != nullptr ? id->id.qp->qp_num
+                       : param != nullptr   ? param->qp_num
+                                            : 0;
+    }
+    if (param != nullptr) {
+      message.private_data = param->private_data;
+      message.private_data_len = param->private_data_len;
+    }
+    return message;
+  }
   message.qp_num = id->id.qp->qp_num;
   message.srq = id->id.srq != nullptr ? 1 : 0;
   if (param == nullptr) return message;
@@ -126,13 +140,14 @@ void ConnectionManager::DestroyEventChannel(SimEventChannel* channel) {
 
 int ConnectionManager::CreateId(SimEventChannel* channel, rdma_cm_id** id, void* context,
                                 rdma_port_space ps) {
-  if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB) return EINVAL;  // RC port spaces only
+  // RC ids, and UD ids of RDMA_PS_UDP (UD IDS; RDMA_PS_IPOIB's Q_Key needs an IPoIB group).
+  if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB && ps != RDMA_PS_UDP) return EINVAL;
   SimCmId* sim_id = New<SimCmId>();
   if (sim_id == nullptr) return ENOMEM;
   sim_id->id.channel = channel != nullptr ? &channel->channel : nullptr;
   sim_id->id.context = context;
   sim_id->id.ps = ps;
-  sim_id->id.qp_type = IBV_QPT_RC;
+  sim_id->id.qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
   softrpma::MutexLock lock(&mu_);
   sim_id->channel = channel;
   sim_id->serial = next_serial_++;
@@ -387,8 +402,10 @@ int ConnectionManager::CreateQp(SimCmId* id, ibv_qp_init_attr_ex* attr) {
   softrpma::MutexLock lock(&mu_);
   if (id->id.verbs == nullptr) return EINVAL;
   if (id->id.qp != nullptr) return EINVAL;
-  // An id of RDMA_PS_TCP connects RC QPs (RDMA_PS_UDP ids, whose QPs are UD, are not modelled).
-  if (attr->qp_type != IBV_QPT_RC) return EINVAL;
+  // An id of RDMA_PS_TCP connects RC QPs, one of RDMA_PS_UDP UD QPs (rdma-core's INIT of the
+  // id's kind fails on a QP of another type).
+  if (attr->qp_type != id->id.qp_type) return EINVAL;
+  const bool ud = id->id.qp_type == IBV_QPT_UD;
   // As rdma-core's rdma_create_qp_ex: without a PD, the id's device's; a PD of another device
   // is EINVAL.
   if ((attr->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr->pd == nullptr) {
@@ -421,9 +438,11 @@ int ConnectionManager::CreateQp(SimCmId* id, ibv_qp_init_attr_ex* attr) {
   if (err == 0 && (attr->send_cq == nullptr || attr->recv_cq == nullptr)) err = EINVAL;
   // The passive QP of a connection request joins the active QP's link.
   std::shared_ptr<SimLink> join;
-  if (id->state == State::kRequestReceived && id->peer != nullptr) join = id->peer->LinkToJoin();
+  if (!ud && id->state == State::kRequestReceived && id->peer != nullptr) {
+    join = id->peer->LinkToJoin();
+  }
   SimQp* qp = nullptr;
-  if (err == 0) err = sim::CreateQp(attr, join, &qp);
+  if (err == 0) err = ud ? CreateUdQpLocked(id, attr, &qp) : sim::CreateQp(attr, join, &qp);
   if (err != 0) {
     DestroyOwnCqsLocked(id);
     return err;
@@ -433,7 +452,7 @@ int ConnectionManager::CreateQp(SimCmId* id, ibv_qp_init_attr_ex* attr) {
                attr->send_cq->handle, attr->recv_cq->handle,
                attr->srq != nullptr ? attr->srq->handle : 0);
   }
-  if (id->peer != nullptr) id->peer->AttachQp(qp);
+  if (id->peer != nullptr && !ud) id->peer->AttachQp(qp);
   id->id.qp = &qp->qp;
   id->id.pd = &pd->pd;
   id->id.send_cq = attr->send_cq;
@@ -441,7 +460,37 @@ int ConnectionManager::CreateQp(SimCmId* id, ibv_qp_init_attr_ex* attr) {
   id->id.send_cq_channel = attr->send_cq->channel;
   id->id.recv_cq_channel = attr->recv_cq->channel;
   id->id.srq = attr->srq;
-  id->id.qp_type = IBV_QPT_RC;
+  return 0;
+}
+
+int ConnectionManager::CreateUdQpLocked(SimCmId* id, ibv_qp_init_attr_ex* attr, SimQp** qp) {
+  SimQp* made = nullptr;
+  if (int err = CreateVerbsQp(attr, &made); err != 0) return err;
+  made->cm_ud = true;
+  // ucma_init_ud_qp: INIT with what rdma_init_qp_attr gives (P_Key index, port, the CMA's
+  // Q_Key), RTR with the state alone, RTS with SQ PSN 0.
+  ibv_qp_attr qp_attr;
+  std::memset(&qp_attr, 0, sizeof(qp_attr));
+  qp_attr.qp_state = IBV_QPS_INIT;
+  qp_attr.pkey_index = 0;
+  qp_attr.port_num = 1;
+  qp_attr.qkey = kUdpQkey;
+  int err = ModifyVerbsQp(made, &qp_attr,
+                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+  if (err == 0) {
+    qp_attr.qp_state = IBV_QPS_RTR;
+    err = ModifyVerbsQp(made, &qp_attr, IBV_QP_STATE);
+  }
+  if (err == 0) {
+    qp_attr.qp_state = IBV_QPS_RTS;
+    qp_attr.sq_psn = 0;
+    err = ModifyVerbsQp(made, &qp_attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
+  }
+  if (err != 0) {
+    DestroyVerbsQp(made);
+    return err;
+  }
+  *qp = made;
   return 0;
 }
 
@@ -449,7 +498,11 @@ void ConnectionManager::DestroyQp(SimCmId* id) {
   softrpma::MutexLock lock(&mu_);
   if (id->id.qp == nullptr) return;
   if (TraceOn()) TraceEvent("destroy_qp qp=%u", id->id.qp->qp_num);
-  sim::DestroyQp(to_sim(id->id.qp));
+  if (to_sim(id->id.qp)->cm_ud) {
+    DestroyVerbsQp(to_sim(id->id.qp));
+  } else {
+    sim::DestroyQp(to_sim(id->id.qp));
+  }
   id->id.qp = nullptr;
   // The QP's CQs and SRQ are no longer the id's (rdma-core leaves them NULL too); those made
   // with the QP go with it.
@@ -462,14 +515,27 @@ void ConnectionManager::DestroyQp(SimCmId* id) {
 }
 
 int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFault fault) {
+  // (qp_type is set at creation: read without the lock.)
+  const bool ud = id->id.qp_type == IBV_QPT_UD;
+  if (ud && IwarpCm()) return EOPNOTSUPP;  // iWARP has no SIDR (UD IDS)
   if (param != nullptr &&
       !ValidPrivateData(param->private_data, param->private_data_len,
-                        ActiveProfile().max_connect_private_data)) {
+                        ud ? kMaxSidrRequestPrivateData
+                           : ActiveProfile().max_connect_private_data)) {
     return EINVAL;
   }
   softrpma::MutexLock lock(&mu_);
-  if (id->state != State::kRouteResolved || id->channel == nullptr || id->id.qp == nullptr) {
+  // (A SIDR REQ names no QP: a UD id may connect without one.)
+  if (id->state != State::kRouteResolved || id->channel == nullptr ||
+      (id->id.qp == nullptr && !ud)) {
     return EINVAL;
+  }
+  if (ud && fault != ConnFault::kNone) {
+    // The REQ is refused, or lost and never answered.
+    id->active = true;
+    id->state = State::kConnecting;
+    SidrEndedLocked(id, fault == ConnFault::kReject ? kSidrReject : -ETIMEDOUT, nullptr, 0);
+    return 0;
   }
   switch (fault) {
     case ConnFault::kReject:
@@ -486,15 +552,36 @@ int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFa
   }
   id->active = true;
   // A listener of this process is reached directly; any other through the host fabric.
-  SimCmId* listener =
-      CurrentTransport() == TransportKind::kLocal ? FindListenerLocked(DstOf(id)) : nullptr;
+  const bool local = CurrentTransport() == TransportKind::kLocal;
+  SimCmId* listener = local ? FindListenerLocked(DstOf(id), id->id.qp_type) : nullptr;
+  // The port's listener here takes ids of the other kind (its fabric listener is the same
+  // one): no such service, without a trip through the fabric.
+  const bool other_kind =
+      local && listener == nullptr &&
+      FindListenerLocked(DstOf(id), ud ? IBV_QPT_RC : IBV_QPT_UD) != nullptr;
   std::shared_ptr<CmPeer> peer;
+  if (other_kind) {
+    id->active = true;
+    if (ud) {
+      id->state = State::kConnecting;
+      SidrEndedLocked(id, kSidrUnsupported, nullptr, 0);
+    } else {
+      ExchangeEndedLocked(id, State::kRejected, RDMA_CM_EVENT_REJECTED, kRejectNoListener);
+    }
+    return 0;
+  }
   if (listener != nullptr) {
     peer = std::make_shared<LocalCmPeer>(this, listener);
   } else {
     std::shared_ptr<HostCmPeer> host_peer;
     const int err = HostCmPeer::Dial(this, DstOf(id), &host_peer);
     if (err == ECONNREFUSED) {  // nobody listens there, in any process of the fabric
+      if (ud) {
+        id->active = true;
+        id->state = State::kConnecting;
+        SidrEndedLocked(id, kSidrUnsupported, nullptr, 0);
+        return 0;
+      }
       ExchangeEndedLocked(id, State::kRejected, RDMA_CM_EVENT_REJECTED, kRejectNoListener);
       return 0;
     }
@@ -509,16 +596,27 @@ int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFa
   return 0;
 }
 
-SimCmId* ConnectionManager::RequestReceivedLocked(SimCmId* listener, const sockaddr* local_addr,
+SimCmId* ConnectionManager::RequestReceivedLocked(SimCmId* listener, bool sidr,
+                                                  const sockaddr* local_addr,
                                                   const sockaddr* peer_addr,
                                                   const rdma_conn_param& conn,
                                                   const void* private_data,
                                                   uint8_t private_data_len,
                                                   std::shared_ptr<CmPeer> peer) {
   if (listener == nullptr || listener->state != State::kListening) return nullptr;
+  if ((listener->id.qp_type == IBV_QPT_UD) != sidr) return nullptr;  // another service
   SimCmId* request = NewRequestIdLocked(listener, local_addr, peer_addr);
   if (request == nullptr) return nullptr;
   request->peer = std::move(peer);
+  if (sidr) {
+    // The SIDR REQ's private data field, whole (the kernel reports all of it); nothing else.
+    rdma_ud_param ud;
+    std::memset(&ud, 0, sizeof(ud));
+    ud.private_data_len = kMaxSidrRequestPrivateData;
+    QueueLocked(listener, RDMA_CM_EVENT_CONNECT_REQUEST, 0, request, listener, nullptr,
+                private_data, private_data_len, /*connect_response=*/false, &ud);
+    return request;
+  }
   QueueLocked(listener, RDMA_CM_EVENT_CONNECT_REQUEST, 0, request, listener, &conn, private_data,
               private_data_len);
   return request;
@@ -532,7 +630,7 @@ SimCmId* ConnectionManager::NewRequestIdLocked(SimCmId* listener, const sockaddr
   request->id.channel = listener->id.channel;
   request->id.context = listener->id.context;
   request->id.ps = listener->id.ps;
-  request->id.qp_type = IBV_QPT_RC;
+  request->id.qp_type = listener->id.qp_type;
   request->id.port_num = 1;
   // The request's local address is the one the requester asked for; its peer the requester.
   CopyAddress(local_addr, SrcOf(request));
@@ -593,6 +691,15 @@ void ConnectionManager::RemoteEndedLocked(const std::shared_ptr<HostCmPeer>& end
 }
 
 int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFault fault) {
+  if (id->id.qp_type == IBV_QPT_UD) {
+    if (param != nullptr &&
+        !ValidPrivateData(param->private_data, param->private_data_len,
+                          kMaxSidrReplyPrivateData)) {
+      return EINVAL;
+    }
+    softrpma::MutexLock lock(&mu_);
+    return AcceptSidrLocked(id, param, fault);
+  }
   if (param != nullptr &&
       !ValidPrivateData(param->private_data, param->private_data_len,
                         ActiveProfile().max_accept_private_data)) {
@@ -658,6 +765,37 @@ int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFau
   return 0;
 }
 
+int ConnectionManager::AcceptSidrLocked(SimCmId* id, const rdma_conn_param* param,
+                                        ConnFault fault) {
+  // rdma-core reads conn_param->qp_num when the id has no QP.
+  if (id->state != State::kRequestReceived || (id->id.qp == nullptr && param == nullptr)) {
+    return EINVAL;
+  }
+  if (id->listener != nullptr) {
+    auto& pending = id->listener->pending_requests;
+    pending.erase(std::remove(pending.begin(), pending.end(), id), pending.end());
+    id->listener = nullptr;
+  }
+  // The SIDR REP ends the exchange; this side gets no event, whatever became of it.
+  std::shared_ptr<CmPeer> peer = id->peer;
+  if (fault == ConnFault::kReject) {
+    if (peer != nullptr) peer->SendReject(kRejectConsumer, nullptr, 0);
+    id->state = State::kRejected;
+  } else {
+    id->state = State::kConnected;
+    if (peer != nullptr && peer->CanAccept(id)) {
+      if (fault == ConnFault::kNone) {
+        const rdma_conn_param reply = CmMessageParam(id, param, /*reply=*/true);
+        peer->SendAccept(id, &reply);
+      } else {  // the REP is lost: the requester's REQ times out
+        peer->AbortAccept(RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+      }
+    }
+  }
+  ClosePeerLocked(id);
+  return 0;
+}
+
 bool ConnectionManager::BreakConnection(const SimQp* qp, ConnFault fault) {
   softrpma::MutexLock lock(&mu_);
   for (const auto& [serial, id] : ids_) {
@@ -688,8 +826,10 @@ void ConnectionManager::BrokenLocked(SimCmId* id, rdma_cm_event_type type, int s
 }
 
 int ConnectionManager::Reject(SimCmId* id, const void* private_data, uint8_t private_data_len) {
+  // A UD id's refusal is a SIDR REP (of status kSidrReject).
   if (!ValidPrivateData(private_data, private_data_len,
-                        ActiveProfile().max_reject_private_data)) {
+                        id->id.qp_type == IBV_QPT_UD ? kMaxSidrReplyPrivateData
+                                                     : ActiveProfile().max_reject_private_data)) {
     return EINVAL;
   }
   softrpma::MutexLock lock(&mu_);
@@ -708,6 +848,12 @@ int ConnectionManager::Disconnect(SimCmId* id) {
     case State::kListening:
       return EINVAL;  // never took part in a connection
     case State::kConnected: {
+      if (id->id.qp_type == IBV_QPT_UD) {
+        // SIDR made no connection: the kernel's DREQ fails and nothing is sent; only the QP
+        // goes to ERROR (librdmacm's rdma_disconnect).
+        if (id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
+        return 0;
+      }
       if (IwarpCm()) {
         // iWARP: no DREQ / DREP. The stream closes; each side's QP goes to ERROR (flushing
         // its WRs: siw_qp_llp_close) and each gets DISCONNECTED (IW_CM_EVENT_CLOSE) at once,
@@ -770,6 +916,26 @@ void ConnectionManager::DisconnectRequestReceivedLocked(SimCmId* id) {
 
 void ConnectionManager::AcceptReceivedLocked(SimCmId* id, const rdma_conn_param& conn,
                                              const void* private_data, uint8_t private_data_len) {
+  if (id->id.qp_type == IBV_QPT_UD) {
+    if (id->state != State::kConnecting) return;
+    // The SIDR REP: the peer's QP, the CMA's Q_Key, and the address of the peer's process as
+    // the kernel builds it from the route (RoCE v2: a GRH to its GID).
+    rdma_ud_param ud;
+    std::memset(&ud, 0, sizeof(ud));
+    ud.private_data_len = kMaxSidrReplyPrivateData;
+    ud.qp_num = conn.qp_num;
+    ud.qkey = kUdpQkey;
+    ud.ah_attr.is_global = 1;
+    if (id->peer != nullptr) id->peer->PeerGid(ud.ah_attr.grh.dgid.raw);
+    ud.ah_attr.grh.sgid_index = 0;
+    ud.ah_attr.grh.hop_limit = kSidrHopLimit;
+    ud.ah_attr.port_num = 1;
+    id->state = State::kConnected;
+    ClosePeerLocked(id);
+    QueueLocked(id, RDMA_CM_EVENT_ESTABLISHED, 0, id, nullptr, nullptr, private_data,
+                private_data_len, /*connect_response=*/false, &ud);
+    return;
+  }
   id->state = State::kConnected;
   // The QP goes to RTS, and the RTU is sent, when the user gets this event (see
   // ProcessConnectResponse).
@@ -780,8 +946,24 @@ void ConnectionManager::AcceptReceivedLocked(SimCmId* id, const rdma_conn_param&
 void ConnectionManager::RejectReceivedLocked(SimCmId* id, int status, const void* private_data,
                                              uint8_t private_data_len) {
   if (id->state != State::kConnecting) return;
+  if (id->id.qp_type == IBV_QPT_UD) {
+    SidrEndedLocked(id, status == kRejectNoListener ? kSidrUnsupported : kSidrReject,
+                    private_data, private_data_len);
+    return;
+  }
   ExchangeEndedLocked(id, State::kRejected, RDMA_CM_EVENT_REJECTED, status, private_data,
                       private_data_len);
+}
+
+void ConnectionManager::SidrEndedLocked(SimCmId* id, int sidr_status, const void* private_data,
+                                        uint8_t private_data_len) {
+  rdma_ud_param ud;
+  std::memset(&ud, 0, sizeof(ud));
+  ud.private_data_len = sidr_status > 0 ? kMaxSidrReplyPrivateData : 0;  // a REP came, or none
+  ClosePeerLocked(id);
+  id->state = State::kUnreachable;
+  QueueLocked(id, RDMA_CM_EVENT_UNREACHABLE, sidr_status, id, nullptr, nullptr, private_data,
+              private_data_len, /*connect_response=*/false, &ud);
 }
 
 void ConnectionManager::ReadyReceivedLocked(SimCmId* id, bool peer_reaches_us) {
@@ -797,6 +979,10 @@ void ConnectionManager::ReadyReceivedLocked(SimCmId* id, bool peer_reaches_us) {
 
 void ConnectionManager::AcceptAbortedLocked(SimCmId* id, rdma_cm_event_type type, int status) {
   if (id->state != State::kConnecting) return;
+  if (id->id.qp_type == IBV_QPT_UD) {  // a lost SIDR REP: the REQ times out
+    SidrEndedLocked(id, -ETIMEDOUT, nullptr, 0);
+    return;
+  }
   const bool lost = type == RDMA_CM_EVENT_CONNECT_ERROR;
   if (lost && id->id.qp != nullptr) SetQpError(to_sim(id->id.qp));
   ExchangeEndedLocked(id, lost ? State::kDisconnected : State::kUnreachable, type, status);
@@ -919,12 +1105,12 @@ void ConnectionManager::FreeIdLocked(SimCmId* id) {
   Delete(id);
 }
 
-SimCmId* ConnectionManager::FindListenerLocked(const sockaddr* dst) {
+SimCmId* ConnectionManager::FindListenerLocked(const sockaddr* dst, ibv_qp_type qp_type) {
   auto it = bound_.find(PortOf(dst));
   if (it == bound_.end()) return nullptr;
   SimCmId* wildcard = nullptr;
   for (SimCmId* id : it->second) {
-    if (id->state != State::kListening) continue;
+    if (id->state != State::kListening || id->id.qp_type != qp_type) continue;
     if (SameHost(SrcOf(id), dst)) return id;
     if (wildcard == nullptr && IsWildcard(SrcOf(id))) wildcard = id;
   }
@@ -934,7 +1120,8 @@ SimCmId* ConnectionManager::FindListenerLocked(const sockaddr* dst) {
 void ConnectionManager::QueueLocked(SimCmId* owner, rdma_cm_event_type type, int status,
                                     SimCmId* event_id, SimCmId* listen_id,
                                     const rdma_conn_param* conn, const void* private_data,
-                                    uint8_t private_data_len, bool connect_response) {
+                                    uint8_t private_data_len, bool connect_response,
+                                    const rdma_ud_param* ud) {
   SimEventChannel* channel = owner->channel;
   if (channel == nullptr) return;  // a synchronous id: nobody to tell
   PendingCmEvent event;
@@ -949,6 +1136,11 @@ void ConnectionManager::QueueLocked(SimCmId* owner, rdma_cm_event_type type, int
   event.conn.private_data_len = 0;
   event.private_data_len = private_data_len;
   if (private_data_len > 0) std::memcpy(event.private_data, private_data, private_data_len);
+  if (ud != nullptr) {
+    event.is_ud = true;
+    event.ud = *ud;
+    event.ud.private_data = nullptr;
+  }
   event.connect_response = connect_response;
   event.due_ns = GlobalClock().now_ns();
   softrpma::MutexLock channel_lock(&channel->mu);
@@ -1104,6 +1296,7 @@ namespace {
 // 196, the REJ's 148), zero-padded past what was sent, also when nothing was; on iWARP exactly
 // what was sent.
 uint8_t ReportedPrivateDataLength(const PendingCmEvent& pending) {
+  if (pending.is_ud) return pending.ud.private_data_len;  // set when queued (UD IDS)
   const DeviceProfile& device = ActiveProfile();
   if (device.transport == IBV_TRANSPORT_IWARP) return pending.private_data_len;
   switch (pending.type) {
@@ -1172,11 +1365,18 @@ int ConnectionManager::TakeEvent(SimEventChannel* channel, rdma_cm_event** event
             pending.listen_id != nullptr ? &pending.listen_id->id : nullptr;
         sim_event->event.event = pending.type;
         sim_event->event.status = pending.status;
-        sim_event->event.param.conn = pending.conn;
         const uint8_t reported = ReportedPrivateDataLength(pending);
         if (reported > 0) {
           std::memcpy(sim_event->private_data, pending.private_data, reported);  // zero-padded
-          sim_event->event.param.conn.private_data = sim_event->private_data;
+        }
+        const void* private_data = reported > 0 ? sim_event->private_data : nullptr;
+        if (pending.is_ud) {
+          sim_event->event.param.ud = pending.ud;
+          sim_event->event.param.ud.private_data = private_data;
+          sim_event->event.param.ud.private_data_len = reported;
+        } else {
+          sim_event->event.param.conn = pending.conn;
+          sim_event->event.param.conn.private_data = private_data;
           sim_event->event.param.conn.private_data_len = reported;
         }
         sim_event->id_serial = pending.id->serial;

@@ -92,6 +92,35 @@
 //     and the connection close, as when the faulting side destroys its id.)
 //   * Every event queued, got and acknowledged is traced (trace.h), ids by their serial.
 //
+// UD IDS (RDMA_PS_UDP; rdma-core's librdmacm and the kernel's CMA and IB CM on RoCE). An id of
+// RDMA_PS_UDP has qp_type IBV_QPT_UD, and so have the request ids its listener makes. Its
+// rdma_create_qp takes a UD QP only (another type is EINVAL, as rdma-core's INIT would fail)
+// and moves it to RTS at once, as ucma_init_ud_qp does: INIT with P_Key index 0, port 1 and
+// the Q_Key kUdpQkey (the kernel's RDMA_UDP_QKEY), RTR, RTS with SQ PSN 0. That QP is a QP of
+// ibv_create_qp in every other way (the user may modify it; nic/qp.h, SimQp::cm_ud), and only
+// rdma_destroy_qp destroys it while its id lives. Connecting is SIDR, one request and one
+// reply, no connection: rdma_connect (no QP needed; private data up to
+// kMaxSidrRequestPrivateData) sends the SIDR REQ; the listener gets CONNECT_REQUEST with
+// param.ud (the private data as a 180-byte field, zero-padded; no address, QPN or Q_Key);
+// rdma_accept (with a QP, or conn_param->qp_num; private data up to kMaxSidrReplyPrivateData)
+// sends the SIDR REP and queues nothing on its side; the requester gets ESTABLISHED with
+// param.ud: the REP's QP number, kUdpQkey, the private data as a 136-byte field, and an
+// address handle attribute toward the accepting process (GRH with its GID, hop limit
+// kSidrHopLimit, port 1, SGID index 0), which ibv_create_ah takes. rdma_reject (or destroying
+// an unanswered request, or its listener) sends a SIDR REP of status kSidrReject; nobody
+// listening on that port as UDP gives kSidrUnsupported: the requester gets UNREACHABLE with
+// that status and a 136-byte field. A request that is never answered (its listener's process
+// died) or whose REP a fault lost gives UNREACHABLE (-ETIMEDOUT). After the REP both ids are
+// kConnected with no peer: rdma_disconnect moves the QP to ERROR and queues nothing, as
+// the kernel's DREQ fails on a SIDR id; destroying either sends nothing. Faults: rdma_connect's
+// `reject` gives UNREACHABLE (kSidrReject), `unreachable` and `lost` UNREACHABLE (-ETIMEDOUT);
+// rdma_accept's `reject` sends the SIDR REP as a rejection, its `unreachable`, `lost` and
+// `disconnect` lose the REP (the requester's UNREACHABLE, -ETIMEDOUT). Not modelled: the
+// iWARP profile (siw has no UD QPs: rdma_create_qp is EOPNOTSUPP there, and so is
+// rdma_connect of a UD id), RDMA_PS_IPOIB (its Q_Key comes from an IPoIB broadcast group a
+// RoCE port has not: EINVAL), multicast; the port space of UDP ids is TCP's (a UDP id and a
+// TCP id cannot bind one port, where the kernel keeps two spaces).
+//
 // PEERS IN OTHER PROCESSES (fabric/host.h). rdma_listen also listens on the host fabric, so
 // processes of the same fabric can connect (EADDRINUSE when another process listens on that
 // address and port already). RdmaConnect finds a listener of this process first; with none,
@@ -152,6 +181,17 @@ inline constexpr int kMaxConnectPrivateData = 56;
 inline constexpr int kMaxAcceptPrivateData = 196;
 inline constexpr int kMaxRejectPrivateData = 148;
 
+// SIDR, the UD exchange (see UD IDS): the private data its messages carry after the rdma_cm
+// header (the SIDR REQ's 216 bytes less the CMA's 36; the SIDR REP's 136), the Q_Key the CMA
+// gives UD QPs of RDMA_PS_UDP (RDMA_UDP_QKEY), the SIDR REP's status (rdma_cm_event.status of
+// RDMA_CM_EVENT_UNREACHABLE), and the hop limit of the address it reports (an IPv4 route's).
+inline constexpr int kMaxSidrRequestPrivateData = 180;
+inline constexpr int kMaxSidrReplyPrivateData = 136;
+inline constexpr uint32_t kUdpQkey = 0x01234567;
+inline constexpr int kSidrUnsupported = 1;  // IB_SIDR_UNSUPPORTED: no UDP listener there
+inline constexpr int kSidrReject = 2;       // IB_SIDR_REJECT: rdma_reject & co.
+inline constexpr uint8_t kSidrHopLimit = 64;
+
 // rdma_cm_event.status of RDMA_CM_EVENT_REJECTED: the IB CM reject reasons.
 inline constexpr int kRejectNoListener = 8;  // IB_CM_REJ_INVALID_SERVICE_ID: nobody listens
 inline constexpr int kRejectConsumer = 28;   // IB_CM_REJ_CONSUMER_DEFINED: rdma_reject & co.
@@ -180,6 +220,10 @@ struct PendingCmEvent {
   rdma_cm_event_type type;
   int status;
   rdma_conn_param conn;  // private_data unset; see private_data below
+  // An event of a UD id (UD IDS): the event reports `ud` (its private_data unset; its
+  // private_data_len the length reported) instead of `conn`.
+  bool is_ud;
+  rdma_ud_param ud;
   uint8_t private_data_len;
   uint8_t private_data[kMaxPrivateDataAnyDevice];
   // The active side's CONNECT_RESPONSE: librdmacm processes it inside rdma_get_cm_event (QP
@@ -346,15 +390,18 @@ class ConnectionManager final {
   // The REQ at `listener` (from `peer_addr`, asking for `local_addr`; `conn` and the private
   // data as the event reports them): a new request id holding `peer`, CONNECT_REQUEST
   // queued. nullptr (nothing queued) when `listener` does not listen or out of memory.
-  SimCmId* RequestReceivedLocked(SimCmId* listener, const sockaddr* local_addr,
+  // `sidr`: a SIDR REQ, which only a listener of UD ids takes (and an IB CM REQ only another).
+  SimCmId* RequestReceivedLocked(SimCmId* listener, bool sidr, const sockaddr* local_addr,
                                  const sockaddr* peer_addr, const rdma_conn_param& conn,
                                  const void* private_data, uint8_t private_data_len,
                                  std::shared_ptr<CmPeer> peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The REP at active `id`: connected, its ESTABLISHED queued (a connect response, processed
-  // when the user gets it).
+  // when the user gets it). For a UD id the SIDR REP: ESTABLISHED with param.ud, the exchange
+  // over.
   void AcceptReceivedLocked(SimCmId* id, const rdma_conn_param& conn, const void* private_data,
                             uint8_t private_data_len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The REJ at `id`: if it is connecting, REJECTED (`status`, the private data).
+  // The REJ at `id`: if it is connecting, REJECTED (`status`, the private data); a UD id's
+  // UNREACHABLE with the SIDR status (kSidrUnsupported for kRejectNoListener, else kSidrReject).
   void RejectReceivedLocked(SimCmId* id, int status, const void* private_data,
                             uint8_t private_data_len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The RTU at passive `id`: its ESTABLISHED, if it waits for it.
@@ -391,12 +438,25 @@ class ConnectionManager final {
   // Binds id to addr (port 0: the next free port). Errors: EADDRINUSE, EADDRNOTAVAIL.
   int BindLocked(SimCmId* id, const sockaddr* addr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UnbindLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The listening id for a connect to `dst`, or nullptr.
-  SimCmId* FindListenerLocked(const sockaddr* dst) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues an event on owner's channel (dropped when owner is synchronous), due now.
+  // The listening id of `qp_type`'s ids for a connect to `dst`, or nullptr.
+  SimCmId* FindListenerLocked(const sockaddr* dst, ibv_qp_type qp_type)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues an event on owner's channel (dropped when owner is synchronous), due now. With `ud`,
+  // an event of a UD id that reports it (ud->private_data_len bytes of private data: the
+  // private_data_len given, zero-padded).
   void QueueLocked(SimCmId* owner, rdma_cm_event_type type, int status, SimCmId* event_id,
                    SimCmId* listen_id, const rdma_conn_param* conn, const void* private_data,
-                   uint8_t private_data_len, bool connect_response = false)
+                   uint8_t private_data_len, bool connect_response = false,
+                   const rdma_ud_param* ud = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // UD ids: the SIDR REP's status `sidr_status` (or -ETIMEDOUT) ended `id`'s request: its
+  // UNREACHABLE, with the REP's private data as its 136-byte field (none on a timeout).
+  void SidrEndedLocked(SimCmId* id, int sidr_status, const void* private_data,
+                       uint8_t private_data_len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // rdma_create_qp of a UD id: a QP of ibv_create_qp moved to RTS as ucma_init_ud_qp does.
+  int CreateUdQpLocked(SimCmId* id, ibv_qp_init_attr_ex* attr, SimQp** qp)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // rdma_accept of a UD id (see UD IDS).
+  int AcceptSidrLocked(SimCmId* id, const rdma_conn_param* param, ConnFault fault)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues `type` (status `status`, no data) for `id` itself, due `delay_ns` from now (held
   // until `hold_until_ns`, see PendingCmEvent).

@@ -98,6 +98,9 @@ class CmPeer {
   virtual void Break(rdma_cm_event_type type, int status) = 0;
   // Ends the exchange from this end (see the file comment).
   virtual void Close() = 0;
+  // The GID of the other end's process (rdma_cm's UD exchange reports an address handle
+  // toward it): local, this process's; host, the process the kernel names as the peer.
+  virtual void PeerGid(uint8_t gid[16]) = 0;
   // Whether the other end could take a REP now (local: it waits for one, with its QP on the
   // passive QP's link); host: true (the active process checks its own end when the REP comes).
   virtual bool CanAccept(const SimCmId* id) = 0;
@@ -137,6 +140,7 @@ class LocalCmPeer final : public CmPeer {
   void Break(rdma_cm_event_type type, int status) override;
   void Close() override;
   bool CanAccept(const SimCmId* id) override;
+  void PeerGid(uint8_t gid[16]) override;
   void Settle() override {}
 
  private:
@@ -177,6 +181,7 @@ class HostCmPeer final : public CmPeer,
   void Break(rdma_cm_event_type type, int status) override;
   void Close() override;
   bool CanAccept(const SimCmId* id) override { return true; }
+  void PeerGid(uint8_t gid[16]) override;
   void Settle() override;
   std::shared_ptr<Transport> Carrier() override { return conn(); }
   bool InAnotherProcess() const override { return remote_pid != 0 && remote_pid != getpid(); }

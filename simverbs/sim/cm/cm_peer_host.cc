@@ -75,8 +75,8 @@ void HostCmPeer::OrphanQp(SimQp* qp) { RemotePeerGone(qp); }
 
 int HostCmPeer::SendRequest(SimCmId* id, const rdma_conn_param* param) {
   this->id = id;
-  SimQp* qp = to_sim(id->id.qp);
-  AttachQp(qp);
+  const bool sidr = id->id.qp_type == IBV_QPT_UD;  // a UD QP sends no request on this connection
+  if (!sidr) AttachQp(to_sim(id->id.qp));
   wire::ConnectBody body;
   std::memset(&body, 0, sizeof(body));
   body.pid = getpid();
@@ -84,9 +84,13 @@ int HostCmPeer::SendRequest(SimCmId* id, const rdma_conn_param* param) {
   CopyAddress(&id->id.route.addr.src_addr, reinterpret_cast<sockaddr*>(&body.src));
   CopyAddress(&id->id.route.addr.dst_addr, reinterpret_cast<sockaddr*>(&body.dst));
   FillFromParam(param, &body);
-  Send(wire::MakeHeader(wire::Type::kConnectRequest), &body, wire::CmBodyBytes(body));
+  wire::Header header = wire::MakeHeader(wire::Type::kConnectRequest);
+  if (sidr) header.flags = wire::kFlagSidr;
+  Send(header, &body, wire::CmBodyBytes(body));
   return 0;
 }
+
+void HostCmPeer::PeerGid(uint8_t gid[16]) { PidGid(remote_pid, gid); }
 
 void HostCmPeer::SendAccept(SimCmId* id, const rdma_conn_param* param) {
   wire::AcceptBody body;
@@ -236,13 +240,18 @@ void HostCmPeer::OnCmMessage(const wire::Header& header, const uint8_t* body) {
         cm->RemoteEndedLocked(end);
         return;
       }
+      const bool sidr = (header.flags & wire::kFlagSidr) != 0;
       SimCmId* listener = cm->FindIdLocked(listener_serial_);
       SimCmId* request = cm->RequestReceivedLocked(
-          listener, reinterpret_cast<sockaddr*>(&request_body.dst),
+          listener, sidr, reinterpret_cast<sockaddr*>(&request_body.dst),
           reinterpret_cast<sockaddr*>(&request_body.src), ParamOf(request_body),
           request_body.private_data, request_body.private_data_len, end);
-      if (request == nullptr) {  // the listener went away (or no memory): a REJ
-        SendReject(listener == nullptr ? kRejectNoListener : kRejectConsumer, nullptr, 0);
+      if (request == nullptr) {
+        // The listener went away, or listens for the other kind of request (a SIDR REQ at a
+        // listener of RC ids or the reverse: no such service there), or no memory: a REJ.
+        const bool listens = listener != nullptr && listener->state == State::kListening &&
+                             (listener->id.qp_type == IBV_QPT_UD) == sidr;
+        SendReject(listens ? kRejectConsumer : kRejectNoListener, nullptr, 0);
         Close();
         return;
       }
@@ -258,7 +267,9 @@ void HostCmPeer::OnCmMessage(const wire::Header& header, const uint8_t* body) {
       if (id == nullptr || id->state != State::kConnecting) return;
       const bool lies = accept.pid != peer_pid;  // the kernel's word (see kConnectRequest)
       if (lies) wire::ReportPeerMismatch("pid", accept.pid, peer_pid);
-      if (lies || !wire::ValidateAcceptBody(accept, header.body_len) || id->id.qp == nullptr) {
+      // (A UD id may connect without a QP: a SIDR REQ names none.)
+      if (lies || !wire::ValidateAcceptBody(accept, header.body_len) ||
+          (id->id.qp == nullptr && id->id.qp_type != IBV_QPT_UD)) {
         cm->ExchangeEndedLocked(id, State::kUnreachable, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
         return;
       }

@@ -21,7 +21,7 @@ int LocalCmPeer::SendRequest(SimCmId* id, const rdma_conn_param* param) {
   back->twin_ = this;
   // The request's local address is the one the requester asked for; its peer the requester.
   SimCmId* request = cm_->RequestReceivedLocked(
-      listener_, &id->id.route.addr.dst_addr, &id->id.route.addr.src_addr, *param,
+      listener_, /*sidr=*/id->id.qp_type == IBV_QPT_UD, &id->id.route.addr.dst_addr, &id->id.route.addr.src_addr, *param,
       param->private_data, param->private_data_len, back);
   if (request == nullptr) return ENOMEM;
   other_ = request;
@@ -73,8 +73,11 @@ void LocalCmPeer::Close() {
 }
 
 bool LocalCmPeer::CanAccept(const SimCmId* id) {
-  return other_ != nullptr && other_->state == SimCmId::State::kConnecting &&
-         other_->id.qp != nullptr && to_sim(other_->id.qp)->link == to_sim(id->id.qp)->link;
+  if (other_ == nullptr || other_->state != SimCmId::State::kConnecting) return false;
+  if (id->id.qp_type == IBV_QPT_UD) return true;  // a SIDR REP: no QP joins another's link
+  return other_->id.qp != nullptr && to_sim(other_->id.qp)->link == to_sim(id->id.qp)->link;
 }
+
+void LocalCmPeer::PeerGid(uint8_t gid[16]) { ProcessGid(gid); }
 
 }  // namespace softrpma::sim

@@ -1219,6 +1219,458 @@ TEST_F(CmTest, PrivateData_ReportedAsTheWholeIbField_ZeroPadded) {
   EXPECT_EQ(established, std::vector<uint8_t>(kMaxAcceptPrivateData, 0));
 }
 
+// ---- UD ids (RDMA_PS_UDP): SIDR, rdma_cm's exchange for UD QPs (cm.h, "UD IDS"). Each case
+// runs on both transports.
+
+class CmUdTest : public CmTest {
+ protected:
+  // One UD end: its channel, id, and a QP with a PD, a CQ and a registered buffer.
+  struct UdEnd {
+    rdma_event_channel* channel = nullptr;
+    rdma_cm_id* id = nullptr;
+    ibv_pd* pd = nullptr;
+    ibv_cq* cq = nullptr;
+    ibv_mr* mr = nullptr;
+    ibv_ah* ah = nullptr;
+    std::vector<uint8_t> buf = std::vector<uint8_t>(4096, 0);
+  };
+
+  void SetUp() override {
+    ASSERT_EQ(backend_->RdmaCreateEventChannel(&listen_channel_), 0);
+    ASSERT_EQ(backend_->RdmaCreateEventChannel(&active_.channel), 0);
+  }
+
+  void TearDown() override {
+    for (UdEnd* end : {&active_, &passive_}) DestroyEnd(end);
+    if (listener_ != nullptr) {
+        EXPECT_EQ(backend_->RdmaDestroyId(listener_), 0);
+      }
+    backend_->RdmaDestroyEventChannel(listen_channel_);
+    backend_->RdmaDestroyEventChannel(active_.channel);
+    ClearFaultPlan();
+  }
+
+  // Destroys what `end` has but its channel (its AH, QP, id, MR, CQ and PD).
+  void DestroyEnd(UdEnd* end) {
+    if (end->ah != nullptr) {
+      EXPECT_EQ(backend_->IbvDestroyAh(end->ah), 0);
+    }
+    if (end->id != nullptr) {
+      if (end->id->qp != nullptr) backend_->RdmaDestroyQp(end->id);
+      EXPECT_EQ(backend_->RdmaDestroyId(end->id), 0);
+    }
+    if (end->mr != nullptr) {
+      EXPECT_EQ(backend_->IbvDeregMr(end->mr), 0);
+    }
+    if (end->cq != nullptr) {
+      EXPECT_EQ(backend_->IbvDestroyCq(end->cq), 0);
+    }
+    if (end->pd != nullptr) {
+      EXPECT_EQ(backend_->IbvDeallocPd(end->pd), 0);
+    }
+    end->ah = nullptr;
+    end->id = nullptr;
+    end->mr = nullptr;
+    end->cq = nullptr;
+    end->pd = nullptr;
+  }
+
+  // A listener of `ps` at 127.0.0.1:port_.
+  void Listen(rdma_port_space ps = RDMA_PS_UDP) {
+    ASSERT_EQ(backend_->RdmaCreateId(listen_channel_, &listener_, nullptr, ps), 0);
+    sockaddr_in addr = Ipv4("127.0.0.1", port_);
+    ASSERT_EQ(backend_->RdmaBindAddr(listener_, AsSockaddr(&addr)), 0);
+    ASSERT_EQ(backend_->RdmaListen(listener_, 8), 0);
+  }
+
+  // The active UD id, its address and route resolved toward 127.0.0.1:port_.
+  void Resolve() {
+    ASSERT_EQ(backend_->RdmaCreateId(active_.channel, &active_.id, nullptr, RDMA_PS_UDP), 0);
+    EXPECT_EQ(active_.id->qp_type, IBV_QPT_UD);
+    sockaddr_in dst = Ipv4("127.0.0.1", port_);
+    ASSERT_EQ(backend_->RdmaResolveAddr(active_.id, nullptr, AsSockaddr(&dst), 100), 0);
+    ASSERT_TRUE(ExpectCmEvent(backend_, active_.channel, RDMA_CM_EVENT_ADDR_RESOLVED).ok());
+    ASSERT_EQ(backend_->RdmaResolveRoute(active_.id, 100), 0);
+    ASSERT_TRUE(ExpectCmEvent(backend_, active_.channel, RDMA_CM_EVENT_ROUTE_RESOLVED).ok());
+  }
+
+  // A UD QP on end->id (through rdma_create_qp), with a receive posted.
+  void MakeQp(UdEnd* end) {
+    ibv_context* ctx = end->id->verbs;
+    ASSERT_NE(ctx, nullptr);
+    ASSERT_EQ(backend_->IbvAllocPd(ctx, &end->pd), 0);
+    ASSERT_EQ(backend_->IbvCreateCq(ctx, 16, nullptr, nullptr, 0, &end->cq), 0);
+    ASSERT_EQ(backend_->IbvRegMr(end->pd, end->buf.data(), end->buf.size(),
+                                 IBV_ACCESS_LOCAL_WRITE, &end->mr),
+              0);
+    ibv_qp_init_attr_ex attr{};
+    attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+    attr.pd = end->pd;
+    attr.send_cq = attr.recv_cq = end->cq;
+    attr.cap.max_send_wr = attr.cap.max_recv_wr = 4;
+    attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+    attr.qp_type = IBV_QPT_UD;
+    ASSERT_EQ(backend_->RdmaCreateQpEx(end->id, &attr), 0);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(end->buf.data() + 2048), 1024 + 40, end->mr->lkey};
+    ASSERT_EQ(PostRecvBuf(backend_, end->id->qp, 7, &sge, 1), 0);
+  }
+
+  // Sends `text` from `from` (its first 2 KiB) through `ah` to (qpn, qkey), with its own QP
+  // number as immediate data, signaled; returns the send's status.
+  int Send(UdEnd* from, ibv_ah* ah, uint32_t qpn, uint32_t qkey, const char* text) {
+    std::strcpy(reinterpret_cast<char*>(from->buf.data()), text);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(from->buf.data()),
+                static_cast<uint32_t>(std::strlen(text) + 1), from->mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = 1;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = htonl(from->id->qp->qp_num);
+    wr.wr.ud.ah = ah;
+    wr.wr.ud.remote_qpn = qpn;
+    wr.wr.ud.remote_qkey = qkey;
+    ibv_send_wr* bad = nullptr;
+    return backend_->IbvPostSend(from->id->qp, &wr, &bad);
+  }
+
+  // The completions of end->cq until `count` came (10 s at most: on the host transport a
+  // datagram is delivered by the fabric thread).
+  std::vector<ibv_wc> PollFor(UdEnd* end, size_t count) {
+    std::vector<ibv_wc> got;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (got.size() < count && std::chrono::steady_clock::now() < deadline) {
+      std::vector<ibv_wc> more = PollAll(backend_, end->cq);
+      got.insert(got.end(), more.begin(), more.end());
+      if (got.size() < count) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return got;
+  }
+
+  // Gets the listener's CONNECT_REQUEST: passive_.id is the request's id.
+  void TakeRequest(rdma_ud_param* ud = nullptr, std::vector<uint8_t>* private_data = nullptr) {
+    absl::StatusOr<rdma_cm_event*> request = GetCmEventNow(backend_, listen_channel_);
+    ASSERT_TRUE(request.ok()) << request.status();
+    ASSERT_EQ((*request)->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+    passive_.id = (*request)->id;
+    if (ud != nullptr) *ud = (*request)->param.ud;
+    if (private_data != nullptr) {
+      const auto* bytes = static_cast<const uint8_t*>((*request)->param.ud.private_data);
+      private_data->assign(bytes, bytes + (*request)->param.ud.private_data_len);
+    }
+    ASSERT_EQ(backend_->RdmaAckCmEvent(*request), 0);
+  }
+
+  // The active side's next event, which must be `type`; its param.ud, status and private data.
+  void TakeAnswer(rdma_cm_event_type type, rdma_ud_param* ud, int* status,
+                  std::vector<uint8_t>* private_data) {
+    absl::StatusOr<rdma_cm_event*> event = GetCmEventNow(backend_, active_.channel);
+    ASSERT_TRUE(event.ok()) << event.status();
+    EXPECT_EQ((*event)->event, type);
+    EXPECT_EQ((*event)->id, active_.id);
+    *ud = (*event)->param.ud;
+    *status = (*event)->status;
+    const auto* bytes = static_cast<const uint8_t*>((*event)->param.ud.private_data);
+    private_data->assign(bytes, bytes + (*event)->param.ud.private_data_len);
+    ASSERT_EQ(backend_->RdmaAckCmEvent(*event), 0);
+  }
+
+  uint16_t port_ = NextTestPort();
+  rdma_event_channel* listen_channel_ = nullptr;
+  rdma_cm_id* listener_ = nullptr;
+  UdEnd active_;
+  UdEnd passive_;
+};
+
+TEST_F(CmUdTest, Getaddrinfo_UdpPortSpace_UdQps) {
+  rdma_addrinfo hints{};
+  hints.ai_port_space = RDMA_PS_UDP;
+  rdma_addrinfo* res = nullptr;
+
+  ASSERT_EQ(backend_->RdmaGetaddrinfo("127.0.0.1", "7174", &hints, &res), 0);
+
+  EXPECT_EQ(res->ai_qp_type, IBV_QPT_UD);
+  EXPECT_EQ(res->ai_port_space, RDMA_PS_UDP);
+  backend_->RdmaFreeaddrinfo(res);
+}
+
+// rdma_create_qp moves a UD id's QP to RTS itself (ucma_init_ud_qp) with the CMA's Q_Key; an
+// RC QP on a UD id is EINVAL; the QP is rdma_destroy_qp's while the id lives.
+TEST_F(CmUdTest, CreateQp_UdQpInRtsWithTheCmaQkey_RcEinval) {
+  ASSERT_NO_FATAL_FAILURE(Resolve());
+  ASSERT_EQ(backend_->IbvAllocPd(active_.id->verbs, &active_.pd), 0);
+  ASSERT_EQ(backend_->IbvCreateCq(active_.id->verbs, 8, nullptr, nullptr, 0, &active_.cq), 0);
+  ibv_qp_init_attr_ex attr{};
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+  attr.pd = active_.pd;
+  attr.send_cq = attr.recv_cq = active_.cq;
+  attr.cap.max_send_wr = attr.cap.max_recv_wr = 2;
+  attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+  attr.qp_type = IBV_QPT_RC;
+  EXPECT_EQ(backend_->RdmaCreateQpEx(active_.id, &attr), EINVAL);
+  EXPECT_EQ(active_.id->qp, nullptr);
+
+  attr.qp_type = IBV_QPT_UD;
+  ASSERT_EQ(backend_->RdmaCreateQpEx(active_.id, &attr), 0);
+
+  ASSERT_NE(active_.id->qp, nullptr);
+  EXPECT_EQ(active_.id->qp->qp_type, IBV_QPT_UD);
+  ibv_qp_attr got{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(backend_->IbvQueryQp(active_.id->qp, &got, IBV_QP_STATE | IBV_QP_QKEY, &init), 0);
+  EXPECT_EQ(got.qp_state, IBV_QPS_RTS);
+  EXPECT_EQ(got.qkey, kUdpQkey);
+  EXPECT_EQ(init.qp_type, IBV_QPT_UD);
+  EXPECT_EQ(backend_->IbvDestroyQp(active_.id->qp), EINVAL);  // the id's, for rdma_destroy_qp
+}
+
+// The whole exchange, as udaddy makes it: the SIDR REQ's private data at the listener (its
+// 180-byte field), the REP's QP number, Q_Key, private data (136-byte field) and an address
+// the active side makes an AH of; then datagrams both ways, the reply through an AH made from
+// the request's completion.
+TEST_F(CmUdTest, ConnectAccept_EstablishedWithTheRepsQpAndAddress_DatagramsBothWays) {
+  ASSERT_NO_FATAL_FAILURE(Listen());
+  ASSERT_NO_FATAL_FAILURE(Resolve());
+  ASSERT_NO_FATAL_FAILURE(MakeQp(&active_));
+  std::vector<uint8_t> hello(kMaxSidrRequestPrivateData, 0x5a);
+  rdma_conn_param param{};
+  param.private_data = hello.data();
+  param.private_data_len = kMaxSidrRequestPrivateData + 1;
+  EXPECT_EQ(backend_->RdmaConnect(active_.id, &param), EINVAL);
+  param.private_data_len = kMaxSidrRequestPrivateData;
+  ASSERT_EQ(backend_->RdmaConnect(active_.id, &param), 0);
+
+  rdma_ud_param request_ud{};
+  std::vector<uint8_t> request_data;
+  ASSERT_NO_FATAL_FAILURE(TakeRequest(&request_ud, &request_data));
+  EXPECT_EQ(request_data, hello);
+  EXPECT_EQ(request_ud.qp_num, 0u);
+  EXPECT_EQ(request_ud.qkey, 0u);
+  EXPECT_EQ(passive_.id->qp_type, IBV_QPT_UD);
+  EXPECT_EQ(passive_.id->ps, RDMA_PS_UDP);
+  ASSERT_NO_FATAL_FAILURE(MakeQp(&passive_));
+  const char welcome[] = "welcome";
+  rdma_conn_param reply{};
+  reply.private_data = welcome;
+  reply.private_data_len = kMaxSidrReplyPrivateData + 1;
+  EXPECT_EQ(backend_->RdmaAccept(passive_.id, &reply), EINVAL);
+  reply.private_data_len = sizeof(welcome);
+  ASSERT_EQ(backend_->RdmaAccept(passive_.id, &reply), 0);
+  EXPECT_EQ(backend_->RdmaAccept(passive_.id, &reply), EINVAL);  // answered already
+
+  rdma_ud_param ud{};
+  int status = -1;
+  std::vector<uint8_t> data;
+  ASSERT_NO_FATAL_FAILURE(TakeAnswer(RDMA_CM_EVENT_ESTABLISHED, &ud, &status, &data));
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(ud.qp_num, passive_.id->qp->qp_num);
+  EXPECT_EQ(ud.qkey, kUdpQkey);
+  ASSERT_EQ(data.size(), static_cast<size_t>(kMaxSidrReplyPrivateData));
+  EXPECT_STREQ(reinterpret_cast<const char*>(data.data()), welcome);
+  EXPECT_EQ(ud.ah_attr.is_global, 1);
+  EXPECT_EQ(ud.ah_attr.port_num, 1);
+  uint8_t our_gid[16];
+  ProcessGid(our_gid);  // both ends are this process
+  EXPECT_EQ(std::memcmp(ud.ah_attr.grh.dgid.raw, our_gid, 16), 0);
+  // The SIDR REP queues nothing on the passive side (no RTU, no ESTABLISHED there).
+  EXPECT_FALSE(FdReadable(listen_channel_->fd));
+
+  ASSERT_EQ(backend_->IbvCreateAh(active_.pd, &ud.ah_attr, &active_.ah), 0);
+  ASSERT_EQ(Send(&active_, active_.ah, ud.qp_num, ud.qkey, "ping"), 0);
+  std::vector<ibv_wc> at_passive = PollFor(&passive_, 1);
+  ASSERT_EQ(at_passive.size(), 1u);
+  EXPECT_EQ(at_passive[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(at_passive[0].opcode, IBV_WC_RECV);
+  EXPECT_EQ(at_passive[0].src_qp, active_.id->qp->qp_num);
+  EXPECT_EQ(ntohl(at_passive[0].imm_data), active_.id->qp->qp_num);
+  EXPECT_STREQ(reinterpret_cast<const char*>(passive_.buf.data() + 2048 + 40), "ping");
+  // udaddy's reply: to the sender's QP (its immediate data), the Q_Key from ibv_query_qp (the
+  // shim's ibv_create_ah_from_wc reading the GRH is ud_pingpong_test's and udaddy_test's).
+  ibv_ah_attr back = ud.ah_attr;
+  ASSERT_EQ(backend_->IbvCreateAh(passive_.pd, &back, &passive_.ah), 0);
+  ibv_qp_attr qp_attr{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(backend_->IbvQueryQp(passive_.id->qp, &qp_attr, IBV_QP_QKEY, &init), 0);
+  ASSERT_EQ(Send(&passive_, passive_.ah, ntohl(at_passive[0].imm_data), qp_attr.qkey, "pong"),
+            0);
+  // The active side: its send's completion and the reply.
+  std::vector<ibv_wc> at_active = PollFor(&active_, 2);
+  ASSERT_EQ(at_active.size(), 2u);
+  for (const ibv_wc& wc : at_active) EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_STREQ(reinterpret_cast<const char*>(active_.buf.data() + 2048 + 40), "pong");
+}
+
+// Nobody listening there (or only a listener of RC ids): the IB CM answers a SIDR REQ with
+// IB_SIDR_UNSUPPORTED, which the requester gets as UNREACHABLE of that status, with the REP's
+// private data field.
+TEST_F(CmUdTest, Connect_NoUdpListener_UnreachableUnsupported) {
+  ASSERT_NO_FATAL_FAILURE(Resolve());
+  ASSERT_NO_FATAL_FAILURE(MakeQp(&active_));
+  ASSERT_EQ(backend_->RdmaConnect(active_.id, nullptr), 0);
+  rdma_ud_param ud{};
+  int status = 0;
+  std::vector<uint8_t> data;
+  ASSERT_NO_FATAL_FAILURE(TakeAnswer(RDMA_CM_EVENT_UNREACHABLE, &ud, &status, &data));
+  EXPECT_EQ(status, kSidrUnsupported);
+  EXPECT_EQ(data, std::vector<uint8_t>(kMaxSidrReplyPrivateData, 0));
+  EXPECT_EQ(ud.qp_num, 0u);
+}
+
+TEST_F(CmUdTest, Connect_ToAListenerOfRcIds_UnreachableUnsupported_AndTheReverseRejected) {
+  ASSERT_NO_FATAL_FAILURE(Listen(RDMA_PS_TCP));
+  ASSERT_NO_FATAL_FAILURE(Resolve());
+  ASSERT_NO_FATAL_FAILURE(MakeQp(&active_));
+  ASSERT_EQ(backend_->RdmaConnect(active_.id, nullptr), 0);
+  rdma_ud_param ud{};
+  int status = 0;
+  std::vector<uint8_t> data;
+  ASSERT_NO_FATAL_FAILURE(TakeAnswer(RDMA_CM_EVENT_UNREACHABLE, &ud, &status, &data));
+  EXPECT_EQ(status, kSidrUnsupported);
+  EXPECT_FALSE(FdReadable(listen_channel_->fd));  // the RC listener saw nothing
+  ASSERT_EQ(backend_->RdmaDestroyId(listener_), 0);
+  listener_ = nullptr;
+
+  // An RC id toward a UDP listener: no such service either (REJECTED, as with no listener).
+  ASSERT_NO_FATAL_FAILURE(Listen(RDMA_PS_UDP));
+  TestConnection rc(backend_);
+  ASSERT_TRUE(rc.StartActive(ConnectionOptions(), port_).ok());
+  int rc_status = 0;
+  ASSERT_TRUE(ExpectCmEvent(backend_, rc.active.channel, RDMA_CM_EVENT_REJECTED, &rc_status).ok());
+  EXPECT_EQ(rc_status, kRejectNoListener);
+  EXPECT_FALSE(FdReadable(listen_channel_->fd));
+}
+
+// rdma_reject of a UD request is a SIDR REP of status IB_SIDR_REJECT (its private data up to
+// the REP's 136 bytes); destroying an unanswered request, or the listener holding it, too.
+TEST_F(CmUdTest, Reject_UnreachableSidrRejectWithThePrivateData) {
+  ASSERT_NO_FATAL_FAILURE(Listen());
+  ASSERT_NO_FATAL_FAILURE(Resolve());
+  ASSERT_EQ(backend_->RdmaConnect(active_.id, nullptr), 0);  // no QP: a SIDR REQ names none
+  ASSERT_NO_FATAL_FAILURE(TakeRequest());
+  const char reason[] = "busy";
+  std::vector<uint8_t> too_long(kMaxSidrReplyPrivateData + 1, 1);
+  EXPECT_EQ(backend_->RdmaReject(passive_.id, too_long.data(), kMaxSidrReplyPrivateData + 1),
+            EINVAL);
+
+  ASSERT_EQ(backend_->RdmaReject(passive_.id, reason, sizeof(reason)), 0);
+
+  rdma_ud_param ud{};
+  int status = 0;
+  std::vector<uint8_t> data;
+  ASSERT_NO_FATAL_FAILURE(TakeAnswer(RDMA_CM_EVENT_UNREACHABLE, &ud, &status, &data));
+  EXPECT_EQ(status, kSidrReject);
+  ASSERT_EQ(data.size(), static_cast<size_t>(kMaxSidrReplyPrivateData));
+  EXPECT_STREQ(reinterpret_cast<const char*>(data.data()), reason);
+  EXPECT_EQ(backend_->RdmaAccept(passive_.id, nullptr), EINVAL);  // answered already
+}
+
+TEST_F(CmUdTest, DestroyUnansweredRequest_UnreachableSidrReject) {
+  ASSERT_NO_FATAL_FAILURE(Listen());
+  ASSERT_NO_FATAL_FAILURE(Resolve());
+  ASSERT_EQ(backend_->RdmaConnect(active_.id, nullptr), 0);
+  ASSERT_NO_FATAL_FAILURE(TakeRequest());
+
+  ASSERT_EQ(backend_->RdmaDestroyId(passive_.id), 0);
+  passive_.id = nullptr;
+
+  rdma_ud_param ud{};
+  int status = 0;
+  std::vector<uint8_t> data;
+  ASSERT_NO_FATAL_FAILURE(TakeAnswer(RDMA_CM_EVENT_UNREACHABLE, &ud, &status, &data));
+  EXPECT_EQ(status, kSidrReject);
+}
+
+// SIDR makes no connection: after it, rdma_disconnect only moves the QP to ERROR (the kernel's
+// DREQ fails on a SIDR id) and destroying either id tells the other nothing.
+TEST_F(CmUdTest, AfterTheExchange_DisconnectOnlyErrorsTheQp_DestroySendsNothing) {
+  ASSERT_NO_FATAL_FAILURE(Listen());
+  ASSERT_NO_FATAL_FAILURE(Resolve());
+  ASSERT_NO_FATAL_FAILURE(MakeQp(&active_));
+  ASSERT_EQ(backend_->RdmaConnect(active_.id, nullptr), 0);
+  ASSERT_NO_FATAL_FAILURE(TakeRequest());
+  ASSERT_NO_FATAL_FAILURE(MakeQp(&passive_));
+  ASSERT_EQ(backend_->RdmaAccept(passive_.id, nullptr), 0);
+  ASSERT_TRUE(ExpectCmEvent(backend_, active_.channel, RDMA_CM_EVENT_ESTABLISHED).ok());
+
+  ASSERT_EQ(backend_->RdmaDisconnect(active_.id), 0);
+
+  EXPECT_EQ(active_.id->qp->state, IBV_QPS_ERR);
+  EXPECT_EQ(passive_.id->qp->state, IBV_QPS_RTS);
+  backend_->RdmaDestroyQp(passive_.id);
+  ASSERT_EQ(backend_->RdmaDestroyId(passive_.id), 0);
+  passive_.id = nullptr;
+  // Give a host connection's end the time to arrive, were one sent.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(FdReadable(active_.channel->fd));
+  EXPECT_FALSE(FdReadable(listen_channel_->fd));
+}
+
+// The fault kinds of rdma_connect and rdma_accept on a UD id: what a refused or lost SIDR REQ
+// or REP gives the requester (UNREACHABLE, IB_SIDR_REJECT or -ETIMEDOUT); the passive side
+// gets nothing.
+TEST_F(CmUdTest, Faults_ConnectRejectAndLost_AcceptRejectAndLost) {
+  ASSERT_NO_FATAL_FAILURE(Listen());
+  ASSERT_NO_FATAL_FAILURE(Resolve());
+  struct Case {
+    const char* spec;
+    int status;
+  };
+  for (const Case& c : {Case{"rdma_connect:reject", kSidrReject},
+                        Case{"rdma_connect:lost", -ETIMEDOUT},
+                        Case{"rdma_connect:unreachable", -ETIMEDOUT},
+                        Case{"rdma_accept:reject", kSidrReject},
+                        Case{"rdma_accept:lost", -ETIMEDOUT},
+                        Case{"rdma_accept:disconnect", -ETIMEDOUT}}) {
+    SCOPED_TRACE(c.spec);
+    if (active_.id == nullptr) {
+      ASSERT_NO_FATAL_FAILURE(Resolve());
+    }
+    ASSERT_TRUE(SetFaultPlan(c.spec).ok());
+    ASSERT_EQ(backend_->RdmaConnect(active_.id, nullptr), 0);
+    if (std::string(c.spec).rfind("rdma_accept", 0) == 0) {
+      ASSERT_NO_FATAL_FAILURE(TakeRequest());
+      ASSERT_NO_FATAL_FAILURE(MakeQp(&passive_));
+      ASSERT_EQ(backend_->RdmaAccept(passive_.id, nullptr), 0);
+      EXPECT_FALSE(FdReadable(listen_channel_->fd));
+    }
+    rdma_ud_param ud{};
+    int status = 0;
+    std::vector<uint8_t> data;
+    ASSERT_NO_FATAL_FAILURE(TakeAnswer(RDMA_CM_EVENT_UNREACHABLE, &ud, &status, &data));
+    EXPECT_EQ(status, c.status);
+    EXPECT_EQ(data.size(), c.status > 0 ? static_cast<size_t>(kMaxSidrReplyPrivateData) : 0u);
+    ClearFaultPlan();
+    // Fresh ends for the next case.
+    DestroyEnd(&active_);
+    DestroyEnd(&passive_);
+  }
+}
+
+// siw has no UD QPs, and iWARP's CM no SIDR: both refused, not half done.
+TEST_F(CmUdTest, Siw_UdQpAndConnect_Eopnotsupp) {
+  absl::StatusOr<const DeviceProfile*> siw = FindDeviceProfile("siw");
+  ASSERT_TRUE(siw.ok()) << siw.status();
+  SetActiveProfile(**siw);
+  ASSERT_NO_FATAL_FAILURE(Resolve());
+  ASSERT_EQ(backend_->IbvAllocPd(active_.id->verbs, &active_.pd), 0);
+  ASSERT_EQ(backend_->IbvCreateCq(active_.id->verbs, 8, nullptr, nullptr, 0, &active_.cq), 0);
+  ibv_qp_init_attr_ex attr{};
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+  attr.pd = active_.pd;
+  attr.send_cq = attr.recv_cq = active_.cq;
+  attr.cap.max_send_wr = attr.cap.max_recv_wr = 2;
+  attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+  attr.qp_type = IBV_QPT_UD;
+
+  const int create = backend_->RdmaCreateQpEx(active_.id, &attr);
+  const int connect = backend_->RdmaConnect(active_.id, nullptr);
+
+  SetActiveProfile(DeviceProfiles()[0]);
+  EXPECT_EQ(create, EOPNOTSUPP);
+  EXPECT_EQ(connect, EOPNOTSUPP);
+}
+
 // ---- iWARP (the siw profile): the kernel's iw_cm under rdma_cm's cma_iw_handler, not the IB CM
 // (docs/DEVICES.md, "iWARP's connection manager"). Each case runs on both transports.
 

@@ -56,6 +56,8 @@ uint16_t AllowedFlags(Type type) {
     case Type::kReadResponse:
     case Type::kReady:
       return kFlagCma;
+    case Type::kConnectRequest:
+      return kFlagSidr;
     case Type::kReject:
     case Type::kDisconnect:
       return kFlagBroken;

@@ -23,12 +23,12 @@
 
 namespace softrpma::sim::wire {
 
-inline constexpr uint32_t kMagic = 0x52504d34;  // "RPM4"
+inline constexpr uint32_t kMagic = 0x52504d35;  // "RPM5"
 // The protocol's version, the last character of kMagic: processes of two versions do not talk.
 // 2: the shared-memory rings (kShmRing); 3: CM bodies of variable length, private data up to
 // kMaxPrivateData, and the 64-bit atomics (kCompareSwap, kFetchAdd); 4: UD datagrams (kQpBind
-// to kUdBindQpNum, kUdSend).
-inline constexpr int kProtocolVersion = 4;
+// to kUdBindQpNum, kUdSend); 5: SIDR, rdma_cm's UD exchange (kFlagSidr on kConnectRequest).
+inline constexpr int kProtocolVersion = 5;
 static_assert((kMagic & 0xff) == '0' + kProtocolVersion, "kMagic ends in kProtocolVersion");
 
 enum class Type : uint16_t {
@@ -82,6 +82,11 @@ inline constexpr int kMaxCmaSegments = 32;
 // owes no DREP. On iWARP (the siw profile) kDisconnect + kFlagBroken with status 0 is also how
 // every connection closes (rdma_disconnect, a destroyed id): iWARP has no DREQ / DREP.
 inline constexpr uint16_t kFlagBroken = 8;
+// On kConnectRequest: a SIDR REQ, from an RDMA_PS_UDP id (cm.h, "UD ids"): its ConnectBody's
+// qp_num is 0 and its connection parameters unused; only a UDP listener takes it. The kAccept
+// that answers it is the SIDR REP (qp_num: the passive side's UD QP), a kReject its refusal;
+// either ends the exchange, and both sides close the connection.
+inline constexpr uint16_t kFlagSidr = 16;
 
 // The body of a kCompareSwap (host byte order: both ends are processes of one host).
 struct AtomicOperands {

@@ -14,11 +14,13 @@
 
 namespace softrpma::sim {
 
-void ProcessGid(uint8_t raw[16]) {
+void ProcessGid(uint8_t raw[16]) { PidGid(getpid(), raw); }
+
+void PidGid(int32_t pid_value, uint8_t raw[16]) {
   std::memset(raw, 0, 16);
   raw[10] = 0xff;
   raw[11] = 0xff;
-  const auto pid = static_cast<uint32_t>(getpid());
+  const auto pid = static_cast<uint32_t>(pid_value);
   raw[12] = 127;
   raw[13] = static_cast<uint8_t>(pid >> 16);
   raw[14] = static_cast<uint8_t>(pid >> 8);

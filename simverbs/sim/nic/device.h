@@ -64,6 +64,9 @@ inline constexpr char kNativeAtomicWriteEnvVar[] = "RPMA_SIM_NATIVE_ATOMIC_WRITE
 // connects to. All of 127/8 is loopback: still a local address. Computed at each call: a child
 // of fork() has its own.
 void ProcessGid(uint8_t raw[16]);
+// The GID of process `pid`, in the same form (rdma_cm's UD exchange builds a peer's address
+// handle from the pid the kernel names).
+void PidGid(int32_t pid, uint8_t raw[16]);
 // Whether `raw` is a GID of this simulator's form (::ffff:127.x.y.z), and the pid it names.
 bool GidPid(const uint8_t raw[16], int32_t* pid);
 

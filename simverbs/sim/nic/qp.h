@@ -347,6 +347,10 @@ struct SimQp final {
   // Made by ibv_create_qp (CreateVerbsQp): starts in RESET and is moved and connected by
   // ModifyVerbsQp; `verbs_attr` holds what ibv_modify_qp set, `verbs_init` how it was made.
   bool verbs = false;
+  // Made by rdma_create_qp on an RDMA_PS_UDP id (cm.h, "UD ids"): also `verbs` (rdma-core moves
+  // it to RTS with ibv_modify_qp and leaves it the user's to modify), but while its id lives
+  // only rdma_destroy_qp destroys it.
+  bool cm_ud = false;
   // Made by rdma_create_qp on an id that was then destroyed with the QP still on it: the QP is
   // the caller's, for ibv_destroy_qp (IbvDestroyQp), as on rdma-core. Set under the CM's lock
   // before the id goes; read by IbvDestroyQp, which the caller calls after.
