@@ -9,7 +9,8 @@
 // rdma_resolve_addr, rdma_resolve_route, rdma_listen, rdma_create_qp, rdma_create_qp_ex (a
 // NULL PD is the device's, NULL CQs are made with the QP and destroyed with it),
 // rdma_destroy_qp, rdma_create_ep, rdma_get_request, rdma_destroy_ep (the QP, then the id),
-// rdma_connect, rdma_accept, rdma_reject (and rdma_reject_ece, ECE ignored),
+// rdma_connect, rdma_accept, rdma_reject (and rdma_reject_ece, ECE ignored), for RC ids and
+// for RDMA_PS_UDP ids (UD QPs, SIDR: simverbs/sim/cm/cm.h, "UD IDS"),
 // rdma_disconnect, rdma_get_cm_event, rdma_ack_cm_event, rdma_event_str, rdma_get_src_port,
 // rdma_get_dst_port, rdma_get_devices, rdma_free_devices; rpoll (no fd is an rsocket here, so
 // it is poll(2)).
@@ -21,7 +22,8 @@
 // rdma_resolve_route, rdma_connect, rdma_accept and rdma_disconnect on it return when the
 // event they cause has come: -1 with errno from its status (REJECTED: ECONNREFUSED), the event
 // kept in id->event until the id's next such call or its destruction acknowledges it.
-// rdma_get_request needs a synchronous listener (EINVAL otherwise), as there.
+// rdma_get_request needs a synchronous listener (EINVAL otherwise), as there. rdma_accept of a
+// UD id (RDMA_PS_UDP: SIDR) returns at once, as no event follows it there.
 // rdma_create_ep with ai_route or ai_connect in the rdma_addrinfo (IB path records, AF_IB
 // service data: never made by this rdma_getaddrinfo) fails with ENOSYS.
 // WHAT FAILS CLEANLY (-1 + errno ENOSYS, or NULL + ENOSYS): rdma_create_srq(_ex),
@@ -287,6 +289,12 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
   Backend* backend = B();
   if (backend == nullptr) return -1;
   if (int err = backend->RdmaAccept(id, conn_param); err != 0) return Fail(err);
+  if (id->qp_type == IBV_QPT_UD) {
+    // A SIDR REP: no event follows on this side. As rdma-core, a synchronous id's held event
+    // (its request) is acknowledged, and the call returns.
+    if (IsSync(id)) AckHeldEvent(backend, id);
+    return 0;
+  }
   return Complete(id);
 }
 

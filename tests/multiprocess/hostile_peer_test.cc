@@ -965,6 +965,37 @@ TEST_F(HostilePeerTest, ReqClaimingMorePrivateDataThanItsBody_EndsItAndReachesNo
   ExpectVictimUnharmed("after a REQ claiming more private data than it sent");
 }
 
+// A SIDR REQ (wire::kFlagSidr, an RDMA_PS_UDP id's) at a listener of RC ids names a service
+// nobody offers there: it is refused with a REJ of reason "no listener" (which a UD requester
+// reports as IB_SIDR_UNSUPPORTED), the connection closes, and no application sees it. Its
+// private data may claim the whole 255 bytes: none of it is taken.
+TEST_F(HostilePeerTest, SidrReqAtAnRcListener_RefusedAndReachesNoApplication) {
+  ASSERT_NO_FATAL_FAILURE(StartCmVictim(kRegionBytes));
+  Report report;
+  ASSERT_TRUE(Ask(*victim_, 'Q', &report));
+  const uint32_t requests_before = report.requests_seen;
+  RawConn conn;
+  conn.fd = DialAbstract(ListenerSocketName(fabric_, kAddr, kPort));
+  ASSERT_GE(conn.fd, 0) << "dial: " << strerror(errno);
+  wire::ConnectBody body = MakeConnectBody(kPort, 40003, getpid(), 0, 0);
+  body.private_data_len = wire::kMaxPrivateData;
+  wire::Header header = wire::MakeHeader(wire::Type::kConnectRequest);
+  header.flags = wire::kFlagSidr;
+
+  ASSERT_EQ(SendMessage(conn.fd, header, &body, wire::CmBodyBytes(body), kReplyMs),
+            SendResult::kSent);
+
+  std::vector<wire::Header> seen;
+  const bool closed = AwaitClosed(conn.fd, kEndMs, &seen);
+  EXPECT_TRUE(closed) << "a SIDR REQ at an RC listener left the connection open";
+  ASSERT_EQ(seen.size(), 1u) << "expected one answer, a REJ";
+  EXPECT_EQ(seen[0].type, static_cast<uint16_t>(wire::Type::kReject));
+  EXPECT_EQ(seen[0].status, 8);  // IB_CM_REJ_INVALID_SERVICE_ID (cm.h, kRejectNoListener)
+  ASSERT_TRUE(Ask(*victim_, 'Q', &report));
+  EXPECT_EQ(report.requests_seen, requests_before) << "the SIDR REQ reached the application";
+  ExpectVictimUnharmed("after a SIDR REQ at a listener of RC ids");
+}
+
 // A fault's broken exchange (wire::kFlagBroken) on a REJ or a DREQ only ends what it names: a
 // peer may end its own connection with it (any status, even an absurd one), never more. A
 // broken REJ toward the passive side, which never sent a REQ of its own, is ignored; the broken
