@@ -6,7 +6,9 @@
 #include <cerrno>
 #include <climits>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
+#include <new>
 #include <thread>
 
 #include "simverbs/alloc.h"
@@ -95,11 +97,17 @@ SimCq::SimCq(SimDevice* dev, int cqe, void* cq_context, SimCompChannel* comp_cha
   ring_.resize(std::min(capacity_, kInitialRingEntries));
 }
 
-void SimCq::GrowRing() {
-  std::vector<CqEntry> grown(std::min(capacity_, 2 * ring_.size()));
+bool SimCq::GrowRing() {
+  std::vector<CqEntry> grown;
+  try {
+    grown.resize(std::min(capacity_, 2 * ring_.size()));
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
   for (size_t i = 0; i < count_; ++i) grown[i] = ring_[(head_ + i) % ring_.size()];
   ring_.swap(grown);
   head_ = 0;
+  return true;
 }
 
 SimCq::~SimCq() {
@@ -111,8 +119,15 @@ bool SimCq::Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* slots,
                  CompletionTimer::Slot slot) {
   softrpma::MutexLock lock(&mu_);
   if (overflowed.load(std::memory_order_relaxed)) return false;
-  if (count_ == ring_.size() && count_ < capacity_) GrowRing();
-  if (count_ == capacity_) {
+  bool out_of_memory = false;
+  if (count_ == ring_.size() && count_ < capacity_ && !GrowRing()) {
+    out_of_memory = true;
+    std::fprintf(stderr,
+                 "softrpma-sim: out of memory growing CQ %u's ring beyond %zu entries: the CQ "
+                 "fails as on an overflow (IBV_EVENT_CQ_ERR)\n",
+                 cq.handle, ring_.size());
+  }
+  if (count_ == capacity_ || out_of_memory) {
     overflowed.store(true, std::memory_order_release);
     if (TraceOn()) TraceEvent("cq_overflow cq=%u", cq.handle);
     ibv_async_event event;

@@ -238,7 +238,9 @@ struct SimCq final {
   softrpma::Mutex mu_;
   // Grows the ring (doubling, at most capacity_) when it is full below capacity_: a CQ of
   // millions of entries (mlx5's max_cqe is 4 M) costs what it holds, not 80 B per entry up front.
-  void GrowRing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // False, the ring unchanged, when the memory cannot be had (Push then fails the CQ as an
+  // overflow would, and says why on stderr: never a crash in the middle of the NIC's work).
+  bool GrowRing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t capacity_ = 0;  // cq.cqe: the entries it holds before it overflows
   std::vector<CqEntry> ring_ ABSL_GUARDED_BY(mu_);  // a circular buffer, head_ first
   size_t head_ ABSL_GUARDED_BY(mu_) = 0;

@@ -4,6 +4,9 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <thread>
@@ -51,6 +54,48 @@ class CqTest : public ::testing::Test {
 // A program may pthread_cancel a thread asleep in ibv_get_cq_event (rping's CQ thread is written
 // for it: pthread_testcancel before each wait). The channel is left as before: no waiter counted
 // (which would keep its fd readable with no event), its mutex free, and a later wait works.
+// Memory that cannot be had while a big CQ's ring grows (it grows as completions come, up to
+// the CQ's size): the CQ fails as on an overflow (IBV_EVENT_CQ_ERR, completions dropped), with
+// a line on stderr, and the process goes on. In a child whose address space is limited.
+TEST_F(CqTest, RingGrowthOutOfMemory_CqFailsAsOnOverflow_NoCrash) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "an address-space limit and a sanitizer's shadow memory do not mix";
+#else
+  ibv_cq* cq = nullptr;
+  ASSERT_EQ(backend_->IbvCreateCq(SimContext(), (1 << 22) - 1, nullptr, nullptr, 0, &cq), 0);
+  SimCq* sim_cq = to_sim(cq);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    alarm(60);
+    // 256 MiB more than now: the ring's doublings (80 B an entry) run out well before 4 M.
+    rlimit limit{};
+    getrlimit(RLIMIT_AS, &limit);
+    FILE* status = std::fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (status == nullptr || std::fscanf(status, "%lu", &pages) != 1) _exit(3);
+    std::fclose(status);
+    limit.rlim_cur = pages * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (256ull << 20);
+    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(4);
+    ibv_wc wc{};
+    wc.status = IBV_WC_SUCCESS;
+    wc.opcode = IBV_WC_RDMA_WRITE;
+    uint64_t pushed = 0;
+    while (pushed < (1u << 22) - 1 &&
+           sim_cq->Push(wc, false, nullptr, 0, CompletionTimer::Slot{pushed, pushed})) {
+      ++pushed;
+    }
+    // Stopped below the CQ's size, by the memory, and the CQ is in error.
+    _exit(pushed > 256 && pushed < (1u << 22) - 1 && sim_cq->overflowed.load() ? 0 : 5);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFEXITED(wstatus)) << "the child died of signal " << WTERMSIG(wstatus);
+  EXPECT_EQ(WEXITSTATUS(wstatus), 0);
+  EXPECT_EQ(backend_->IbvDestroyCq(cq), 0);
+#endif
+}
+
 TEST_F(CqTest, GetCqEvent_SleeperCancelled_ChannelLeftUsable) {
   ibv_context* ctx = SimContext();
   ASSERT_NE(ctx, nullptr);
