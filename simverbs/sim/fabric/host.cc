@@ -249,6 +249,8 @@ std::atomic<bool> g_soon_armed{false};
 
 softrpma::Mutex g_mu;
 Fabric* g_fabric ABSL_GUARDED_BY(g_mu) = nullptr;
+// The sockets of this process's PortReservations, which a fork child closes.
+absl::flat_hash_set<int>* g_reservations ABSL_GUARDED_BY(g_mu) = nullptr;
 
 // Held by the fabric thread from each wake-up until it sleeps in epoll_wait again, and taken
 // (before g_mu) by a fork: the child is never a copy of the thread half-way through its work.
@@ -271,6 +273,12 @@ void UnlockStateInChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   g_generation.fetch_add(1, std::memory_order_acq_rel);
   Fabric* fabric = g_fabric;
   g_fabric = nullptr;  // leaked: objects of the parent may still point at it
+  if (g_reservations != nullptr) {
+    // The parent's port reservations are its own: the child's copies go (PortReservation's
+    // generation keeps the parent's objects here from closing the numbers again).
+    for (int fd : *g_reservations) close(fd);
+    g_reservations->clear();
+  }
   g_mu.Unlock();
   g_soon_armed.store(false);
   if (fabric == nullptr) return;
@@ -1512,9 +1520,15 @@ int DialEndpoint(const std::string& endpoint, std::shared_ptr<Conn::Handler> han
   return DialAt({EndpointName(endpoint)}, std::move(handler), conn);
 }
 
-PortReservation::~PortReservation() { close(fd_); }
+PortReservation::~PortReservation() {
+  softrpma::MutexLock lock(&g_mu);
+  if (generation_ != g_generation.load(std::memory_order_acquire)) return;  // closed at the fork
+  if (g_reservations != nullptr) g_reservations->erase(fd_);
+  close(fd_);
+}
 
 int ReservePort(uint16_t port, std::unique_ptr<PortReservation>* reservation) {
+  fork_locks::Enrol(fork_locks::Rank::kFabricState, &kStateForkHandlers);
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return errno;
   sockaddr_un name;
@@ -1525,7 +1539,17 @@ int ReservePort(uint16_t port, std::unique_ptr<PortReservation>* reservation) {
     close(fd);
     return err;
   }
-  *reservation = std::make_unique<PortReservation>(fd);
+  softrpma::MutexLock lock(&g_mu);
+  if (g_reservations == nullptr) {
+    g_reservations = new (std::nothrow) absl::flat_hash_set<int>();
+    if (g_reservations == nullptr) {
+      close(fd);
+      return ENOMEM;
+    }
+  }
+  g_reservations->insert(fd);
+  *reservation = std::make_unique<PortReservation>(
+      fd, g_generation.load(std::memory_order_acquire));
   return 0;
 }
 

@@ -393,16 +393,22 @@ int Dial(const sockaddr* dst, std::shared_ptr<Conn::Handler> handler,
 // without a source; cm.h, port_blocks_), named by the block's first port, so that two
 // processes of one fabric never get the same port, as the kernel's cma_alloc_any_port never
 // gives one port twice.
+// A fork child does not hold its parent's reservations: the child's copies of their sockets
+// are closed at the fork (the parent's own keep the names), so a port block the parent lets go
+// is free for the fabric again while the child lives on.
 class PortReservation final {
  public:
-  explicit PortReservation(int fd) : fd_(fd) {}
+  // `fd` is registered (ReservePort) for the fork child to close.
+  PortReservation(int fd, uint64_t generation) : fd_(fd), generation_(generation) {}
   PortReservation(const PortReservation&) = delete;
   PortReservation& operator=(const PortReservation&) = delete;
-  // Frees the port for the fabric's other processes (and this one).
+  // Frees the port for the fabric's other processes (and this one). In a fork child, the
+  // parent's reservation was closed at the fork already: nothing.
   ~PortReservation();
 
  private:
   int fd_;
+  uint64_t generation_;  // the fork generation it was made in
 };
 
 // Reserves `port` on this fabric. Errors: EADDRINUSE (a process of this fabric, this one

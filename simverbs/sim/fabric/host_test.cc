@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -123,6 +124,49 @@ TEST(DeferredLookTest, NextDeferredLook_FirstAtTheWindowsEndThenAfterAsLongAsDef
   // Never inside the poller's window.
   EXPECT_EQ(NextDeferredLookNs(kNow, kNow + 2 * kDeferredLookCapNs, 5000 * kUs),
             kNow + 2 * kDeferredLookCapNs);
+}
+
+// A fork child does not hold its parent's port reservations: once the parent lets one go, the
+// port is free for the fabric (here: the parent itself) while the child lives on. (Before, the
+// child's copy of the reservation's socket kept the name bound until the child exited, and a
+// forking server's long-lived children could use up the fabric's blocks for port 0.)
+TEST(PortReservationTest, ForkChild_DoesNotHoldTheParentsReservation) {
+  const uint16_t port = static_cast<uint16_t>(20000 + getpid() % 20000);
+  std::unique_ptr<PortReservation> reservation;
+  ASSERT_EQ(ReservePort(port, &reservation), 0);
+  std::unique_ptr<PortReservation> again;
+  EXPECT_EQ(ReservePort(port, &again), EADDRINUSE);  // held
+  int hold[2];
+  int ready[2];
+  ASSERT_EQ(pipe(hold), 0);
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // says it runs (its fork handlers ran), then lives until the pipe closes
+    alarm(30);
+    close(hold[1]);
+    close(ready[0]);
+    const char byte = 1;
+    if (write(ready[1], &byte, 1) != 1) _exit(2);
+    char got;
+    const ssize_t ignored = read(hold[0], &got, 1);
+    (void)ignored;
+    _exit(0);
+  }
+  close(hold[0]);
+  close(ready[1]);
+  char byte = 0;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+
+  reservation.reset();
+  const int err = ReservePort(port, &again);
+
+  close(hold[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(err, 0) << "the fork child still held the port: " << strerror(err);
 }
 
 TEST(DialTest, Dial_ListenerHeldByAnotherUser_ReturnsEaccesNamingIt) {
