@@ -6,7 +6,8 @@
 # ESTABLISHED with the server's QP number, Q_Key and an address (param.ud), makes an AH of it
 # and sends; the server answers each through an AH made from the first completion
 # (ibv_create_ah_from_wc). Both print "data transfers complete" and exit 0, for one connection
-# of 10 messages and for 4 connections of 20 messages of 1000 bytes (rxe profile). And the
+# of 10 messages, beside rping's server on the same port (the TCP port space is another), and
+# for 4 connections of 20 messages of 1000 bytes (rxe profile). And the
 # errors a user meets: nobody listening (UNREACHABLE, status 1: IB_SIDR_UNSUPPORTED), a request
 # a fault refuses (status 2) or loses (-110), a message above the port's MTU (udaddy refuses
 # it), the siw profile (no UD QPs: rdma_create_qp fails with EOPNOTSUPP). Each process runs
@@ -16,10 +17,11 @@ set -u
 # shellcheck source=simverbs/shim/testlib.sh
 source "$(dirname "$0")/testlib.sh"
 shim_test_init "$1"
-require_tools rdmacm-utils udaddy
+require_tools rdmacm-utils udaddy rping
 use_shim udaddy
-# udaddy has no port option: it serves 7174, on this run's own fabric.
-needle="@softrpma/$RPMA_SIM_FABRIC/127.0.0.1:7174"
+# udaddy has no port option: it serves 7174, on this run's own fabric, in the UDP port space
+# (a listener name of its own: host.h, PortSpace).
+needle="@softrpma/$RPMA_SIM_FABRIC/udp/127.0.0.1:7174"
 
 # run_pair <name> <udaddy flags...>: a server, then a client once the server listens.
 run_pair() {
@@ -60,6 +62,14 @@ client_fails() {
 }
 
 run_pair one
+# rping's server on the same port (its default, 7174): the TCP port space is another.
+timeout 60 rping -s -a 127.0.0.1 -p 7174 >"$dir/rping.out" 2>&1 &
+rping_pid=$!
+wait_listening /proc/net/unix "@softrpma/$RPMA_SIM_FABRIC/127.0.0.1:7174" "$rping_pid" ||
+  fail "rping -s did not listen beside udaddy's port: $(cat "$dir/rping.out")"
+run_pair beside-rping
+kill "$rping_pid" 2>/dev/null
+wait "$rping_pid" 2>/dev/null
 RPMA_SIM_DEVICE=rxe run_pair four -c 4 -C 20 -S 1000
 
 client_fails noserver "udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1"

@@ -56,6 +56,12 @@ sockaddr* DstOf(SimCmId* id) { return &id->id.route.addr.dst_addr; }
 // cma_iw_handler (drivers/infiniband/core/cma.c) instead of the IB CM; docs/DEVICES.md.
 bool IwarpCm() { return ActiveProfile().transport == IBV_TRANSPORT_IWARP; }
 
+// The port space of `id`'s port: UD ids' apart from RC ids' (host.h, PortSpace), as the
+// kernel's CMA keeps RDMA_PS_UDP's apart from RDMA_PS_TCP's.
+host::PortSpace SpaceOf(const SimCmId* id) {
+  return id->id.qp_type == IBV_QPT_UD ? host::PortSpace::kUdp : host::PortSpace::kRc;
+}
+
 bool ValidPrivateData(const void* data, int len, int max) {
   return len <= max && (len == 0 || data != nullptr);
 }
@@ -248,6 +254,7 @@ int ConnectionManager::MigrateId(SimCmId* id, SimEventChannel* channel) {
 
 int ConnectionManager::BindLocked(SimCmId* id, const sockaddr* addr) {
   if (!IsIpAddress(addr)) return EINVAL;
+  const host::PortSpace space = SpaceOf(id);
   const bool wildcard = IsWildcard(addr);
   uint16_t port = PortOf(addr);
   if (port == 0) {
@@ -259,7 +266,7 @@ int ConnectionManager::BindLocked(SimCmId* id, const sockaddr* addr) {
       const uint16_t candidate = next_ephemeral_port_;
       next_ephemeral_port_ =
           next_ephemeral_port_ == 65535 ? kFirstEphemeralPort : next_ephemeral_port_ + 1;
-      if (bound_.contains(candidate)) continue;
+      if (bound_.contains(BindKey(space, candidate))) continue;
       const uint16_t first = BlockOf(candidate);
       auto block = port_blocks_.find(first);
       if (block == port_blocks_.end()) {
@@ -280,7 +287,7 @@ int ConnectionManager::BindLocked(SimCmId* id, const sockaddr* addr) {
     }
     if (port == 0) return EADDRNOTAVAIL;
   } else {
-    auto it = bound_.find(port);
+    auto it = bound_.find(BindKey(space, port));
     if (it != bound_.end()) {
       for (SimCmId* other : it->second) {
         if (wildcard || IsWildcard(SrcOf(other)) || SameHost(SrcOf(other), addr)) {
@@ -291,7 +298,7 @@ int ConnectionManager::BindLocked(SimCmId* id, const sockaddr* addr) {
   }
   CopyAddress(addr, SrcOf(id));
   SetPort(SrcOf(id), port);
-  bound_[port].push_back(id);
+  bound_[BindKey(space, port)].push_back(id);
   id->ephemeral_port = PortOf(addr) == 0;
   id->bound = true;
   id->id.verbs = wildcard ? nullptr : &device_->context;
@@ -302,7 +309,7 @@ int ConnectionManager::BindLocked(SimCmId* id, const sockaddr* addr) {
 void ConnectionManager::UnbindLocked(SimCmId* id) {
   if (!id->bound) return;
   const uint16_t port = PortOf(SrcOf(id));
-  auto it = bound_.find(port);
+  auto it = bound_.find(BindKey(SpaceOf(id), port));
   if (it != bound_.end()) {
     std::vector<SimCmId*>& ids = it->second;
     for (auto pos = ids.begin(); pos != ids.end(); ++pos) {
@@ -372,7 +379,7 @@ int ConnectionManager::Listen(SimCmId* id) {
         end->set_conn(conn);
         return std::static_pointer_cast<host::Conn::Handler>(end);
       },
-      &id->host_listener);
+      &id->host_listener, SpaceOf(id));
   if (err != 0) return err;  // EADDRINUSE: another process listens there
   id->state = State::kListening;
   return 0;
@@ -552,29 +559,15 @@ int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFa
   }
   id->active = true;
   // A listener of this process is reached directly; any other through the host fabric.
-  const bool local = CurrentTransport() == TransportKind::kLocal;
-  SimCmId* listener = local ? FindListenerLocked(DstOf(id), id->id.qp_type) : nullptr;
-  // The port's listener here takes ids of the other kind (its fabric listener is the same
-  // one): no such service, without a trip through the fabric.
-  const bool other_kind =
-      local && listener == nullptr &&
-      FindListenerLocked(DstOf(id), ud ? IBV_QPT_RC : IBV_QPT_UD) != nullptr;
+  SimCmId* listener = CurrentTransport() == TransportKind::kLocal
+                           ? FindListenerLocked(DstOf(id), SpaceOf(id))
+                           : nullptr;
   std::shared_ptr<CmPeer> peer;
-  if (other_kind) {
-    id->active = true;
-    if (ud) {
-      id->state = State::kConnecting;
-      SidrEndedLocked(id, kSidrUnsupported, nullptr, 0);
-    } else {
-      ExchangeEndedLocked(id, State::kRejected, RDMA_CM_EVENT_REJECTED, kRejectNoListener);
-    }
-    return 0;
-  }
   if (listener != nullptr) {
     peer = std::make_shared<LocalCmPeer>(this, listener);
   } else {
     std::shared_ptr<HostCmPeer> host_peer;
-    const int err = HostCmPeer::Dial(this, DstOf(id), &host_peer);
+    const int err = HostCmPeer::Dial(this, DstOf(id), SpaceOf(id), &host_peer);
     if (err == ECONNREFUSED) {  // nobody listens there, in any process of the fabric
       if (ud) {
         id->active = true;
@@ -1105,12 +1098,12 @@ void ConnectionManager::FreeIdLocked(SimCmId* id) {
   Delete(id);
 }
 
-SimCmId* ConnectionManager::FindListenerLocked(const sockaddr* dst, ibv_qp_type qp_type) {
-  auto it = bound_.find(PortOf(dst));
+SimCmId* ConnectionManager::FindListenerLocked(const sockaddr* dst, host::PortSpace space) {
+  auto it = bound_.find(BindKey(space, PortOf(dst)));
   if (it == bound_.end()) return nullptr;
   SimCmId* wildcard = nullptr;
   for (SimCmId* id : it->second) {
-    if (id->state != State::kListening || id->id.qp_type != qp_type) continue;
+    if (id->state != State::kListening) continue;
     if (SameHost(SrcOf(id), dst)) return id;
     if (wildcard == nullptr && IsWildcard(SrcOf(id))) wildcard = id;
   }

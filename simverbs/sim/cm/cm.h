@@ -118,8 +118,9 @@
 // `disconnect` lose the REP (the requester's UNREACHABLE, -ETIMEDOUT). Not modelled: the
 // iWARP profile (siw has no UD QPs: rdma_create_qp is EOPNOTSUPP there, and so is
 // rdma_connect of a UD id), RDMA_PS_IPOIB (its Q_Key comes from an IPoIB broadcast group a
-// RoCE port has not: EINVAL), multicast; the port space of UDP ids is TCP's (a UDP id and a
-// TCP id cannot bind one port, where the kernel keeps two spaces).
+// RoCE port has not: EINVAL), multicast. UD ids have a port space of their own (host.h,
+// PortSpace), as the kernel's RDMA_PS_UDP: a UD id and an RC id may bind and listen on one
+// address and port.
 //
 // PEERS IN OTHER PROCESSES (fabric/host.h). rdma_listen also listens on the host fabric, so
 // processes of the same fabric can connect (EADDRINUSE when another process listens on that
@@ -438,8 +439,8 @@ class ConnectionManager final {
   // Binds id to addr (port 0: the next free port). Errors: EADDRINUSE, EADDRNOTAVAIL.
   int BindLocked(SimCmId* id, const sockaddr* addr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UnbindLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The listening id of `qp_type`'s ids for a connect to `dst`, or nullptr.
-  SimCmId* FindListenerLocked(const sockaddr* dst, ibv_qp_type qp_type)
+  // The listening id in port space `space` for a connect to `dst`, or nullptr.
+  SimCmId* FindListenerLocked(const sockaddr* dst, host::PortSpace space)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues an event on owner's channel (dropped when owner is synchronous), due now. With `ud`,
   // an event of a UD id that reports it (ud->private_data_len bytes of private data: the
@@ -525,8 +526,12 @@ class ConnectionManager final {
   uint32_t next_serial_ ABSL_GUARDED_BY(mu_) = 1;
   uint16_t next_ephemeral_port_ ABSL_GUARDED_BY(mu_) = kFirstEphemeralPort;
   std::map<uint32_t, SimCmId*> ids_ ABSL_GUARDED_BY(mu_);  // by serial: ordered iteration
-  // Bound ids by port (looked up, never iterated across ports).
-  absl::flat_hash_map<uint16_t, std::vector<SimCmId*>> bound_ ABSL_GUARDED_BY(mu_);
+  // Bound ids by port space and port (BindKey; looked up, never iterated across ports). Ports
+  // for port 0 come from one counter and one set of blocks for both spaces.
+  absl::flat_hash_map<uint32_t, std::vector<SimCmId*>> bound_ ABSL_GUARDED_BY(mu_);
+  static uint32_t BindKey(host::PortSpace space, uint16_t port) {
+    return (static_cast<uint32_t>(space) << 16) | port;
+  }
   // The blocks of ports this process holds on the fabric (host::ReservePort, keyed by their
   // first port) to hand out for port 0, and how many of each block's ports its ids hold; a
   // block is let go when none. Ports are reserved a block at a time so that a process with

@@ -161,9 +161,10 @@ class HostCmPeer final : public CmPeer,
   HostCmPeer(ConnectionManager* cm, uint32_t listener_serial)
       : cm_(cm), listener_serial_(listener_serial) {}
 
-  // Dials the listener of `dst` on the host fabric. Errors: ECONNREFUSED (nobody listens
-  // there), those of host::Dial.
-  static int Dial(ConnectionManager* cm, const sockaddr* dst, std::shared_ptr<HostCmPeer>* peer);
+  // Dials the listener of `dst` in `space` on the host fabric. Errors: ECONNREFUSED (nobody
+  // listens there), those of host::Dial.
+  static int Dial(ConnectionManager* cm, const sockaddr* dst, host::PortSpace space,
+                  std::shared_ptr<HostCmPeer>* peer);
 
   // CmPeer.
   std::shared_ptr<SimLink> LinkToJoin() override { return nullptr; }

@@ -50,11 +50,11 @@ rdma_conn_param ParamOf(const Body& body) {
 
 }  // namespace
 
-int HostCmPeer::Dial(ConnectionManager* cm, const sockaddr* dst,
+int HostCmPeer::Dial(ConnectionManager* cm, const sockaddr* dst, host::PortSpace space,
                      std::shared_ptr<HostCmPeer>* peer) {
   auto end = std::make_shared<HostCmPeer>(cm, 0);
   std::shared_ptr<host::Conn> conn;
-  const int err = host::Dial(dst, end, &conn);
+  const int err = host::Dial(dst, end, &conn, space);
   if (err != 0) return err;
   end->set_conn(std::move(conn));
   *peer = std::move(end);

@@ -1541,6 +1541,31 @@ TEST_F(CmUdTest, Connect_ToAListenerOfRcIds_UnreachableUnsupported_AndTheReverse
   EXPECT_FALSE(FdReadable(listen_channel_->fd));
 }
 
+// UD ids have a port space of their own, as RDMA_PS_UDP in the kernel: a UDP listener and a TCP
+// listener on one address and port, each reached by its own kind of id.
+TEST_F(CmUdTest, UdpAndTcpListenersOnOnePort_EachGetsItsOwnKindOfRequest) {
+  ASSERT_NO_FATAL_FAILURE(Listen(RDMA_PS_UDP));
+  TestConnection rc(backend_);
+  ASSERT_TRUE(rc.Listen("127.0.0.1", port_).ok());  // the same address and port, RDMA_PS_TCP
+  ASSERT_NO_FATAL_FAILURE(Resolve());
+  ASSERT_NO_FATAL_FAILURE(MakeQp(&active_));
+
+  ASSERT_EQ(backend_->RdmaConnect(active_.id, nullptr), 0);
+  ASSERT_TRUE(rc.StartActive(ConnectionOptions(), port_).ok());
+
+  ASSERT_NO_FATAL_FAILURE(TakeRequest());  // the UDP listener's: a UD request
+  EXPECT_EQ(passive_.id->qp_type, IBV_QPT_UD);
+  absl::StatusOr<rdma_cm_event*> rc_request = GetCmEventNow(backend_, rc.listen_channel);
+  ASSERT_TRUE(rc_request.ok()) << rc_request.status();
+  EXPECT_EQ((*rc_request)->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  EXPECT_EQ((*rc_request)->id->qp_type, IBV_QPT_RC);
+  rdma_cm_id* rc_request_id = (*rc_request)->id;
+  ASSERT_EQ(backend_->RdmaAckCmEvent(*rc_request), 0);
+  EXPECT_EQ(backend_->RdmaReject(rc_request_id, nullptr, 0), 0);
+  EXPECT_EQ(backend_->RdmaDestroyId(rc_request_id), 0);
+  EXPECT_FALSE(FdReadable(listen_channel_->fd));  // nothing more at the UDP listener
+}
+
 // rdma_reject of a UD request is a SIDR REP of status IB_SIDR_REJECT (its private data up to
 // the REP's 136 bytes); destroying an unanswered request, or the listener holding it, too.
 TEST_F(CmUdTest, Reject_UnreachableSidrRejectWithThePrivateData) {

@@ -785,8 +785,9 @@ std::string FabricName() {
   return g_name != nullptr ? *g_name : DefaultFabricName();
 }
 
-std::string ListenerName(const sockaddr* addr) {
-  return absl::StrCat("softrpma/", FabricName(), "/", AddressName(addr));
+std::string ListenerName(const sockaddr* addr, PortSpace space) {
+  return absl::StrCat("softrpma/", FabricName(), space == PortSpace::kUdp ? "/udp/" : "/",
+                      AddressName(addr));
 }
 
 // ---- Conn -----------------------------------------------------------------------------------
@@ -1553,8 +1554,9 @@ int ReservePort(uint16_t port, std::unique_ptr<PortReservation>* reservation) {
   return 0;
 }
 
-int Listen(const sockaddr* addr, AcceptFn on_accept, std::unique_ptr<Listener>* listener) {
-  return ListenAt(ListenerName(addr), std::move(on_accept), listener);
+int Listen(const sockaddr* addr, AcceptFn on_accept, std::unique_ptr<Listener>* listener,
+           PortSpace space) {
+  return ListenAt(ListenerName(addr, space), std::move(on_accept), listener);
 }
 
 namespace {
@@ -1604,9 +1606,9 @@ int ListenAt(const std::string& listener_name, AcceptFn on_accept,
 }  // namespace
 
 int Dial(const sockaddr* dst, std::shared_ptr<Conn::Handler> handler,
-         std::shared_ptr<Conn>* conn) {
+         std::shared_ptr<Conn>* conn, PortSpace space) {
   // The exact address first, then the wildcards of its port (a v6 wildcard serves v4 too).
-  std::vector<std::string> names = {ListenerName(dst)};
+  std::vector<std::string> names = {ListenerName(dst, space)};
   sockaddr_in any4;
   std::memset(&any4, 0, sizeof(any4));
   any4.sin_family = AF_INET;
@@ -1616,8 +1618,8 @@ int Dial(const sockaddr* dst, std::shared_ptr<Conn::Handler> handler,
   std::memset(&any6, 0, sizeof(any6));
   any6.sin6_family = AF_INET6;
   any6.sin6_port = any4.sin_port;
-  if (IsV4(dst)) names.push_back(ListenerName(reinterpret_cast<sockaddr*>(&any4)));
-  names.push_back(ListenerName(reinterpret_cast<sockaddr*>(&any6)));
+  if (IsV4(dst)) names.push_back(ListenerName(reinterpret_cast<sockaddr*>(&any4), space));
+  names.push_back(ListenerName(reinterpret_cast<sockaddr*>(&any6), space));
   return DialAt(names, std::move(handler), conn);
 }
 

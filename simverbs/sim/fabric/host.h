@@ -163,8 +163,13 @@ uint64_t NextDeferredLookNs(uint64_t now_ns, uint64_t poller_until_ns, uint64_t 
 absl::Status ConfigureFabric();
 // The fabric's name (the default until ConfigureFabric succeeded).
 std::string FabricName();
-// The abstract socket name of `addr` on the fabric (without the leading NUL), for messages.
-std::string ListenerName(const sockaddr* addr);
+// The port space of a listener's address: rdma_cm keeps UD ids' (RDMA_PS_UDP) apart from RC
+// ids' (RDMA_PS_TCP, RDMA_PS_IB), so one port number may be listened on in both.
+enum class PortSpace : uint8_t { kRc, kUdp };
+
+// The abstract socket name of `addr` in `space` on the fabric (without the leading NUL):
+// "softrpma/<fabric>/<address>:<port>", or ".../udp/<address>:<port>" for kUdp.
+std::string ListenerName(const sockaddr* addr, PortSpace space = PortSpace::kRc);
 
 // The host carrier of the data path (transport.h) and of the CM exchange (cm_peer.h).
 class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
@@ -377,14 +382,15 @@ using AcceptFn = std::function<std::shared_ptr<Conn::Handler>(const std::shared_
 // Listens at `addr` (an IP address and port; a wildcard serves every address of the port).
 // Errors: EADDRINUSE (another listener has that name on this fabric; when it is another
 // user's process, stderr names its uid and pid), EMFILE & co. from socket(2), ENOMEM.
-int Listen(const sockaddr* addr, AcceptFn on_accept, std::unique_ptr<Listener>* listener);
+int Listen(const sockaddr* addr, AcceptFn on_accept, std::unique_ptr<Listener>* listener,
+           PortSpace space = PortSpace::kRc);
 
 // Connects to the listener of `dst` (exact address first, then a wildcard of its port);
 // `handler` gets the connection's messages. Errors: ECONNREFUSED (nobody listens there),
 // EACCES (another user's process holds the name: not connected, and stderr says so once per
 // name), errors of socket(2) / connect(2).
 int Dial(const sockaddr* dst, std::shared_ptr<Conn::Handler> handler,
-         std::shared_ptr<Conn>* conn);
+         std::shared_ptr<Conn>* conn, PortSpace space = PortSpace::kRc);
 
 // A port number held on this fabric for as long as the object lives: an abstract Unix socket
 // named "softrpma/<fabric>/port/<port>", bound but not listening, so that the kernel makes the
