@@ -73,7 +73,7 @@
 //   ibv_next_poll, ibv_end_poll, the ibv_wc_read_* of the fields asked for (opcode, vendor_err
 //   and wc_flags always), ibv_cq_ex_to_cq and every ibv_cq call on the result (ibv_poll_cq,
 //   ibv_req_notify_cq, ibv_get_cq_event, ibv_destroy_cq).
-//   QPs WITHOUT THE CM: ibv_create_qp (RC only: UC, UD, raw packet, XRC give EOPNOTSUPP),
+//   QPs WITHOUT THE CM: ibv_create_qp (RC and UD: UC, raw packet, XRC give EOPNOTSUPP),
 //   ibv_modify_qp (RESET -> INIT -> RTR -> RTS with the attribute masks the kernel's
 //   ib_modify_qp_is_ok demands, any state -> ERR / RESET; the RTR's AV needs a GRH, is_global 1
 //   and sgid_index 0, as on any RoCE port: ibv_rc_pingpong needs `-g 0`), ibv_query_qp (what
@@ -92,6 +92,10 @@
 //   ibv_init_ah_from_wc / ibv_create_ah_from_wc (rdma-core's reading of the GRH: RoCE v2 over
 //   IPv4, or an IPv6 / IB GRH). A send lands behind a 40-byte GRH in a receive of the QP its
 //   AH's GID and remote_qpn name, in this process or another of the fabric.
+//   rdma_cm's UD path (udaddy): RDMA_PS_UDP ids, whose rdma_create_qp makes a UD QP in RTS,
+//   rdma_connect / rdma_accept / rdma_reject as SIDR (ESTABLISHED with param.ud's address,
+//   QPN and Q_Key; UNREACHABLE with the SIDR status), in a port space of their own
+//   (sim/cm/cm.h, "UD IDS"; docs/DEVICES.md, "UD ids").
 // WHAT FAILS CLEANLY, as a provider without the feature (NULL + errno EOPNOTSUPP, or EOPNOTSUPP
 // returned): ibv_create_cq_ex asking for a completion timestamp
 // (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, _WALLCLOCK: no device clock), CVLAN, flow tag or
