@@ -83,7 +83,8 @@
 //   ibv_create_qp_ex with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS (and ibv_qp_to_qp_ex of such a QP,
 //   or of one rdma_create_qp_ex made so): the extended post API, ibv_wr_start /
 //   ibv_wr_complete / ibv_wr_abort with the builders of the RC ops and the SGE / inline setters
-//   (sim/qp.h); send_ops_flags naming other ops give EOPNOTSUPP, other comp_mask bits EINVAL.
+//   (sim/qp.h), and on a UD QP ibv_wr_send(_imm) with ibv_wr_set_ud_addr; send_ops_flags naming
+//   other ops give EOPNOTSUPP, other comp_mask bits EINVAL.
 //   64-BIT ATOMICS where the profile's atomic_cap is IBV_ATOMIC_HCA (mlx5, rxe; siw: EINVAL):
 //   IBV_WR_ATOMIC_CMP_AND_SWP / IBV_WR_ATOMIC_FETCH_AND_ADD on ibv_post_send and
 //   ibv_wr_atomic_cmp_swp / ibv_wr_atomic_fetch_add, in one process and between processes

@@ -50,6 +50,11 @@ void WrBuild(SimQp* qp, ibv_wr_opcode opcode, uint32_t rkey, uint64_t remote_add
     FailBatch(qp, EINVAL);
     return;
   }
+  // A UD QP has the send builders only (mlx5's fill_wr_builders_ud, rxe's UD ops).
+  if (qp->qp.qp_type == IBV_QPT_UD && opcode != IBV_WR_SEND && opcode != IBV_WR_SEND_WITH_IMM) {
+    FailBatch(qp, EINVAL);
+    return;
+  }
   if (qp->ex_batch.size() >= qp->cap.max_send_wr) {
     FailBatch(qp, ENOMEM);
     return;
@@ -127,6 +132,18 @@ void WrSetInlineDataList(SimQp* qp, size_t num_buf, const ibv_data_buf* buf_list
   }
 }
 
+void WrSetUdAddr(SimQp* qp, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
+  if (qp->qp.qp_type != IBV_QPT_UD) {
+    FailBatch(qp, EINVAL);
+    return;
+  }
+  ExtendedWr* wr = LastBuilt(qp);
+  if (wr == nullptr) return;
+  wr->ah = ah;
+  wr->remote_qpn = remote_qpn;
+  wr->remote_qkey = remote_qkey;
+}
+
 void WrUnsupported(SimQp* qp) { FailBatch(qp, EINVAL); }
 
 namespace {
@@ -151,7 +168,11 @@ void ToSendWr(SimQp* qp, const ExtendedWr& built, ibv_sge* inline_sge, ibv_send_
     wr->sg_list = built.num_sge > 0 ? qp->ex_sge_pool.data() + built.first_sge : nullptr;
     wr->num_sge = built.num_sge;
   }
-  if (FetchesAtomically(RowOf(built.opcode))) {
+  if (qp->qp.qp_type == IBV_QPT_UD) {
+    wr->wr.ud.ah = built.ah;
+    wr->wr.ud.remote_qpn = built.remote_qpn;
+    wr->wr.ud.remote_qkey = built.remote_qkey;
+  } else if (FetchesAtomically(RowOf(built.opcode))) {
     wr->wr.atomic.remote_addr = built.remote_addr;
     wr->wr.atomic.rkey = built.rkey;
     wr->wr.atomic.compare_add = built.compare_add;

@@ -85,7 +85,9 @@ void OpWrBindMw(ibv_qp_ex* qpx, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
 void OpWrLocalInv(ibv_qp_ex* qpx, uint32_t) { WrUnsupported(to_sim(qpx)); }
 void OpWrSendInv(ibv_qp_ex* qpx, uint32_t) { WrUnsupported(to_sim(qpx)); }
 void OpWrSendTso(ibv_qp_ex* qpx, void*, uint16_t, uint16_t) { WrUnsupported(to_sim(qpx)); }
-void OpWrSetUdAddr(ibv_qp_ex* qpx, ibv_ah*, uint32_t, uint32_t) { WrUnsupported(to_sim(qpx)); }
+void OpWrSetUdAddr(ibv_qp_ex* qpx, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
+  WrSetUdAddr(to_sim(qpx), ah, remote_qpn, remote_qkey);
+}
 void OpWrSetXrcSrqn(ibv_qp_ex* qpx, uint32_t) { WrUnsupported(to_sim(qpx)); }
 
 }  // namespace

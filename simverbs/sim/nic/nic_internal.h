@@ -260,7 +260,10 @@ void BuildUdGrh(const UdDatagram& datagram, const uint8_t dgid[16], uint8_t grh[
 bool DeliverUdLocked(SimQp* qp, const UdDatagram& datagram, const uint8_t* payload)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->link->mu);
 // ibv_post_send on a UD QP: each WR leaves (and completes) inside the post.
-int PostUdSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault);
+// `extended` (ibv_wr_complete's batch): all of the list or none (ibv_wr_post(3)): every WR is
+// checked before the first leaves.
+int PostUdSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault,
+                  bool extended = false);
 // The link of this process's UD QP `qp_num`, or nullptr.
 std::shared_ptr<SimLink> FindUdLink(uint32_t qp_num);
 // A datagram to a GID of another process: over a connection to that process's endpoint, or

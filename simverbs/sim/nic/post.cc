@@ -144,7 +144,7 @@ namespace nic_internal {
 // ibv_post_send, and ibv_wr_complete's post of its batch (`extended`).
 int PostSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault,
                 bool extended) {
-  if (qp->qp.qp_type == IBV_QPT_UD) return PostUdSendWrs(qp, wr, bad_wr, fault);
+  if (qp->qp.qp_type == IBV_QPT_UD) return PostUdSendWrs(qp, wr, bad_wr, fault, extended);
   Unsent unsent;
   int err = 0;
   {

@@ -184,8 +184,13 @@ int CreateQp(ibv_qp_init_attr_ex* attr_ex, const std::shared_ptr<SimLink>& join,
   CopyCommonInitAttr(*attr_ex, &plain);
   ibv_qp_init_attr* attr = &plain;
   if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) return EINVAL;
-  // The extended post API's builders are the RC ones (ibv_wr_set_ud_addr is not modelled).
-  if (attr->qp_type == IBV_QPT_UD && send_ops_flags != 0) return EOPNOTSUPP;
+  // A UD QP's extended post API has the send builders only (mlx5's
+  // MLX5_SUPPORTED_SEND_OPS_FLAGS_UD, rxe's RXE_SUP_UD_QP_SEND_OPS_FLAGS), and
+  // ibv_wr_set_ud_addr.
+  if (attr->qp_type == IBV_QPT_UD &&
+      (send_ops_flags & ~uint64_t{IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM}) != 0) {
+    return EOPNOTSUPP;
+  }
   if (attr->send_cq == nullptr || attr->recv_cq == nullptr) return EINVAL;
   ibv_context* context = pd->pd.context;
   if (attr->send_cq->context != context || attr->recv_cq->context != context) return EINVAL;

@@ -89,7 +89,8 @@
 //     send_ops_flags naming other ops (memory windows, invalidate, TSO; the 64-bit atomics on
 //     a device without them), or the *_WITH_IMM ones on a device without immediate data, are
 //     EOPNOTSUPP at creation; their builders, which a provider leaves NULL, fail the batch
-//     (EINVAL) instead of crashing.
+//     (EINVAL) instead of crashing. A UD QP takes IBV_QP_EX_WITH_SEND(_WITH_IMM) only, and
+//     ibv_wr_set_ud_addr gives each WR its destination (mlx5's and rxe's UD builders).
 //   * An RDMA WRITE of exactly 8 bytes to an 8-byte aligned address is one atomic store too, as
 //     one PCIe write of a real NIC is: that is the atomic write librpma emulates (IBV_SEND_INLINE
 //     | IBV_SEND_FENCE) where the device has no native one. IBV_SEND_FENCE needs no action:
@@ -225,6 +226,10 @@ struct ExtendedWr {
   bool is_inline = false;
   size_t first_inline = 0;
   size_t inline_length = 0;
+  // A UD QP's destination (ibv_wr_set_ud_addr).
+  ibv_ah* ah = nullptr;
+  uint32_t remote_qpn = 0;
+  uint32_t remote_qkey = 0;
 };
 
 // A posted receive WR.
@@ -620,6 +625,10 @@ void WrFetchingAtomic(SimQp* qp, ibv_wr_opcode opcode, uint32_t rkey, uint64_t r
 void WrSetSgeList(SimQp* qp, size_t num_sge, const ibv_sge* sg_list)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->ex_mu);
 void WrSetInlineDataList(SimQp* qp, size_t num_buf, const ibv_data_buf* buf_list)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->ex_mu);
+// ibv_wr_set_ud_addr: the destination of the last WR built on a UD QP (on another QP the batch
+// fails, EINVAL; mlx5 has no such setter there).
+void WrSetUdAddr(SimQp* qp, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->ex_mu);
 // A builder or setter the simulator does not model: the batch fails (EINVAL).
 void WrUnsupported(SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->ex_mu);

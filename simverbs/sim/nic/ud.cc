@@ -127,8 +127,9 @@ namespace {
 
 // What one UD send WR found at its post: 0 and the datagram to deliver (its payload gathered
 // into `payload`), or the errno of the post. REQUIRES: qp->link->mu held.
-int TakeUdSendLocked(SimQp* qp, const ibv_send_wr* wr, UdDatagram* datagram, uint8_t* payload,
-                     ibv_wc_status* status) {
+// The errors ibv_post_send gives for a UD WR before it leaves (0: it may be posted); *total: its
+// length.
+int CheckUdSend(const SimQp* qp, const ibv_send_wr* wr, uint64_t* total) {
   if (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) return EINVAL;
   if (wr->opcode == IBV_WR_SEND_WITH_IMM && !ActiveProfile().immediate_data) return EINVAL;
   if (wr->wr.ud.ah == nullptr || wr->wr.ud.ah->pd == nullptr) return EINVAL;
@@ -136,10 +137,18 @@ int TakeUdSendLocked(SimQp* qp, const ibv_send_wr* wr, UdDatagram* datagram, uin
   if (static_cast<uint32_t>(wr->num_sge) > qp->cap.max_send_sge) {
     return ActiveProfile().post_send_limit_errno;
   }
-  uint64_t total = 0;
-  for (int i = 0; i < wr->num_sge; ++i) total += wr->sg_list[i].length;
+  *total = 0;
+  for (int i = 0; i < wr->num_sge; ++i) *total += wr->sg_list[i].length;
   const bool is_inline = (wr->send_flags & IBV_SEND_INLINE) != 0;
-  if (is_inline && total > qp->cap.max_inline_data) return ActiveProfile().post_send_limit_errno;
+  if (is_inline && *total > qp->cap.max_inline_data) return ActiveProfile().post_send_limit_errno;
+  return 0;
+}
+
+int TakeUdSendLocked(SimQp* qp, const ibv_send_wr* wr, UdDatagram* datagram, uint8_t* payload,
+                     ibv_wc_status* status) {
+  uint64_t total = 0;
+  if (int err = CheckUdSend(qp, wr, &total); err != 0) return err;
+  const bool is_inline = (wr->send_flags & IBV_SEND_INLINE) != 0;
   const SimAh* ah = to_sim(wr->wr.ud.ah);
   std::memset(datagram, 0, sizeof(*datagram));
   datagram->src_qp = qp->qp.qp_num;
@@ -201,8 +210,25 @@ namespace nic_internal {
 
 uint32_t UdMtuBytes() { return 128u << ActiveProfile().port.active_mtu; }
 
-int PostUdSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault) {
+int PostUdSendWrs(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WrFault& fault,
+                  bool extended) {
   SimLink* link = qp->link.get();
+  if (extended) {
+    softrpma::MutexLock lock(&link->mu);
+    CheckOverflowLocked(qp);
+    const uint32_t in_use = qp->sq_in_use.load(std::memory_order_acquire);
+    uint32_t count = 0;
+    for (ibv_send_wr* each = wr; each != nullptr; each = each->next) {
+      uint64_t total = 0;
+      int err = qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR ? EINVAL : 0;
+      if (err == 0) err = CheckUdSend(qp, each, &total);
+      if (err == 0 && in_use + ++count > qp->cap.max_send_wr) err = ENOMEM;
+      if (err != 0) {
+        *bad_wr = each;
+        return err;
+      }
+    }
+  }
   std::array<uint8_t, 4096> payload;
   for (bool first = true; wr != nullptr; wr = wr->next, first = false) {
     UdDatagram datagram;

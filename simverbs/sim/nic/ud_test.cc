@@ -450,7 +450,10 @@ TEST_F(UdTest, SiwHasNoUd_RxeReportsSlZero) {
   EXPECT_NE(got[0].wc_flags & IBV_WC_GRH, 0u);
 }
 
-TEST_F(UdTest, ExtendedPostApi_NotOnUdQps) {
+// The extended post API on a UD QP, as mlx5 and rxe have it: the send builders and
+// ibv_wr_set_ud_addr. A batch is posted whole or not at all; another op is refused at creation
+// (EOPNOTSUPP) and its builder fails the batch.
+TEST_F(UdTest, ExtendedPostApi_SendBuildersAndSetUdAddr_WholeBatchOrNothing) {
   ibv_qp_init_attr_ex attr;
   std::memset(&attr, 0, sizeof(attr));
   attr.send_cq = a_.cq;
@@ -462,9 +465,68 @@ TEST_F(UdTest, ExtendedPostApi_NotOnUdQps) {
   attr.qp_type = IBV_QPT_UD;
   attr.pd = a_.pd;
   attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-  attr.send_ops_flags = IBV_QP_EX_WITH_SEND;
+  attr.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
+  ibv_qp* refused = nullptr;
+  EXPECT_EQ(backend_->IbvCreateQpEx(SimContext(), &attr, &refused), EOPNOTSUPP);
+  attr.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
   ibv_qp* qp = nullptr;
-  EXPECT_EQ(backend_->IbvCreateQpEx(SimContext(), &attr, &qp), EOPNOTSUPP);
+  ASSERT_EQ(backend_->IbvCreateQpEx(SimContext(), &attr, &qp), 0);
+  ToRts(qp);
+  ToRts(b_.qp);
+  ibv_qp_ex* qpx = nullptr;
+  ASSERT_EQ(backend_->IbvQpToQpEx(qp, &qpx), 0);
+  TestBuffer out(backend_, a_.pd, 64, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer in(backend_, b_.pd, 256, IBV_ACCESS_LOCAL_WRITE);
+  std::memcpy(out.data(), "one\0two", 8);
+  for (int i = 0; i < 2; ++i) {
+    ibv_sge recv_sge = in.Sge(128 * i, 128);
+    ASSERT_EQ(PostRecvBuf(backend_, b_.qp, 10 + i, &recv_sge, 1), 0);
+  }
+  ibv_ah* ah = AhToUs(a_.pd);
+
+  // A WR without an AH fails the batch, and the WR before it does not leave either.
+  backend_->IbvWrStart(qpx);
+  qpx->wr_id = 1;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_send(qpx);
+  ibv_wr_set_ud_addr(qpx, ah, b_.qp->qp_num, kQkey);
+  ibv_wr_set_sge(qpx, out.mr()->lkey, out.addr(), 4);
+  qpx->wr_id = 2;
+  ibv_wr_send(qpx);
+  ibv_wr_set_sge(qpx, out.mr()->lkey, out.addr(), 4);
+  EXPECT_EQ(backend_->IbvWrComplete(qpx), EINVAL);
+  EXPECT_TRUE(PollAll(backend_, a_.cq).empty());
+  EXPECT_TRUE(PollAll(backend_, b_.cq).empty());
+  // An RDMA write's builder on a UD QP fails the batch.
+  backend_->IbvWrStart(qpx);
+  ibv_wr_rdma_write(qpx, 0, 0);
+  EXPECT_EQ(backend_->IbvWrComplete(qpx), EINVAL);
+
+  backend_->IbvWrStart(qpx);
+  qpx->wr_id = 3;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_send(qpx);
+  ibv_wr_set_ud_addr(qpx, ah, b_.qp->qp_num, kQkey);
+  ibv_wr_set_sge(qpx, out.mr()->lkey, out.addr(), 4);
+  qpx->wr_id = 4;
+  ibv_wr_send_imm(qpx, htonl(0x1234));
+  ibv_wr_set_ud_addr(qpx, ah, b_.qp->qp_num, kQkey);
+  ibv_wr_set_sge(qpx, out.mr()->lkey, out.addr() + 4, 4);
+  ASSERT_EQ(backend_->IbvWrComplete(qpx), 0);
+
+  const std::vector<ibv_wc> sent = PollAll(backend_, a_.cq);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].wr_id, 3u);
+  EXPECT_EQ(sent[1].wr_id, 4u);
+  const std::vector<ibv_wc> got = PollAll(backend_, b_.cq);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].src_qp, qp->qp_num);
+  EXPECT_EQ(got[0].wc_flags & IBV_WC_WITH_IMM, 0u);
+  EXPECT_NE(got[1].wc_flags & IBV_WC_WITH_IMM, 0u);
+  EXPECT_EQ(ntohl(got[1].imm_data), 0x1234u);
+  EXPECT_STREQ(reinterpret_cast<char*>(in.data() + kGrh), "one");
+  EXPECT_STREQ(reinterpret_cast<char*>(in.data() + 128 + kGrh), "two");
+  EXPECT_EQ(backend_->IbvDestroyQp(qp), 0);
 }
 
 }  // namespace
