@@ -56,6 +56,10 @@ int ValidateSend(const SimQp* qp, const ibv_send_wr* wr, bool extended, uint64_t
     // The former value comes back into the first 8 bytes of the SGEs (rxe's provider refuses
     // fewer with EINVAL); they are a destination, so never inline.
     if (total < sizeof(uint64_t) || (wr->send_flags & IBV_SEND_INLINE) != 0) return EINVAL;
+    if (!extended && ActiveProfile().atomic_alignment_checked_at_post &&
+        (wr->wr.atomic.remote_addr & (sizeof(uint64_t) - 1)) != 0) {
+      return EINVAL;
+    }
     total = sizeof(uint64_t);
   }
   *length = total;

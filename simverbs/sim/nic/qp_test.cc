@@ -1002,6 +1002,32 @@ TEST_F(QpTest, Atomic_MisalignedRemoteAddress_RemInvReqErr_NothingChanges) {
   EXPECT_EQ(conn_.passive.qp()->state, IBV_QPS_ERR);
 }
 
+// rxe's provider checks the alignment when the WR is posted (validate_send_wr: EINVAL), so
+// nothing leaves and nothing completes; mlx5's posts it (the test above).
+TEST_F(QpTest, Atomic_MisalignedRemoteAddress_OnRxe_EinvalAtThePost) {
+  Connect();
+  TestBuffer local(backend_, conn_.active.pd, 8, IBV_ACCESS_LOCAL_WRITE);
+  TestBuffer remote(backend_, conn_.passive.pd, 16, kAtomicAccess);
+  std::memset(remote.data(), 0x5A, remote.size());
+  ibv_sge sge = local.Sge(0, 8);
+  absl::StatusOr<const DeviceProfile*> rxe = FindDeviceProfile("rxe");
+  ASSERT_TRUE(rxe.ok());
+  SetActiveProfile(**rxe);
+
+  const int misaligned = PostAtomic(backend_, conn_.active.qp(), 1, IBV_WR_ATOMIC_FETCH_AND_ADD,
+                                    &sge, 1, remote.addr(4), remote.mr()->rkey, 1);
+  const int aligned = PostAtomic(backend_, conn_.active.qp(), 2, IBV_WR_ATOMIC_FETCH_AND_ADD,
+                                 &sge, 1, remote.addr(8), remote.mr()->rkey, 1);
+
+  SetActiveProfile(DeviceProfiles()[0]);
+  EXPECT_EQ(misaligned, EINVAL);
+  EXPECT_EQ(aligned, 0);
+  EXPECT_THAT(PollAll(backend_, conn_.active.send_cq),
+              ElementsAre(AtomicDone(2, IBV_WC_FETCH_ADD)));
+  EXPECT_EQ(conn_.passive.qp()->state, IBV_QPS_RTS);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(remote.data()[i], 0x5A) << "byte " << i;
+}
+
 // IBV_ACCESS_REMOTE_ATOMIC is what the target region needs (read and write access are not it).
 TEST_F(QpTest, Atomic_RegionWithoutRemoteAtomic_RemAccessErr) {
   Connect();

@@ -86,6 +86,10 @@ struct DeviceProfile {
   // answers EINVAL for too many SGEs on every profile.
   int post_send_limit_errno;
   int wr_setter_limit_errno;
+  // rxe's ibv_post_send refuses a compare-and-swap or fetch-and-add whose remote address is not
+  // 8-byte aligned (EINVAL, rxe.c validate_send_wr; its ibv_wr_* builders do not check); mlx5
+  // posts it and its responder refuses it (IBV_WC_REM_INV_REQ_ERR), as every profile's does.
+  bool atomic_alignment_checked_at_post;
 
   // What ibv_create_cq reports in cq->cqe and rdma_create_qp_ex in attr->cap.
   QueueRounding cq_rounding;
