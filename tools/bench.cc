@@ -20,7 +20,9 @@
 //   * the same as ib_write_lat runs it: each side waits for its write's completion, then spins
 //     on its memory with no call into the NIC (the incoming write must land without one),
 //     against the busy send/recv ping-pong above (ib_send_lat's pattern);
-//   * 1 MiB RDMA writes, 16 in flight (bandwidth), and 64-byte ones (writes per second);
+//   * 1 MiB RDMA writes, 16 in flight (bandwidth), 64 KiB ones (bandwidth: messages between
+//     the rings and cross-memory attach, nic/carrier_host.cc's kCmaMinBytes), and 64-byte ones
+//     (writes per second);
 //   * the CPU the server uses in one second with a connection open and no traffic.
 // beside libfabric's shm provider: the same RMA figures measured by this binary
 // (tools/shm_baseline.h, libfabric-dev), and the two send/recv ping-pongs by fi_pingpong
@@ -358,6 +360,8 @@ constexpr int kWindow = 16;
 // appear).
 int kPingPongRounds = 20000;
 int kBigWrites = 2000;
+constexpr size_t kMediumWrite = 64 * 1024;
+int kMediumWrites = 20000;
 int kBigPingPongs = 500;
 int kSleepingRounds = 2000;
 int kSmallWrites = 200000;
@@ -500,6 +504,7 @@ struct TwoProcessFigures {
   double pingpong_gbs = 0;    // 1 MiB ping-pong, 2 x bytes / time
   double sleeping_us = 0;     // a round trip, both sides asleep in rpma_conn_wait
   double bandwidth_gbs = 0;   // 1 MiB writes
+  double medium_bandwidth_gbs = 0;  // 64 KiB writes, 16 in flight
   double idle_cpu_pct = 0;    // the server, one idle second
 };
 
@@ -611,36 +616,28 @@ TwoProcessFigures MeasureTwoProcesses() {
   for (ibv_wc wc; rpma_cq_get_wc(cq, 1, &wc, nullptr) == 0;) {
   }
 
-  start = Clock::now();
-  int in_flight = 0;
-  for (int posted = 0; posted < kBigWrites || in_flight > 0;) {
-    if (posted < kBigWrites && in_flight < kWindow) {
-      Check(rpma_write(conn, remote, 0, mr, 0, kBigWrite, RPMA_F_COMPLETION_ALWAYS, nullptr),
-            "write");
-      ++posted;
-      ++in_flight;
-    } else {
-      PollOne(cq);
-      --in_flight;
+  // `count` writes of `size` bytes, kWindow in flight: the seconds they took.
+  const auto stream = [&](size_t size, int count) {
+    const auto begin = Clock::now();
+    int in_flight = 0;
+    for (int posted = 0; posted < count || in_flight > 0;) {
+      if (posted < count && in_flight < kWindow) {
+        Check(rpma_write(conn, remote, 0, mr, 0, size, RPMA_F_COMPLETION_ALWAYS, nullptr),
+              "write");
+        ++posted;
+        ++in_flight;
+      } else {
+        PollOne(cq);
+        --in_flight;
+      }
     }
-  }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  figures.bandwidth_gbs = static_cast<double>(kBigWrites) * kBigWrite / seconds / 1e9;
-
-  start = Clock::now();
-  in_flight = 0;
-  for (int posted = 0; posted < kSmallWrites || in_flight > 0;) {
-    if (posted < kSmallWrites && in_flight < kWindow) {
-      Check(rpma_write(conn, remote, 0, mr, 0, 64, RPMA_F_COMPLETION_ALWAYS, nullptr), "write");
-      ++posted;
-      ++in_flight;
-    } else {
-      PollOne(cq);
-      --in_flight;
-    }
-  }
-  figures.small_writes_mops =
-      kSmallWrites / std::chrono::duration<double>(Clock::now() - start).count() / 1e6;
+    return std::chrono::duration<double>(Clock::now() - begin).count();
+  };
+  figures.bandwidth_gbs =
+      static_cast<double>(kBigWrites) * kBigWrite / stream(kBigWrite, kBigWrites) / 1e9;
+  figures.medium_bandwidth_gbs = static_cast<double>(kMediumWrites) * kMediumWrite /
+                                 stream(kMediumWrite, kMediumWrites) / 1e9;
+  figures.small_writes_mops = kSmallWrites / stream(64, kSmallWrites) / 1e6;
 
   const double cpu_before = CpuSecondsOf(server);
   struct timespec second = {1, 0};
@@ -757,6 +754,8 @@ void ReportTwoProcesses() {
     std::printf("  %-44s %8.2f GB/s %.2fx shm fi_write (%.2f GB/s)\n",
                 "1 MiB RDMA write bandwidth (16 in flight)", ours.bandwidth_gbs,
                 ours.bandwidth_gbs / rma.big_write_gbs, rma.big_write_gbs);
+    std::printf("  %-44s %8.2f GB/s\n", "64 KiB RDMA write bandwidth (16 in flight)",
+                ours.medium_bandwidth_gbs);
   } else {
     std::printf("  %-44s %8.2f us\n", "8-byte write ping-pong, spinning, half",
                 ours.write_pingpong_us);
@@ -766,6 +765,8 @@ void ReportTwoProcesses() {
     std::printf("  %-44s %8.2f M/s\n", "64 B RDMA writes (16 in flight)", ours.small_writes_mops);
     std::printf("  %-44s %8.2f GB/s\n", "1 MiB RDMA write bandwidth (16 in flight)",
                 ours.bandwidth_gbs);
+    std::printf("  %-44s %8.2f GB/s\n", "64 KiB RDMA write bandwidth (16 in flight)",
+                ours.medium_bandwidth_gbs);
     std::printf("  libfabric shm RMA: not measured (%s)\n", rma.error.c_str());
   }
   std::printf("  %-44s %8.1f %%\n", "idle server's CPU (1 s, connection open)", ours.idle_cpu_pct);
@@ -792,6 +793,7 @@ int main(int argc, char** argv) {
       g_many_connections = 50;
       kPingPongRounds /= 20;
       kBigWrites /= 20;
+      kMediumWrites /= 20;
       kBigPingPongs /= 20;
       kSleepingRounds /= 20;
       kSmallWrites /= 20;
