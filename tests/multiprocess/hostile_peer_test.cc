@@ -1240,7 +1240,7 @@ TEST_F(HostilePeerTest, Attack3_ForgedQpBind_RefusedAndNoReceiveCompletes) {
 // connection ends within a bound; the fix times the copy out after ~10 s).
 TEST_F(HostilePeerTest, Attack4_CmaFromAFaultingPage_OtherConnectionsWorkAndItEnds) {
   ASSERT_NO_FATAL_FAILURE(StartCmVictim(kRegionBytes));
-  constexpr size_t kStuckBytes = 64 * 1024;  // above the 16 KiB where librpma's NIC uses CMA
+  constexpr size_t kStuckBytes = 64 * 1024;  // (a raw CMA write: any length is one)
   StuckPages stuck;  // after the victim's fork: the victim must not hold the userfaultfd
   const char* step = "";
   const int err = stuck.Make(kStuckBytes, &step);
