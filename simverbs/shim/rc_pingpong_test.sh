@@ -21,17 +21,8 @@ port=$((20000 + ($$ + RANDOM) % 20000))
 run_pair() {
   local name="$1"
   shift
-  timeout 60 ibv_rc_pingpong "$@" -g 0 -p "$port" >"$dir/$name.server.out" 2>&1 &
-  server_pid=$!
-  wait_listening /proc/net/tcp "$(tcp_listen_needle "$port")" "$server_pid" ||
-    fail "$name: the server did not listen on TCP $port: $(cat "$dir/$name.server.out")"
-  timeout 30 ibv_rc_pingpong "$@" -g 0 -p "$port" 127.0.0.1 >"$dir/$name.client.out" 2>&1
-  local client_rc=$?
-  wait "$server_pid"
-  local server_rc=$?
-  server_pid=""
-  [[ "$client_rc" == 0 ]] || fail "$name: client exited $client_rc: $(cat "$dir/$name.client.out")"
-  [[ "$server_rc" == 0 ]] || fail "$name: server exited $server_rc: $(cat "$dir/$name.server.out")"
+  run_server_client "$name" /proc/net/tcp "$(tcp_listen_needle "$port")" \
+    ibv_rc_pingpong "$@" -g 0 -p "$port" -- ibv_rc_pingpong "$@" -g 0 -p "$port" 127.0.0.1
   for side in server client; do
     grep -Eq "^[0-9]+ bytes in [0-9.]+ seconds" "$dir/$name.$side.out" ||
       fail "$name: $side printed no 'bytes in ... seconds': $(cat "$dir/$name.$side.out")"

@@ -67,5 +67,31 @@ wait_listening() {  # <table> <needle> <pid>
   return 1
 }
 
+# run_server_client <name> <table> <needle> <server command...> -- <client command...>: the
+# server (under `timeout 60`, output in $dir/<name>.server.out) and, once it listens
+# (wait_listening <table> <needle>), the client (`timeout 30`, $dir/<name>.client.out); fails
+# unless both exit 0. The caller checks what they printed.
+run_server_client() {
+  local name="$1" table="$2" needle="$3"
+  shift 3
+  local server=()
+  while (($# > 0)) && [[ "$1" != "--" ]]; do
+    server+=("$1")
+    shift
+  done
+  shift
+  timeout 60 "${server[@]}" >"$dir/$name.server.out" 2>&1 &
+  server_pid=$!
+  wait_listening "$table" "$needle" "$server_pid" ||
+    fail "$name: the server did not listen ($needle): $(cat "$dir/$name.server.out")"
+  timeout 30 "$@" >"$dir/$name.client.out" 2>&1
+  local client_rc=$?
+  wait "$server_pid"
+  local server_rc=$?
+  server_pid=""
+  [[ "$client_rc" == 0 ]] || fail "$name: client exited $client_rc: $(cat "$dir/$name.client.out")"
+  [[ "$server_rc" == 0 ]] || fail "$name: server exited $server_rc: $(cat "$dir/$name.server.out")"
+}
+
 # The /proc/net/tcp needle of a listening IPv4 socket on <port>.
 tcp_listen_needle() { printf ':%04X 00000000:0000 0A' "$1"; }

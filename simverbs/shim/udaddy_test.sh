@@ -27,17 +27,8 @@ needle="@softrpma/$RPMA_SIM_FABRIC/udp/127.0.0.1:7174"
 run_pair() {
   local name="$1"
   shift
-  timeout 60 udaddy -b 127.0.0.1 "$@" >"$dir/$name.server.out" 2>&1 &
-  server_pid=$!
-  wait_listening /proc/net/unix "$needle" "$server_pid" ||
-    fail "$name: the server did not listen: $(cat "$dir/$name.server.out")"
-  timeout 30 udaddy -s 127.0.0.1 "$@" >"$dir/$name.client.out" 2>&1
-  local client_rc=$?
-  wait "$server_pid"
-  local server_rc=$?
-  server_pid=""
-  [[ "$client_rc" == 0 ]] || fail "$name: client exited $client_rc: $(cat "$dir/$name.client.out")"
-  [[ "$server_rc" == 0 ]] || fail "$name: server exited $server_rc: $(cat "$dir/$name.server.out")"
+  run_server_client "$name" /proc/net/unix "$needle" udaddy -b 127.0.0.1 "$@" -- \
+    udaddy -s 127.0.0.1 "$@"
   for side in server client; do
     grep -q "^data transfers complete" "$dir/$name.$side.out" ||
       fail "$name: $side did not complete its transfers: $(cat "$dir/$name.$side.out")"

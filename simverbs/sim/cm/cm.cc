@@ -539,8 +539,6 @@ int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFa
   }
   if (ud && fault != ConnFault::kNone) {
     // The REQ is refused, or lost and never answered.
-    id->active = true;
-    id->state = State::kConnecting;
     SidrEndedLocked(id, fault == ConnFault::kReject ? kSidrReject : -ETIMEDOUT, nullptr, 0);
     return 0;
   }
@@ -570,8 +568,6 @@ int ConnectionManager::Connect(SimCmId* id, const rdma_conn_param* param, ConnFa
     const int err = HostCmPeer::Dial(this, DstOf(id), SpaceOf(id), &host_peer);
     if (err == ECONNREFUSED) {  // nobody listens there, in any process of the fabric
       if (ud) {
-        id->active = true;
-        id->state = State::kConnecting;
         SidrEndedLocked(id, kSidrUnsupported, nullptr, 0);
         return 0;
       }
@@ -700,16 +696,7 @@ int ConnectionManager::Accept(SimCmId* id, const rdma_conn_param* param, ConnFau
   }
   softrpma::MutexLock lock(&mu_);
   if (id->state != State::kRequestReceived || id->id.qp == nullptr) return EINVAL;
-  if (id->listener != nullptr) {
-    auto& pending = id->listener->pending_requests;
-    for (auto it = pending.begin(); it != pending.end(); ++it) {
-      if (*it == id) {
-        pending.erase(it);
-        break;
-      }
-    }
-    id->listener = nullptr;
-  }
+  LeaveListenerLocked(id);
   std::shared_ptr<CmPeer> peer = id->peer;
   switch (fault) {
     case ConnFault::kReject:  // the active side answers the REP with a REJ
@@ -764,11 +751,7 @@ int ConnectionManager::AcceptSidrLocked(SimCmId* id, const rdma_conn_param* para
   if (id->state != State::kRequestReceived || (id->id.qp == nullptr && param == nullptr)) {
     return EINVAL;
   }
-  if (id->listener != nullptr) {
-    auto& pending = id->listener->pending_requests;
-    pending.erase(std::remove(pending.begin(), pending.end(), id), pending.end());
-    id->listener = nullptr;
-  }
+  LeaveListenerLocked(id);
   // The SIDR REP ends the exchange; this side gets no event, whatever became of it.
   std::shared_ptr<CmPeer> peer = id->peer;
   if (fault == ConnFault::kReject) {
@@ -1061,18 +1044,16 @@ void ConnectionManager::DropRequestLocked(SimCmId* request, int status, const vo
                                           uint8_t private_data_len, bool free_it) {
   if (request->peer != nullptr) request->peer->SendReject(status, private_data, private_data_len);
   ClosePeerLocked(request);
-  if (request->listener != nullptr) {
-    auto& pending = request->listener->pending_requests;
-    for (auto it = pending.begin(); it != pending.end(); ++it) {
-      if (*it == request) {
-        pending.erase(it);
-        break;
-      }
-    }
-    request->listener = nullptr;
-  }
+  LeaveListenerLocked(request);
   request->state = State::kRejected;
   if (free_it) FreeIdLocked(request);
+}
+
+void ConnectionManager::LeaveListenerLocked(SimCmId* request) {
+  if (request->listener == nullptr) return;
+  auto& pending = request->listener->pending_requests;
+  pending.erase(std::remove(pending.begin(), pending.end(), request), pending.end());
+  request->listener = nullptr;
 }
 
 bool ConnectionManager::RemoveConnectRequestLocked(SimCmId* request) {

@@ -494,6 +494,8 @@ class ConnectionManager final {
   // user never saw it).
   void DropRequestLocked(SimCmId* request, int status, const void* private_data,
                          uint8_t private_data_len, bool free_it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `request` is no longer one of its listener's pending requests (accepted, or ended).
+  void LeaveListenerLocked(SimCmId* request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the undelivered CONNECT_REQUEST of `request` from its listener's channel. Returns
   // false when it was delivered already (or the listener is gone).
   bool RemoveConnectRequestLocked(SimCmId* request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

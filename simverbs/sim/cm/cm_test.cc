@@ -1248,6 +1248,7 @@ class CmUdTest : public CmTest {
     backend_->RdmaDestroyEventChannel(listen_channel_);
     backend_->RdmaDestroyEventChannel(active_.channel);
     ClearFaultPlan();
+    SetActiveProfile(DeviceProfiles()[0]);  // (a case that failed under another profile)
   }
 
   // Destroys what `end` has but its channel (its AH, QP, id, MR, CQ and PD).
@@ -1294,22 +1295,28 @@ class CmUdTest : public CmTest {
     ASSERT_TRUE(ExpectCmEvent(backend_, active_.channel, RDMA_CM_EVENT_ROUTE_RESOLVED).ok());
   }
 
-  // A UD QP on end->id (through rdma_create_qp), with a receive posted.
-  void MakeQp(UdEnd* end) {
+  // end->pd and end->cq on end->id's device, and the attributes of a QP of `type` on them.
+  void QpAttr(UdEnd* end, ibv_qp_type type, ibv_qp_init_attr_ex* attr) {
     ibv_context* ctx = end->id->verbs;
     ASSERT_NE(ctx, nullptr);
     ASSERT_EQ(backend_->IbvAllocPd(ctx, &end->pd), 0);
     ASSERT_EQ(backend_->IbvCreateCq(ctx, 16, nullptr, nullptr, 0, &end->cq), 0);
+    *attr = ibv_qp_init_attr_ex{};
+    attr->comp_mask = IBV_QP_INIT_ATTR_PD;
+    attr->pd = end->pd;
+    attr->send_cq = attr->recv_cq = end->cq;
+    attr->cap.max_send_wr = attr->cap.max_recv_wr = 4;
+    attr->cap.max_send_sge = attr->cap.max_recv_sge = 1;
+    attr->qp_type = type;
+  }
+
+  // A UD QP on end->id (through rdma_create_qp), with a receive posted.
+  void MakeQp(UdEnd* end) {
+    ibv_qp_init_attr_ex attr;
+    ASSERT_NO_FATAL_FAILURE(QpAttr(end, IBV_QPT_UD, &attr));
     ASSERT_EQ(backend_->IbvRegMr(end->pd, end->buf.data(), end->buf.size(),
                                  IBV_ACCESS_LOCAL_WRITE, &end->mr),
               0);
-    ibv_qp_init_attr_ex attr{};
-    attr.comp_mask = IBV_QP_INIT_ATTR_PD;
-    attr.pd = end->pd;
-    attr.send_cq = attr.recv_cq = end->cq;
-    attr.cap.max_send_wr = attr.cap.max_recv_wr = 4;
-    attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
-    attr.qp_type = IBV_QPT_UD;
     ASSERT_EQ(backend_->RdmaCreateQpEx(end->id, &attr), 0);
     ibv_sge sge{reinterpret_cast<uintptr_t>(end->buf.data() + 2048), 1024 + 40, end->mr->lkey};
     ASSERT_EQ(PostRecvBuf(backend_, end->id->qp, 7, &sge, 1), 0);
@@ -1399,15 +1406,8 @@ TEST_F(CmUdTest, Getaddrinfo_UdpPortSpace_UdQps) {
 // RC QP on a UD id is EINVAL; the QP is rdma_destroy_qp's while the id lives.
 TEST_F(CmUdTest, CreateQp_UdQpInRtsWithTheCmaQkey_RcEinval) {
   ASSERT_NO_FATAL_FAILURE(Resolve());
-  ASSERT_EQ(backend_->IbvAllocPd(active_.id->verbs, &active_.pd), 0);
-  ASSERT_EQ(backend_->IbvCreateCq(active_.id->verbs, 8, nullptr, nullptr, 0, &active_.cq), 0);
-  ibv_qp_init_attr_ex attr{};
-  attr.comp_mask = IBV_QP_INIT_ATTR_PD;
-  attr.pd = active_.pd;
-  attr.send_cq = attr.recv_cq = active_.cq;
-  attr.cap.max_send_wr = attr.cap.max_recv_wr = 2;
-  attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
-  attr.qp_type = IBV_QPT_RC;
+  ibv_qp_init_attr_ex attr;
+  ASSERT_NO_FATAL_FAILURE(QpAttr(&active_, IBV_QPT_RC, &attr));
   EXPECT_EQ(backend_->RdmaCreateQpEx(active_.id, &attr), EINVAL);
   EXPECT_EQ(active_.id->qp, nullptr);
 
@@ -1678,15 +1678,8 @@ TEST_F(CmUdTest, Siw_UdQpAndConnect_Eopnotsupp) {
   ASSERT_TRUE(siw.ok()) << siw.status();
   SetActiveProfile(**siw);
   ASSERT_NO_FATAL_FAILURE(Resolve());
-  ASSERT_EQ(backend_->IbvAllocPd(active_.id->verbs, &active_.pd), 0);
-  ASSERT_EQ(backend_->IbvCreateCq(active_.id->verbs, 8, nullptr, nullptr, 0, &active_.cq), 0);
-  ibv_qp_init_attr_ex attr{};
-  attr.comp_mask = IBV_QP_INIT_ATTR_PD;
-  attr.pd = active_.pd;
-  attr.send_cq = attr.recv_cq = active_.cq;
-  attr.cap.max_send_wr = attr.cap.max_recv_wr = 2;
-  attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
-  attr.qp_type = IBV_QPT_UD;
+  ibv_qp_init_attr_ex attr;
+  ASSERT_NO_FATAL_FAILURE(QpAttr(&active_, IBV_QPT_UD, &attr));
 
   const int create = backend_->RdmaCreateQpEx(active_.id, &attr);
   const int connect = backend_->RdmaConnect(active_.id, nullptr);
