@@ -279,6 +279,28 @@ void SimCq::ReleaseSlots(std::atomic<uint32_t>* slots, uint32_t qp_num) {
   }
 }
 
+size_t SimCq::Clean(uint32_t qp_num) {
+  softrpma::MutexLock lock(&mu_);
+  const size_t capacity = ring_.size();
+  size_t kept = 0;
+  for (size_t i = 0; i < count_; ++i) {
+    CqEntry& entry = ring_[(head_ + i) % capacity];
+    if (entry.wc.qp_num == qp_num) {
+      if (entry.slots != nullptr) entry.slots->fetch_sub(entry.retire, std::memory_order_acq_rel);
+      continue;
+    }
+    if (kept != i) ring_[(head_ + kept) % capacity] = entry;
+    ++kept;
+  }
+  const size_t removed = count_ - kept;
+  count_ = kept;
+  queued_.store(count_, std::memory_order_release);
+  if (removed > 0 && TraceOn()) {
+    TraceEvent("cq_clean cq=%u qp=%u removed=%zu", cq.handle, qp_num, removed);
+  }
+  return removed;
+}
+
 void SimCq::ForgetSlots(std::atomic<uint32_t>* slots) {
   softrpma::MutexLock lock(&mu_);
   for (size_t i = 0; i < count_; ++i) {

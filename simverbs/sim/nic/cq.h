@@ -174,6 +174,10 @@ struct SimCq final {
   // ibv_req_notify_cq. `muted` (a no_notify fault): the arm is taken but sends no event.
   // Returns 0 or EINVAL (no channel).
   int ReqNotify(bool solicited_only, bool muted = false) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes out every completion of QP `qp_num`, polled or not (mlx5's CQ clean at
+  // ibv_destroy_qp and at a move to RESET), releasing the queue slots they hold (an SRQ's
+  // among them); the others keep their order. Returns how many were taken out.
+  size_t Clean(uint32_t qp_num) ABSL_LOCKS_EXCLUDED(mu_);
   // Forgets the queue slots of a QP being destroyed (its completions stay pollable).
   void ForgetSlots(std::atomic<uint32_t>* slots) ABSL_LOCKS_EXCLUDED(mu_);
   // Releases, and forgets, the SRQ slots `slots` held by the completions of QP `qp_num` (being

@@ -217,6 +217,9 @@ std::shared_ptr<Transport> DetachRemoteLocked(SimLink* link) ABSL_EXCLUSIVE_LOCK
 void EnterErrorLocked(SimQp* qp);
 void CheckOverflowLocked(SimQp* qp);
 uint64_t ModelledSendOps();
+// Takes the completions of `qp` out of its CQs (SimCq::Clean): its destruction, or its move to
+// RESET, where its profile does (SimQp::cq_cleaned_at_destroy).
+void CleanCqs(SimQp* qp);
 
 // The fields ibv_qp_init_attr and ibv_qp_init_attr_ex share, from one to the other.
 template <typename To, typename From>

@@ -156,6 +156,12 @@ uint64_t ModelledSendOps() {
   return ops;
 }
 
+void CleanCqs(SimQp* qp) {
+  if (!qp->cq_cleaned_at_destroy) return;
+  qp->recv_cq->Clean(qp->qp.qp_num);
+  if (qp->send_cq != qp->recv_cq) qp->send_cq->Clean(qp->qp.qp_num);
+}
+
 }  // namespace nic_internal
 
 int CreateQp(ibv_qp_init_attr_ex* attr_ex, const std::shared_ptr<SimLink>& join, SimQp** qp) {
@@ -246,6 +252,7 @@ int CreateQp(ibv_qp_init_attr_ex* attr_ex, const std::shared_ptr<SimLink>& join,
   if (sim_qp->srq != nullptr) sim_qp->srq->users.fetch_add(1, std::memory_order_acq_rel);
   sim_qp->send_ops_flags = send_ops_flags;
   sim_qp->slots_freed_at_poll = profile.slots_freed_at_poll;
+  sim_qp->cq_cleaned_at_destroy = profile.cq_cleaned_at_destroy_qp;
   attr_ex->cap = plain.cap;
   waits::AddQp({&sim_qp->qp, &sim_qp->sq_in_use, &sim_qp->rq_in_use, sim_qp->cap.max_send_wr,
                 sim_qp->cap.max_recv_wr, sim_qp->send_cq->cq.handle, sim_qp->recv_cq->cq.handle});
@@ -266,6 +273,7 @@ void DestroyQp(SimQp* qp) {
     }
     ClearIncomingLocked(link);
   }
+  CleanCqs(qp);
   qp->send_cq->ForgetSlots(&qp->sq_in_use);
   qp->recv_cq->ForgetSlots(&qp->rq_in_use);
   if (qp->srq != nullptr) qp->recv_cq->ReleaseSlots(&qp->srq->in_use, qp->qp.qp_num);

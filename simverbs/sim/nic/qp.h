@@ -348,6 +348,9 @@ struct SimQp final {
   // SimSrq::in_use).
   std::atomic<uint32_t> rq_in_use{0};
   bool slots_freed_at_poll = true;
+  // DeviceProfile::cq_cleaned_at_destroy_qp, as it was when the QP was created: destroying it
+  // (or moving it to RESET) takes its completions out of its CQs (SimCq::Clean).
+  bool cq_cleaned_at_destroy = true;
 
   // Made by ibv_create_qp (CreateVerbsQp): starts in RESET and is moved and connected by
   // ModifyVerbsQp; `verbs_attr` holds what ibv_modify_qp set, `verbs_init` how it was made.
@@ -460,7 +463,8 @@ int DestroyAh(SimAh* ah);
 // ENOMEM.
 int CreateQp(ibv_qp_init_attr_ex* attr, const std::shared_ptr<SimLink>& join, SimQp** qp);
 // Detaches `qp` from its link (its outstanding WRs vanish without completions, as on
-// ibv_destroy_qp), forgets its unpolled send slots, and frees it.
+// ibv_destroy_qp), takes its completions out of its CQs where the profile does (mlx5,
+// SimQp::cq_cleaned_at_destroy) or forgets their slots, and frees it.
 void DestroyQp(SimQp* qp);
 // Moves `qp` (one side of a connection inside this process) to RTS from INIT, and resumes the
 // peer's WRs that waited for it (a remote QP goes to RTS by EstablishRemote). While one side is INIT,
@@ -484,7 +488,8 @@ void DrainBeforeDisconnect(SimQp* qp);
 // STATE|PKEY_INDEX|PORT|ACCESS_FLAGS, INIT->RTR STATE|AV|PATH_MTU|DEST_QPN|RQ_PSN|
 // MAX_DEST_RD_ATOMIC|MIN_RNR_TIMER, RTR->RTS STATE|SQ_PSN|TIMEOUT|RETRY_CNT|RNR_RETRY|
 // MAX_QP_RD_ATOMIC; INIT->INIT and RTS->RTS take their optional attributes; any state goes to
-// ERR or RESET with STATE alone; anything else is EINVAL. The AV must carry a GRH (is_global,
+// ERR or RESET with STATE alone (RESET empties its queues and, on mlx5, takes its completions
+// out of its CQs); anything else is EINVAL. The AV must carry a GRH (is_global,
 // sgid_index 0): the port is Ethernet. Receives may be posted from INIT, sends from RTS.
 // At RTR the QP is bound to (dgid, dest_qp_num). dgid our own (ProcessGid): the QP joins the
 // link of QP dest_qp_num if that one is RTR/RTS and bound back to it (else it waits alone,

@@ -432,10 +432,12 @@ void RecordAttrs(SimQp* qp, const ibv_qp_attr& attr, int mask) {
   if (mask & IBV_QP_PATH_MIG_STATE) to.path_mig_state = attr.path_mig_state;
 }
 
-// To RESET: the queues empty without completions, the peer is forgotten. Returns the
-// connection to close (outside the lock). REQUIRES: link->mu held.
+// To RESET: the queues empty without completions, the peer is forgotten; on mlx5 its
+// completions leave its CQs too (CleanCqs). Returns the connection to close (outside the lock).
+// REQUIRES: link->mu held.
 std::shared_ptr<Transport> ResetLocked(SimQp* qp) {
   SimLink* link = qp->link.get();
+  CleanCqs(qp);  // first: the slots its completions hold are released with them
   uint32_t popped = 0;
   while (!qp->sq.empty()) {
     PopSendLocked(qp);

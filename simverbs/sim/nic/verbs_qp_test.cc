@@ -453,6 +453,62 @@ TEST_F(VerbsQpTest, TheLinksCarrierFollowsTheBinding) {
   EXPECT_EQ(to_sim(a_.qp)->link, to_sim(b_.qp)->link);
 }
 
+// mlx5 takes a QP's completions out of its CQs when the QP is destroyed or moved to RESET
+// (__mlx5_cq_clean), polled or not; the other QPs' stay, in order. rxe and siw leave them.
+// libfabric's verbs provider closes an endpoint and then reads its CQ: a receive completion
+// left behind names an endpoint that is gone.
+TEST_F(VerbsQpTest, DestroyAndResetTakeTheQpsCompletionsOutOfItsCqOnMlx5Only) {
+  for (const DeviceProfile& profile : DeviceProfiles()) {
+    for (bool reset : {false, true}) {
+      SCOPED_TRACE(std::string(profile.name) + (reset ? ", RESET" : ", destroy"));
+      TearDown();
+      SetActiveProfile(profile);
+      SetUp();
+      ConnectPair();
+      // c, on b's CQ, bound to itself: one completion of another QP on that CQ.
+      ibv_qp* c = MakeQp(&b_);
+      ASSERT_NE(c, nullptr);
+      ASSERT_EQ(Modify(c, InitAttr(), kInitMask), 0);
+      ASSERT_EQ(Modify(c, RtrAttr(c->qp_num, OurGid()), kRtrMask), 0);
+      ASSERT_EQ(Modify(c, RtsAttr(), kRtsMask), 0);
+      TestBuffer a_buf(backend_, a_.pd, 64, kRemoteAccess);
+      TestBuffer b_buf(backend_, b_.pd, 64, kRemoteAccess);
+      ibv_sge recv = b_buf.Sge(0, 16);
+      ASSERT_EQ(PostRecvBuf(backend_, b_.qp, 10, &recv, 1), 0);
+      ibv_sge msg = a_buf.Sge(0, 8);
+      ASSERT_EQ(PostSendMsg(backend_, a_.qp, 11, &msg, 1), 0);
+      // The send completes once b's receive took the message: b's completion is in b's CQ.
+      ASSERT_THAT(PollN(backend_, a_.cq, 1), ElementsAre(Field(&ibv_wc::wr_id, 11u)));
+      ibv_sge src = b_buf.Sge(16, 8);
+      ASSERT_EQ(PostWrite(backend_, c, 12, &src, 1, b_buf.addr(32), b_buf.mr()->rkey), 0);
+      if (reset) {
+        ASSERT_EQ(Modify(b_.qp, StateAttr(IBV_QPS_RESET), IBV_QP_STATE), 0);
+      } else {
+        ASSERT_EQ(backend_->IbvDestroyQp(b_.qp), 0);
+        b_.qp = nullptr;
+      }
+      const bool cleaned = profile.cq_cleaned_at_destroy_qp;
+      std::vector<ibv_wc> got = PollN(backend_, b_.cq, cleaned ? 1 : 2);
+      std::vector<uint64_t> ids;
+      for (const ibv_wc& wc : got) ids.push_back(wc.wr_id);
+      if (cleaned) {
+        EXPECT_THAT(ids, ElementsAre(12u));
+      } else {
+        EXPECT_THAT(ids, ::testing::UnorderedElementsAre(10u, 12u));
+      }
+      int polled = -1;
+      ibv_wc more;
+      EXPECT_EQ(backend_->IbvPollCq(b_.cq, 1, &more, &polled), 0);
+      EXPECT_EQ(polled, 0);
+      EXPECT_EQ(backend_->IbvDestroyQp(c), 0);
+      if (reset) {  // b's QP is usable again: its queue has every slot free
+        EXPECT_EQ(to_sim(b_.qp)->rq_in_use.load(), 0u);
+      }
+    }
+  }
+  SetActiveProfile(DeviceProfiles()[0]);
+}
+
 TEST_F(VerbsQpTest, AbsentQpNumberEndsInRetryExceeded) {
   ASSERT_EQ(Modify(a_.qp, InitAttr(), kInitMask), 0);
   ASSERT_EQ(Modify(a_.qp, RtrAttr(0xabcdef, OurGid()), kRtrMask), 0);  // nobody has it

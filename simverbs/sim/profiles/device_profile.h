@@ -105,6 +105,12 @@ struct DeviceProfile {
   // next polled completion), or when the WR COMPLETES (rxe, siw: the kernel consumes the WQE as
   // it completes it, signaled or not, and a receive as it fills it).
   bool slots_freed_at_poll;
+  // Whether ibv_destroy_qp, and a move to RESET, take the QP's completions out of its CQs:
+  // mlx5 does (__mlx5_cq_clean: polled or not, they are gone, and an SRQ receive's slot is free
+  // again), so that no completion names a QP that no longer exists. rxe and siw leave them to
+  // be polled (their kernel queues are not touched). libfabric's verbs provider counts on mlx5's
+  // way: it closes an endpoint and then reads the CQ, taking what it finds for live requests.
+  bool cq_cleaned_at_destroy_qp;
   // UD QPs (ibv_create_qp with IBV_QPT_UD): mlx5 and rxe have them; siw (iWARP) has none.
   bool ud_qps;
   // The `sl` of a UD receive's completion. On RoCE mlx5 reports the packet's type there (its
