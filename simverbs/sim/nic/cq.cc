@@ -159,6 +159,7 @@ bool SimCq::Push(const ibv_wc& wc, bool solicited, std::atomic<uint32_t>* slots,
       arm_ == Arm::kAny || (arm_ == Arm::kSolicited && (solicited || wc.status != IBV_WC_SUCCESS));
   if (fire && channel != nullptr) {
     arm_ = Arm::kNone;
+    armed_.store(false, std::memory_order_release);
     if (arm_muted_) {
       arm_muted_ = false;
       if (TraceOn()) TraceEvent("cq_event_suppressed cq=%u", cq.handle);
@@ -248,7 +249,7 @@ int SimCq::ReqNotify(bool solicited_only, bool muted) {
 }
 
 void SimCq::Kick(bool solicited) {
-  if (channel == nullptr) return;
+  if (channel == nullptr || !armed_.load(std::memory_order_acquire)) return;
   softrpma::MutexLock lock(&mu_);
   if (arm_muted_ || !(arm_ == Arm::kAny || (arm_ == Arm::kSolicited && solicited))) return;
   softrpma::MutexLock channel_lock(&channel->mu);
@@ -264,6 +265,7 @@ void SimCq::SetArm(bool solicited_only, bool muted) {
     arm_ = Arm::kSolicited;
   }
   arm_muted_ = muted;
+  armed_.store(true, std::memory_order_release);
   if (TraceOn()) {
     TraceEvent("cq_arm cq=%u solicited_only=%d", cq.handle, solicited_only ? 1 : 0);
   }

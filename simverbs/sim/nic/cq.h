@@ -252,6 +252,9 @@ struct SimCq final {
   // count_, readable without mu_ (written under it): Poll's empty check takes no lock.
   std::atomic<size_t> queued_{0};
   Arm arm_ ABSL_GUARDED_BY(mu_) = Arm::kNone;
+  // arm_ != kNone, written under mu_ with arm_ and readable without it: Kick, called at every
+  // post, takes no lock on a CQ nobody armed.
+  std::atomic<bool> armed_{false};
   std::atomic<bool> has_remote_{false};
   std::vector<std::weak_ptr<Transport>> remotes_ ABSL_GUARDED_BY(mu_);
   bool arm_muted_ ABSL_GUARDED_BY(mu_) = false;

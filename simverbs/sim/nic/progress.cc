@@ -221,6 +221,9 @@ void AddLink(LinkSet* set, const std::shared_ptr<SimLink>& link) {
 }
 
 void RunPollPoint(LinkSet* set) {
+  // Nothing unexecuted in the process (the usual case once its progress point ran): no link of
+  // the set has anything to release, so its lock is not taken.
+  if (g_unexecuted.load(std::memory_order_acquire) == 0) return;
   softrpma::MutexLock lock(&set->mu);
   for (const std::weak_ptr<SimLink>& weak : set->links) {
     std::shared_ptr<SimLink> link = weak.lock();
