@@ -30,8 +30,11 @@
 // The machines this runs on are shared and noisy: read the ratios, not the absolute times, and
 // nothing here asserts a time.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -720,11 +723,35 @@ double FiPingpong(const char* size, int iterations, int port, int column) {
       column);
 }
 
+// A TCP port of this machine that nobody listens on now (the kernel's pick for port 0), for
+// fi_pingpong's control connection: a fixed port would meet another bench's fi_pingpong (a
+// concurrent run, or the server a killed run left behind for its 60 s), whose client or server
+// then waits for the wrong peer. 0 when no socket could be had.
+int FreeTcpPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
 ShmFigures MeasureLibfabricShm() {
   ShmFigures figures;
   if (std::system("command -v fi_pingpong >/dev/null 2>&1") != 0) return figures;
-  figures.latency_us = FiPingpong("8", kPingPongRounds, 47611, 7);
-  figures.pingpong_gbs = FiPingpong("1048576", kBigPingPongs, 47612, 6) / 1000.0;
+  const int latency_port = FreeTcpPort();
+  const int bandwidth_port = FreeTcpPort();
+  if (latency_port == 0 || bandwidth_port == 0) return figures;
+  figures.latency_us = FiPingpong("8", kPingPongRounds, latency_port, 7);
+  figures.pingpong_gbs = FiPingpong("1048576", kBigPingPongs, bandwidth_port, 6) / 1000.0;
   return figures;
 }
 
