@@ -3,6 +3,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -57,6 +58,8 @@ struct Pool {
 std::shared_mutex* g_done_mu = nullptr;
 Pool* g_pool = nullptr;  // guarded by g_pool_mu
 std::mutex g_pool_mu;
+// Copies started and not yet done (Pending). A fork child's are the parent's: it starts at 0.
+std::atomic<int> g_pending{0};
 
 // fork(): the locks are taken at their places in the lock order (host.h, LOCK ORDER; the
 // fabric's work lock before them, its state lock after them), by fork_locks.h's one handler.
@@ -82,6 +85,7 @@ void UnlockPoolInParent() {
 void UnlockPoolInChild() {
   if (g_pool != nullptr) g_pool->mu.unlock();
   g_pool = nullptr;
+  g_pending.store(0, std::memory_order_relaxed);
   g_pool_mu.unlock();
 }
 
@@ -150,6 +154,7 @@ void* RunWorker(void* arg) {
       std::shared_lock<std::shared_mutex> done_lock(*g_done_mu);
       job.done(ok && !written_off, std::move(job.copy.local));
     }
+    g_pending.fetch_sub(1, std::memory_order_relaxed);
     if (written_off) {
       std::lock_guard<std::mutex> lock(pool->mu);
       --pool->stuck;
@@ -225,8 +230,11 @@ bool Start(Copy copy, DoneFn done, StuckFn on_stuck) {
   }
   if (pool->workers.empty()) return false;  // no thread could be made
   pool->queue.push_back(Job{std::move(copy), std::move(done), std::move(on_stuck)});
+  g_pending.fetch_add(1, std::memory_order_relaxed);
   pool->work_cv.notify_one();
   return true;
 }
+
+bool Pending() { return g_pending.load(std::memory_order_relaxed) > 0; }
 
 }  // namespace softrpma::sim::cma

@@ -63,6 +63,10 @@ using StuckFn = std::function<void()>;
 // pool has kMaxStuck stuck workers.
 bool Start(Copy copy, DoneFn done, StuckFn on_stuck);
 
+// Whether a copy of this process was started and is not done yet. One relaxed load: a busy
+// poller that found nothing asks it to give its CPU to the copy it would wait for.
+bool Pending();
+
 }  // namespace softrpma::sim::cma
 
 #endif  // SOFTRPMA_SIMVERBS_SIM_FABRIC_CMA_H_

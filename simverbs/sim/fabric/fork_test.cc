@@ -196,5 +196,46 @@ TEST(ForkTest, ChildOfAProcessThatCopied_ItsFirstCopyEnds) {
   EXPECT_EQ(status, kScenarioOk) << "4: the child's copy never ended; -1: the scenario hung";
 }
 
+// cma::Pending (which a busy poller asks before it gives its CPU up) is true from Start until
+// the copy's `done` returned. (A fork child forgets its parent's pool and its pending copies
+// with it; a fork waits for a `done` under way, so that case cannot be held here.)
+TEST(ForkTest, CopyIsPendingFromStartUntilItsDoneReturned) {
+  constexpr int kNotPendingAfterStart = 10, kNotPendingInDone = 11, kPendingAfterDone = 13;
+  const int status = RunScenario([]() -> int {
+    if (cma::Pending()) return kPendingAfterDone;
+    static uint64_t word = 0;
+    auto in_done = std::make_shared<std::atomic<bool>>(false);
+    auto release = std::make_shared<std::atomic<bool>>(false);
+    auto pending_in_done = std::make_shared<std::atomic<bool>>(false);
+    cma::Copy copy;
+    copy.pid = getppid();
+    copy.remote = {iovec{&word, sizeof(word)}};
+    copy.local.resize(sizeof(word));
+    if (!cma::Start(
+            std::move(copy),
+            [=](bool, Bytes) {
+              pending_in_done->store(cma::Pending());
+              in_done->store(true);
+              AwaitFlag(*release, kLimitMs);
+            },
+            [] {})) {
+      return kScenarioSetupFailed;
+    }
+    if (!cma::Pending()) return kNotPendingAfterStart;
+    if (!AwaitFlag(*in_done, kLimitMs / 2)) return kScenarioHung;
+    if (!pending_in_done->load()) return kNotPendingInDone;
+    release->store(true);
+    const uint64_t deadline = NowMs() + kLimitMs / 2;
+    while (cma::Pending()) {
+      if (NowMs() > deadline) return kPendingAfterDone;
+      usleep(1000);
+    }
+    return kScenarioOk;
+  });
+  EXPECT_EQ(status, kScenarioOk)
+      << "10: not pending after Start; 11: not pending while its done ran; 13: still pending "
+         "after done returned; 4: the copy never ended; -1: hung";
+}
+
 }  // namespace
 }  // namespace softrpma::sim

@@ -29,6 +29,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "simverbs/sim/fabric/cma.h"
 #include "simverbs/sim/fabric/detached_thread.h"
 #include "simverbs/sim/fabric/fork_locks.h"
 
@@ -1138,6 +1139,10 @@ void Conn::Progress() {
   if (shm::Ring* ring = in_ring_live_.load(std::memory_order_acquire);
       ring != nullptr && ring->Empty() && !ring_queued_.load(std::memory_order_relaxed) &&
       !drive_pending_.load(std::memory_order_relaxed)) {
+    // What this poller waits for may be a cross-memory copy of its own process, which needs a
+    // CPU: on a machine whose cores all spin (two busy pollers on two cores) the copy's worker
+    // would wait for a time slice. The poller gives its CPU up instead.
+    if (cma::Pending()) sched_yield();
     return;
   }
   Internal::Drive(shared_from_this(), /*busy=*/true);
