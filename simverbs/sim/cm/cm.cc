@@ -216,7 +216,8 @@ int ConnectionManager::DestroyId(SimCmId* id) {
       id->peer->SendDisconnectRequest();
       break;
     case State::kDisconnected:
-      if (id->owes_drep) SendDrepLocked(id);  // a DREQ it got is answered as the id goes
+      // A DREQ it got is answered as the id goes; no timewait for an id that is no more.
+      if (id->owes_drep) SendDrepLocked(id, /*timewait=*/false);
       break;
     default:
       break;
@@ -1026,11 +1027,13 @@ void ConnectionManager::DrepReceivedLocked(SimCmId* id) {
   if (TraceOn()) TraceEvent("cm_drep id=%u", id->serial);
 }
 
-void ConnectionManager::SendDrepLocked(SimCmId* id) {
+void ConnectionManager::SendDrepLocked(SimCmId* id, bool timewait) {
   id->owes_drep = false;
   if (id->peer != nullptr) id->peer->SendDisconnectReply();
   ClosePeerLocked(id);
-  QueueTimerLocked(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, kTimewaitNs, /*until_drep=*/false);
+  if (timewait) {
+    QueueTimerLocked(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, kTimewaitNs, /*until_drep=*/false);
+  }
 }
 
 void ConnectionManager::PeerGoneLocked(SimCmId* id) {
@@ -1075,6 +1078,7 @@ bool ConnectionManager::RemoveConnectRequestLocked(SimCmId* request) {
 void ConnectionManager::FreeIdLocked(SimCmId* id) {
   ClosePeerLocked(id);
   UnbindLocked(id);
+  TakeEventsLocked(id);  // (DestroyId took them before; what its last steps queued goes too)
   ids_.erase(id->serial);
   Delete(id);
 }

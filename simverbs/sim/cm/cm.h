@@ -506,14 +506,16 @@ class ConnectionManager final {
   // DISCONNECTED is due now (status 0) and its TIMEWAIT_EXIT a timewait later.
   void DrepReceivedLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `id`, which got a DREQ, answers it: the DREP to its peer (the connection's exchange is then
-  // over), and its own timewait starts.
-  void SendDrepLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // over), and, unless the id is being destroyed (`timewait` false), its own timewait starts.
+  void SendDrepLocked(SimCmId* id, bool timewait = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The peer process of connected `id` closed or died: QP to ERROR, DISCONNECTED queued.
   void PeerGoneLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the connection of connected `id` and its peer: both QPs to ERROR, `type` (status
   // `status`) queued on both, both disconnected and unlinked.
   void EndConnectionLocked(SimCmId* id, rdma_cm_event_type type, int status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees `id`: its peer closed, its address unbound, and no event of its left in its channel
+  // (an event that outlived its id would hand rdma_get_cm_event freed memory).
   void FreeIdLocked(SimCmId* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The device's PD, for rdma_create_qp without one (allocated on first need; kept for the

@@ -844,6 +844,29 @@ TEST_F(CmTest, DestroyId_DropsItsUndeliveredEvents) {
   EXPECT_FALSE(FdReadable(conn.active.channel->fd));
 }
 
+// An id destroyed while it owes a DREP (it got DISCONNECTED and never called rdma_disconnect)
+// answers the DREQ as it goes, and leaves no TIMEWAIT_EXIT behind: an event of a freed id would
+// hand the next rdma_get_cm_event on its channel freed memory (libfabric's rxm destroys such
+// ids with rdma_destroy_ep and reads its channel on).
+TEST_F(CmTest, DestroyId_OwingADrep_AnswersTheDreqAndLeavesNoEvent) {
+  TestConnection conn(backend_);
+  ASSERT_TRUE(conn.Connect(ConnectionOptions()).ok());
+  const uint64_t dreq_ns = SimClockNs();
+  ASSERT_EQ(backend_->RdmaDisconnect(conn.active.id), 0);
+  ASSERT_TRUE(ExpectCmEvent(backend_, conn.passive.channel, RDMA_CM_EVENT_DISCONNECTED).ok());
+  backend_->RdmaDestroyQp(conn.passive.id);
+
+  ASSERT_EQ(backend_->RdmaDestroyId(conn.passive.id), 0);
+  conn.passive.id = nullptr;
+
+  EXPECT_FALSE(FdReadable(conn.passive.channel->fd));
+  int status = -1;
+  ASSERT_TRUE(
+      ExpectCmEvent(backend_, conn.active.channel, RDMA_CM_EVENT_DISCONNECTED, &status).ok());
+  EXPECT_EQ(status, 0);  // the DREP, not the DREQ's timeout
+  EXPECT_LT(SimClockNs() - dreq_ns, kDreqTimeoutActiveNs);
+}
+
 TEST_F(CmTest, Disconnect_NotConnected_Einval) {
   rdma_cm_id* id = nullptr;
   ASSERT_EQ(backend_->RdmaCreateId(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
