@@ -43,6 +43,7 @@
 #include "gtest/gtest.h"
 #include "librpma.h"
 #include "simverbs/backend.h"
+#include "simverbs/sim/fabric/cma.h"
 #include "simverbs/sim/fabric/wire.h"
 #include "simverbs/sim/sim_backend.h"
 #include "tests/multiprocess/hostile_wire.h"
@@ -355,20 +356,28 @@ void CmVictimMain(int in, int out, size_t region_len) {
 
 // Connects to the victim as any librpma client does, writes kClientBytes to the end of its
 // region and disconnects. Exits 0, or the number of the step that failed; its alarm bounds it.
-void LegitClientMain(const Report& victim) {
+// Connects to the victim as any librpma client does (its alarm bounds it); exits with the
+// number of the step that failed (2 to 6).
+rpma_conn* ConnectOrExit(rpma_peer** peer) {
   alarm(kClientLimitS);
   rpma_log_set_threshold(RPMA_LOG_THRESHOLD, RPMA_LOG_DISABLED);
   rpma_log_set_threshold(RPMA_LOG_THRESHOLD_AUX, RPMA_LOG_DISABLED);
   ibv_context* ctx = nullptr;
   if (rpma_utils_get_ibv_context(kAddr, RPMA_UTIL_IBV_CONTEXT_REMOTE, &ctx) != 0) _exit(2);
-  rpma_peer* peer = nullptr;
-  if (rpma_peer_new(ctx, &peer) != 0) _exit(3);
+  if (rpma_peer_new(ctx, peer) != 0) _exit(3);
   rpma_conn_req* req = nullptr;
-  if (rpma_conn_req_new(peer, kAddr, kPortText, nullptr, &req) != 0) _exit(4);
+  if (rpma_conn_req_new(*peer, kAddr, kPortText, nullptr, &req) != 0) _exit(4);
   rpma_conn* conn = nullptr;
   if (rpma_conn_req_connect(&req, nullptr, &conn) != 0) _exit(5);
   rpma_conn_event event = RPMA_CONN_UNDEFINED;
   if (rpma_conn_next_event(conn, &event) != 0 || event != RPMA_CONN_ESTABLISHED) _exit(6);
+  return conn;
+}
+
+void LegitClientMain(const Report& victim) {
+  rpma_peer* peer = nullptr;
+  rpma_conn* conn = ConnectOrExit(&peer);
+  rpma_conn_event event = RPMA_CONN_UNDEFINED;
   static uint8_t buf[kClientBytes];
   for (size_t i = 0; i < kClientBytes; ++i) buf[i] = ClientByte(i);
   rpma_mr_local* mr = nullptr;
@@ -1278,6 +1287,103 @@ TEST_F(HostilePeerTest, Attack4_CmaFromAFaultingPage_OtherConnectionsWorkAndItEn
   std::string why;
   ASSERT_TRUE(VictimAlive(&report, &why)) << why;
   EXPECT_EQ(report.secret_intact, 1u);
+}
+
+// ---- Not an attack: a busy poller and the copy its peer makes of its memory ---------------
+
+// A client whose 1 MiB write the victim copies out of the client's memory by cross-memory attach
+// (kFlagCma): from the request's send until the WR leaves the send queue, cma::Pending() is true
+// in the client (its busy poller gives its CPU to the victim's copy), and false again after
+// both ways a WR leaves: answered, and flushed with its connection. The victim is stopped
+// (SIGSTOP) while the client looks, so that the answer cannot come first. Exits 0, or the
+// number of the step that failed; writes one byte per look to `out`: 1 pending, 0 not.
+void PeerCopyClientMain(const Report& victim, int in, int out) {
+  rpma_peer* peer = nullptr;
+  rpma_conn* conn = ConnectOrExit(&peer);
+  static uint8_t buf[kMiB];
+  for (size_t i = 0; i < kClientBytes; ++i) buf[kMiB - kClientBytes + i] = ClientByte(i);
+  rpma_mr_local* mr = nullptr;
+  if (rpma_mr_reg(peer, buf, kMiB, RPMA_MR_USAGE_WRITE_SRC, &mr) != 0) _exit(20);
+  rpma_mr_remote* remote = nullptr;
+  if (rpma_mr_remote_from_descriptor(victim.desc, victim.desc_size, &remote) != 0) _exit(21);
+  rpma_cq* cq = nullptr;
+  if (rpma_conn_get_cq(conn, &cq) != 0) _exit(22);
+  const auto look = [out] {
+    const uint8_t pending = sim::cma::Pending() ? 1 : 0;
+    if (!WriteFull(out, &pending, 1)) _exit(23);
+  };
+  char go = 0;
+  for (int round = 0; round < 2; ++round) {
+    if (!WriteFull(out, "r", 1) || !ReadFull(in, &go, 1, kReplyMs)) _exit(24);  // victim stopped
+    look();  // nothing sent yet
+    if (rpma_write(conn, remote, 0, mr, 0, kMiB, RPMA_F_COMPLETION_ALWAYS, nullptr) != 0) {
+      _exit(25);
+    }
+    ibv_wc wc;
+    if (rpma_cq_get_wc(cq, 1, &wc, nullptr) != RPMA_E_NO_COMPLETION) _exit(26);  // sends it
+    look();
+    if (round == 1) break;  // the second is flushed below
+    if (!ReadFull(in, &go, 1, kReplyMs)) _exit(27);  // the victim runs again
+    int ret;
+    while ((ret = rpma_cq_get_wc(cq, 1, &wc, nullptr)) == RPMA_E_NO_COMPLETION) {
+    }
+    if (ret != 0 || wc.status != IBV_WC_SUCCESS) _exit(28);
+    look();
+  }
+  // The victim is stopped: the disconnect's answer comes from its timeout, and the write
+  // still out is flushed.
+  rpma_conn_disconnect(conn);
+  rpma_conn_event event = RPMA_CONN_UNDEFINED;
+  rpma_conn_next_event(conn, &event);
+  if (rpma_conn_delete(&conn) != 0) _exit(29);
+  look();
+  _exit(0);
+}
+
+TEST_F(HostilePeerTest, PeerCopy_PendingFromTheRequestUntilItsWrLeavesTheQueue) {
+  std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
+  int scope = 0;
+  if (yama >> scope && scope != 0) {
+    GTEST_SKIP() << "Yama ptrace_scope " << scope << ": the victim may not copy from a "
+                    "sibling process, so no write goes by cross-memory attach";
+  }
+  ASSERT_NO_FATAL_FAILURE(StartCmVictim(kRegionBytes));
+  const Report victim = hello_;
+  children_.push_back(Spawn([victim](int in, int out) { PeerCopyClientMain(victim, in, out); }));
+  Child& client = children_.back();
+  ASSERT_GT(client.pid, 0);
+  const auto next = [&client](char* got) { return ReadFull(client.from, got, 1, kReplyMs); };
+  std::string looks;
+  char got = 0;
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(next(&got) && got == 'r') << "the client did not connect";
+    ASSERT_EQ(kill(victim_->pid, SIGSTOP), 0);
+    ASSERT_TRUE(WriteFull(client.to, "g", 1));
+    ASSERT_TRUE(next(&got));
+    looks += static_cast<char>('0' + got);
+    ASSERT_TRUE(next(&got));
+    looks += static_cast<char>('0' + got);
+    if (round == 0) {
+      ASSERT_EQ(kill(victim_->pid, SIGCONT), 0);
+      ASSERT_TRUE(WriteFull(client.to, "g", 1));
+      ASSERT_TRUE(next(&got));
+      looks += static_cast<char>('0' + got);
+    }
+  }
+  const bool last = next(&got);
+  kill(victim_->pid, SIGCONT);
+  ASSERT_TRUE(last) << "the client did not end its connection";
+  looks += static_cast<char>('0' + got);
+  const int status = WaitExit(client.pid, kReplyMs);
+  if (status != -1) client.pid = -1;
+  EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the client " << DescribeExit(status);
+  // Before the write, while it is out, answered; before the second, while it is out, flushed.
+  EXPECT_EQ(looks, "010010");
+  Report report;
+  std::string why;
+  ASSERT_TRUE(VictimAlive(&report, &why)) << why;
+  EXPECT_EQ(report.client_tail_ok, 1u) << "the 1 MiB write did not land";
 }
 
 // ---- Attack 6: unbounded buffering --------------------------------------------------------

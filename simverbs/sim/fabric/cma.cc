@@ -60,6 +60,9 @@ Pool* g_pool = nullptr;  // guarded by g_pool_mu
 std::mutex g_pool_mu;
 // Copies started and not yet done (Pending). A fork child's are the parent's: it starts at 0.
 std::atomic<int> g_pending{0};
+// Requests whose bytes a peer copies, sent and not yet answered (PeerCopyStarted). A fork
+// child starts at 0 too.
+std::atomic<int> g_peer_copies{0};
 
 // fork(): the locks are taken at their places in the lock order (host.h, LOCK ORDER; the
 // fabric's work lock before them, its state lock after them), by fork_locks.h's one handler.
@@ -86,6 +89,7 @@ void UnlockPoolInChild() {
   if (g_pool != nullptr) g_pool->mu.unlock();
   g_pool = nullptr;
   g_pending.store(0, std::memory_order_relaxed);
+  g_peer_copies.store(0, std::memory_order_relaxed);
   g_pool_mu.unlock();
 }
 
@@ -235,6 +239,18 @@ bool Start(Copy copy, DoneFn done, StuckFn on_stuck) {
   return true;
 }
 
-bool Pending() { return g_pending.load(std::memory_order_relaxed) > 0; }
+bool Pending() {
+  return g_pending.load(std::memory_order_relaxed) > 0 ||
+         g_peer_copies.load(std::memory_order_relaxed) > 0;
+}
+
+void PeerCopyStarted() { g_peer_copies.fetch_add(1, std::memory_order_relaxed); }
+
+void PeerCopyEnded() {
+  int count = g_peer_copies.load(std::memory_order_relaxed);
+  while (count > 0 &&
+         !g_peer_copies.compare_exchange_weak(count, count - 1, std::memory_order_relaxed)) {
+  }
+}
 
 }  // namespace softrpma::sim::cma

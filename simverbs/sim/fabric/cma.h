@@ -63,9 +63,18 @@ using StuckFn = std::function<void()>;
 // pool has kMaxStuck stuck workers.
 bool Start(Copy copy, DoneFn done, StuckFn on_stuck);
 
-// Whether a copy of this process was started and is not done yet. One relaxed load: a busy
-// poller that found nothing asks it to give its CPU to the copy it would wait for.
+// Whether a copy this process's busy poller may be waiting for is under way: one of its own
+// (started and not done), or one a peer makes of this process's memory (a request sent with
+// kFlagCma and not answered yet: PeerCopyStarted). One relaxed load each: a busy poller that
+// found nothing asks it to give its CPU to that copy (on a machine whose cores all spin, the
+// copying worker, ours or the peer's, would wait for a time slice).
 bool Pending();
+
+// A request of this process whose bytes a peer copies by cross-memory attach was sent
+// (PeerCopyStarted) and is answered or forgotten (PeerCopyEnded: once for each start; never below
+// zero, so that a fork child that forgets its parent's requests stays at zero).
+void PeerCopyStarted();
+void PeerCopyEnded();
 
 }  // namespace softrpma::sim::cma
 

@@ -1139,9 +1139,10 @@ void Conn::Progress() {
   if (shm::Ring* ring = in_ring_live_.load(std::memory_order_acquire);
       ring != nullptr && ring->Empty() && !ring_queued_.load(std::memory_order_relaxed) &&
       !drive_pending_.load(std::memory_order_relaxed)) {
-    // What this poller waits for may be a cross-memory copy of its own process, which needs a
-    // CPU: on a machine whose cores all spin (two busy pollers on two cores) the copy's worker
-    // would wait for a time slice. The poller gives its CPU up instead.
+    // What this poller waits for may be a cross-memory copy, of its own process or of the
+    // peer's (of our memory), which needs a CPU: on a machine whose cores all spin (two busy
+    // pollers on two cores) the copy's worker would wait for a time slice. The poller gives its
+    // CPU up instead.
     if (cma::Pending()) sched_yield();
     return;
   }

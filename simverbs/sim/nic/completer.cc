@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "simverbs/sim/fabric/cma.h"
 #include "simverbs/sim/nic/nic_internal.h"
 
 namespace softrpma::sim {
@@ -101,7 +102,14 @@ void MarkExecutedLocked(SimLink* link, SendWqe& wqe) {
 // Removes the WR at the head of qp's send queue. REQUIRES: qp->link->mu held; sq not empty.
 void PopSendLocked(SimQp* qp) {
   MarkExecutedLocked(qp->link.get(), qp->sq.front());
+  ForgetPeerCopy(qp->sq.front());
   qp->sq.pop_front();
+}
+
+void ForgetPeerCopy(SendWqe& wqe) {
+  if (!wqe.sent_cma) return;
+  wqe.sent_cma = false;  // the slot is reused: its next WR starts without a peer copy
+  cma::PeerCopyEnded();
 }
 
 // Retires the WR at the head of qp's send queue with `status` (an error moves qp to ERROR), its

@@ -266,7 +266,10 @@ void DestroyQp(SimQp* qp) {
     SimLink* link = qp->link.get();
     softrpma::MutexLock lock(&link->mu);
     link->side[qp->side] = nullptr;
-    for (size_t i = 0; i < qp->sq.size(); ++i) MarkExecutedLocked(link, qp->sq.at(i));  // they vanish
+    for (size_t i = 0; i < qp->sq.size(); ++i) {  // they vanish
+      MarkExecutedLocked(link, qp->sq.at(i));
+      ForgetPeerCopy(qp->sq.at(i));
+    }
     // A remote peer's requests that waited for a receive: nobody will serve them.
     for (const IncomingRequest& request : link->incoming) {
       RespondLocked(link, request.header, IBV_WC_RETRY_EXC_ERR, nullptr);
