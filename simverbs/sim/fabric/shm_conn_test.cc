@@ -219,6 +219,106 @@ TEST(ShmConnTest, APeerStoppedForSecondsLosesNothing) {
   pair.conn->Close();
 }
 
+// ---- Held bells (host.h, HELD BELLS) ---------------------------------------------------------
+
+// Collects what comes back; to message kAsk it answers (the reply: seq kReply) from the thread
+// that handles it, after a pause that lets the echo child fall asleep (arm its ring) first.
+class Answering final : public Conn::Handler {
+ public:
+  static constexpr uint64_t kAsk = 1;
+  static constexpr uint64_t kReply = 1001;
+  explicit Answering(std::shared_ptr<Collector> got) : got_(std::move(got)) {}
+  void SetConn(std::weak_ptr<Conn> conn) { conn_ = std::move(conn); }
+  void OnMessage(const wire::Header& header, const uint8_t* body) override {
+    got_->OnMessage(header, body);
+    if (header.seq != kAsk) return;
+    usleep(200 * 1000);
+    if (std::shared_ptr<Conn> conn = conn_.lock(); conn != nullptr) {
+      wire::Header reply = wire::MakeHeader(wire::Type::kSend);
+      reply.seq = kReply;
+      conn->Send(reply, nullptr, 0);
+    }
+    replied.store(true);
+  }
+  void OnClosed() override { got_->OnClosed(); }
+  std::atomic<bool> replied{false};
+
+ private:
+  std::shared_ptr<Collector> got_;
+  std::weak_ptr<Conn> conn_;
+};
+
+// How a held bell is rung in HeldBellTest.
+enum class Ringer { kEmptyPoll, kNextSend, kWatch, kBackstop };
+
+// The reply this process writes while its thread handles news (Progress) is held: the echo
+// child, asleep, does not see it until `ringer` rings. The fabric thread is held meanwhile (it
+// would take the echoes), so this thread's polls are the only reader until kBackstop frees it.
+void HeldBellTest(uint16_t port, Ringer ringer) {
+  Child echo = StartEcho(port, "1");
+  ASSERT_GT(echo.pid(), 0);
+  auto got = std::make_shared<Collector>();
+  auto answering = std::make_shared<Answering>(got);
+  std::shared_ptr<Conn> conn;
+  const sockaddr_in addr = Loopback(port);
+  ASSERT_EQ(Dial(AsSockaddr(addr), answering, &conn), 0);
+  answering->SetConn(conn);
+  ASSERT_TRUE(WaitFor([&] { return conn->OnRings(); })) << "the rings never came on";
+  auto held = std::make_unique<ScopedFabricThreadHeldForTest>();
+  wire::Header ask = wire::MakeHeader(wire::Type::kSend);
+  ask.seq = Answering::kAsk;
+  ASSERT_EQ(conn->Send(ask, nullptr, 0), 0);
+  // Polls until the echo of kAsk was handled (and answered); not once more.
+  ASSERT_TRUE(WaitFor([&] {
+    conn->Progress();
+    return answering->replied.load();
+  }));
+  usleep(300 * 1000);  // the child would have echoed the reply by now had it been rung
+  const size_t before = got->Count();
+  switch (ringer) {
+    case Ringer::kEmptyPoll:
+      conn->Progress();  // finds nothing: it rings
+      EXPECT_EQ(got->Count(), before) << "the reply rang at once: its echo was there already";
+      break;
+    case Ringer::kNextSend: {
+      wire::Header next = wire::MakeHeader(wire::Type::kSend);
+      next.seq = 2;
+      ASSERT_EQ(conn->Send(next, nullptr, 0), 0);  // its bell is the reply's too
+      break;
+    }
+    case Ringer::kWatch:
+      ASSERT_GE(conn->Watch(), 0);  // a thread about to sleep rings what it held
+      conn->Unwatch();
+      break;
+    case Ringer::kBackstop:
+      held.reset();  // the fabric thread: it rings at the backstop and takes the echo
+      break;
+  }
+  EXPECT_TRUE(WaitFor([&] {
+    if (held != nullptr) conn->Settle();  // reads, never rings
+    std::lock_guard<std::mutex> lock(got->mu);
+    for (uint64_t seq : got->seqs) {
+      if (seq == Answering::kReply) return true;
+    }
+    return false;
+  })) << "the held bell never rang";
+  {
+    std::lock_guard<std::mutex> lock(got->mu);
+    EXPECT_EQ(got->seqs.front(), Answering::kAsk);
+  }
+  held.reset();
+  conn->Close();
+}
+
+TEST(ShmConnTest, HeldBell_RungByThePollThatFindsNothing) {
+  HeldBellTest(7311, Ringer::kEmptyPoll);
+}
+TEST(ShmConnTest, HeldBell_RungByTheNextSend) { HeldBellTest(7312, Ringer::kNextSend); }
+TEST(ShmConnTest, HeldBell_RungByAThreadAboutToSleep) { HeldBellTest(7313, Ringer::kWatch); }
+TEST(ShmConnTest, HeldBell_RungByTheFabricThreadAtTheLatest) {
+  HeldBellTest(7314, Ringer::kBackstop);
+}
+
 // ---- A hostile dialer on a listener of this process -----------------------------------------
 
 class Counting final : public Conn::Handler {
