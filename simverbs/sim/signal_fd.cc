@@ -9,6 +9,24 @@
 #include <cstdint>
 
 namespace softrpma::sim {
+namespace {
+
+// The SignalFd whose queue this thread looks at next (SignalFd::ScopedLooking).
+thread_local const SignalFd* t_looking = nullptr;
+
+void Post(int fd) {
+  const uint64_t one = 1;
+  while (write(fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
+SignalFd::ScopedLooking::ScopedLooking(const SignalFd* signal) : previous_(t_looking) {
+  t_looking = signal;
+}
+
+SignalFd::ScopedLooking::~ScopedLooking() { t_looking = previous_; }
 
 SignalFd::~SignalFd() {
   if (fd_ >= 0) close(fd_);
@@ -20,21 +38,32 @@ int SignalFd::Open() {
 }
 
 void SignalFd::Raise() {
-  if (raised_) return;  // the counter is 1 already, or a waiter just took it and will look
-  const uint64_t one = 1;
-  while (write(fd_, &one, sizeof(one)) < 0 && errno == EINTR) {
+  if (deferred_ && t_looking != this) {  // someone else's raise, or the looker left events
+    deferred_ = false;
+    Post(fd_);
+    return;
   }
+  if (raised_) return;  // the counter is 1 already, or a waiter just took it and will look
   raised_ = true;
+  if (t_looking == this && waiters_ == 0) {
+    deferred_ = true;  // the looker takes it next
+    return;
+  }
+  Post(fd_);
 }
 
 void SignalFd::Wake() {
-  if (!raised_ || waiters_ > 0) return;  // nothing raised (Raise's), or a waiter owns it
-  const uint64_t one = 1;
-  while (write(fd_, &one, sizeof(one)) < 0 && errno == EINTR) {
-  }
+  // Nothing raised (Raise's), a waiter owns it, or the looker takes the whole queue.
+  if (!raised_ || waiters_ > 0 || deferred_) return;
+  Post(fd_);
 }
 
 void SignalFd::Lower() {
+  if (deferred_) {  // the counter never went up
+    deferred_ = false;
+    raised_ = false;
+    return;
+  }
   // With a waiter asleep the counter is left to it: our read could race its read for the one
   // count and block here, under the owner's mutex.
   if (!raised_ || waiters_ > 0) return;
@@ -46,6 +75,10 @@ void SignalFd::Lower() {
 
 int SignalFd::Wait(softrpma::Mutex* mu, const int* also, int count, int* ready) {
   if (ready != nullptr) *ready = -1;
+  if (deferred_) {  // (a looker always takes its event first; never sleep on one all the same)
+    deferred_ = false;
+    Post(fd_);
+  }
   ++waiters_;
   mu->Unlock();
   // Re-takes `mu` and leaves the waiters when the read ends, also when pthread_cancel ends it

@@ -15,6 +15,15 @@
 // more events than it takes raises the counter again for the next reader. Our own reads never
 // block under the mutex: Lower reads only when the counter is 1 and no waiter could take it.
 // These syscalls are made only on the event path, never when posting or polling a CQ.
+//
+// THE LOOKER'S OWN NEWS. A sleeper woken by one of its watches handles the news in its own
+// thread and then looks at its queue (nic/cq.cc, cm/cm.cc). An event it queues meanwhile on
+// the SignalFd it waits on (ScopedLooking), while no other thread sleeps on it, is raised
+// without the write (DEFERRED): the looker takes it next, so the counter would go up and
+// straight down again (two system calls per message for nothing). A deferred raise becomes a
+// real one whenever anyone else raises, or the looker leaves events behind (Raise); Lower and
+// Wake leave a deferred counter alone. Another thread that comes for an event in the meantime
+// finds it in the queue (the owner looks there before it waits).
 
 #ifndef SOFTRPMA_SIMVERBS_SIM_SIGNAL_FD_H_
 #define SOFTRPMA_SIMVERBS_SIM_SIGNAL_FD_H_
@@ -77,10 +86,24 @@ class SignalFd final {
   // The threads sleeping in Wait now. REQUIRES: the owner's mutex held.
   int waiters() const { return waiters_; }
 
+  // While one lives, the calling thread will look at the owner's queue of `signal` before it
+  // sleeps again (THE LOOKER'S OWN NEWS). Nests (the innermost counts).
+  class ScopedLooking final {
+   public:
+    explicit ScopedLooking(const SignalFd* signal);
+    ~ScopedLooking();
+    ScopedLooking(const ScopedLooking&) = delete;
+    ScopedLooking& operator=(const ScopedLooking&) = delete;
+
+   private:
+    const SignalFd* previous_;
+  };
+
  private:
   int fd_ = -1;
   // Guarded by the owner's mutex.
-  bool raised_ = false;  // the counter is 1 (or a waiter has just taken it)
+  bool raised_ = false;  // the counter is 1 (or a waiter has just taken it, or deferred_)
+  bool deferred_ = false;  // raised without the write: the looker takes the event itself
   int waiters_ = 0;      // threads in Wait's read(2)
 };
 

@@ -94,5 +94,55 @@ TEST_F(SignalFdTest, WatchingWait_WokenByAWatchedFd_SaysWhichAndLeavesTheCounter
   EXPECT_TRUE(Readable(signal_.fd()));
 }
 
+// THE LOOKER'S OWN NEWS: the thread that looks at the queue next raises without a write, and
+// its Lower then has nothing to take; the counter never goes up (no readable fd in between).
+TEST_F(SignalFdTest, LookersOwnRaise_NoWrite_LowerLeavesItDown) {
+  softrpma::MutexLock lock(&mu_);
+  {
+    SignalFd::ScopedLooking looking(&signal_);
+    signal_.Raise();
+    signal_.Wake();  // (a second event: the looker takes the whole queue)
+    EXPECT_FALSE(Readable(signal_.fd()));
+  }
+  signal_.Lower();
+  EXPECT_FALSE(Readable(signal_.fd()));
+  // Not deferred any more: a plain raise writes.
+  signal_.Raise();
+  EXPECT_TRUE(Readable(signal_.fd()));
+}
+
+// A deferred raise becomes a real one when the looker leaves events behind (its Raise after
+// the look), when another thread raises, and before anyone sleeps on it.
+TEST_F(SignalFdTest, DeferredRaise_BecomesRealForTheNextReader) {
+  softrpma::MutexLock lock(&mu_);
+  {
+    SignalFd::ScopedLooking looking(&signal_);
+    signal_.Raise();
+  }
+  EXPECT_FALSE(Readable(signal_.fd()));
+  signal_.Raise();  // the looker took one event and left another
+  EXPECT_TRUE(Readable(signal_.fd()));
+  int ready = 7;
+  EXPECT_EQ(signal_.Wait(&mu_, nullptr, 0, &ready), 0);  // takes it, does not block
+  EXPECT_FALSE(Readable(signal_.fd()));
+
+  SignalFd other;  // the looker looks at another channel: this one's raise writes
+  ASSERT_EQ(other.Open(), 0);
+  {
+    SignalFd::ScopedLooking looking(&other);
+    signal_.Raise();
+  }
+  EXPECT_TRUE(Readable(signal_.fd()));
+  EXPECT_EQ(signal_.Wait(&mu_, nullptr, 0, &ready), 0);
+
+  {
+    SignalFd::ScopedLooking looking(&signal_);
+    signal_.Raise();
+  }
+  // Nobody looked: a Wait must not sleep on an event that was never written.
+  EXPECT_EQ(signal_.Wait(&mu_, nullptr, 0, &ready), 0);
+  EXPECT_FALSE(Readable(signal_.fd()));
+}
+
 }  // namespace
 }  // namespace softrpma::sim

@@ -548,8 +548,12 @@ int GetCqEvent(SimCompChannel* channel, ibv_cq** cq, void** cq_context,
       const int err = channel->signal.Wait(&channel->mu, watched.fds(), watched.count(), &ready);
       if (err != 0) return err;
     }
-    // Handled with no lock held (the carrier's handlers take the NIC's locks).
-    watched.Serve(ready);
+    // Handled with no lock held (the carrier's handlers take the NIC's locks); an event it
+    // queues here is this thread's to take next (SignalFd, THE LOOKER'S OWN NEWS).
+    {
+      SignalFd::ScopedLooking looking(&channel->signal);
+      watched.Serve(ready);
+    }
     // The channel's own counter woke the watch and was left up: after a look at the queue, one
     // plain Wait takes it (that read may sleep if another waiter took it first, as any plain
     // one may: the connections are the fabric thread's then, as they were before watches).
