@@ -94,10 +94,6 @@ struct Conn::Internal {
   static void FlushRingLocked(Conn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_);
   // One byte into the socket: the peer has news in a ring (bytes, or room). Only on rings.
   static void BellLocked(Conn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_);
-  // After a Write into the ring: the bell the reader asked for, now or held (HELD BELLS).
-  static void BellAfterWriteLocked(Conn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_);
-  // Rings every held bell that nothing rang since it was held.
-  static void RingHeldBells();
   // recv(2) that keeps a descriptor the peer passed (in_fd_; a second one ends the
   // connection: returns -1 with errno EPROTO).
   static ssize_t ReceiveLocked(Conn* conn, void* into, size_t want);
@@ -244,8 +240,6 @@ struct Fabric {
   sem_t started;
   uint64_t next_token = 1;
   absl::flat_hash_map<uint64_t, Watch> watches;
-  // Connections with a held bell (host.h, HELD BELLS), each once (Conn::bell_held_).
-  std::vector<std::weak_ptr<Conn>> held_bells;
 };
 
 constexpr uint64_t kTimerToken = 0;  // below every watch's token
@@ -253,18 +247,6 @@ constexpr uint64_t kTimerToken = 0;  // below every watch's token
 // before it calls the function, so a request seen as already armed is served by that call).
 std::atomic<void (*)()> g_soon_fn{nullptr};
 std::atomic<bool> g_soon_armed{false};
-// HELD BELLS (host.h): how many connections are on the fabric's held list (0: a poll or a
-// sleeper has nothing to ring). A fork child starts at 0.
-std::atomic<int> g_held_bells{0};
-// A thread of the program handling a connection's news (Progress, Serve): the bells of what
-// it writes into rings are held. Never set on the fabric thread.
-thread_local int t_holding_bells = 0;
-struct HoldBells {
-  HoldBells() { ++t_holding_bells; }
-  ~HoldBells() { --t_holding_bells; }
-  HoldBells(const HoldBells&) = delete;
-  HoldBells& operator=(const HoldBells&) = delete;
-};
 
 softrpma::Mutex g_mu;
 Fabric* g_fabric ABSL_GUARDED_BY(g_mu) = nullptr;
@@ -300,7 +282,6 @@ void UnlockStateInChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   }
   g_mu.Unlock();
   g_soon_armed.store(false);
-  g_held_bells.store(0);
   if (fabric == nullptr) return;
   close(fabric->epoll_fd);
   close(fabric->timer_fd);
@@ -637,7 +618,6 @@ void* RunFabric(void* arg) {
         uint64_t expirations = 0;
         if (read(fabric->timer_fd, &expirations, sizeof(expirations)) < 0) continue;
         g_soon_armed.store(false, std::memory_order_seq_cst);
-        Conn::Internal::RingHeldBells();  // the program made no call that rang them
         if (void (*fn)() = g_soon_fn.load(std::memory_order_acquire); fn != nullptr) fn();
         continue;
       }
@@ -725,28 +705,20 @@ void Quiesce() {
 ScopedFabricThreadHeldForTest::ScopedFabricThreadHeldForTest() { LockWorkForFork(); }
 ScopedFabricThreadHeldForTest::~ScopedFabricThreadHeldForTest() { UnlockWorkAfterFork(); }
 
-namespace {
-
-// Arms the backstop's timer (CallSoon) unless it is armed. REQUIRES: g_mu held, `fabric`
-// the process's (running) fabric.
-void ArmSoonLocked(Fabric* fabric) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
+void CallSoon(void (*fn)()) {
+  if (g_soon_fn.load(std::memory_order_acquire) != fn) g_soon_fn.store(fn, std::memory_order_release);
   if (g_soon_armed.load(std::memory_order_acquire) || g_soon_armed.exchange(true)) return;
+  softrpma::MutexLock lock(&g_mu);
+  Fabric* fabric = nullptr;
+  if (GetFabric(&fabric) != 0) {
+    g_soon_armed.store(false);
+    return;
+  }
   itimerspec soon{};
   const uint64_t delay_ns = g_call_soon_ns.load(std::memory_order_relaxed);
   soon.it_value.tv_sec = static_cast<time_t>(delay_ns / 1000000000);
   soon.it_value.tv_nsec = static_cast<long>(delay_ns % 1000000000);
   if (timerfd_settime(fabric->timer_fd, 0, &soon, nullptr) != 0) g_soon_armed.store(false);
-}
-
-}  // namespace
-
-void CallSoon(void (*fn)()) {
-  if (g_soon_fn.load(std::memory_order_acquire) != fn) g_soon_fn.store(fn, std::memory_order_release);
-  if (g_soon_armed.load(std::memory_order_acquire)) return;
-  softrpma::MutexLock lock(&g_mu);
-  Fabric* fabric = nullptr;
-  if (GetFabric(&fabric) != 0) return;
-  ArmSoonLocked(fabric);
 }
 
 // ---- Names ----------------------------------------------------------------------------------
@@ -856,7 +828,7 @@ void Conn::Internal::SendLocked(Conn* conn, const iovec* iov, int count) {
     if (conn->out_mode_ == OutMode::kRing) {
       const ssize_t n = conn->out_ring_->Write(iov, count, 0);
       if (n < 0) return BreakRingLocked(conn);
-      if (n > 0) BellAfterWriteLocked(conn);
+      if (n > 0 && conn->out_ring_->TakeBellRequest()) BellLocked(conn);
       sent = static_cast<size_t>(n);
     } else {
       msghdr msg;
@@ -1034,42 +1006,6 @@ void Conn::Internal::FlushRingLocked(Conn* conn) {
   if (conn->closing_ && !HasQueuedLocked(conn)) shutdown(conn->fd_, SHUT_RDWR);
 }
 
-void Conn::Internal::BellAfterWriteLocked(Conn* conn) {
-  if (t_holding_bells == 0) {
-    if (conn->out_ring_->TakeBellRequest()) BellLocked(conn);
-    return;
-  }
-  // Held: the request stays in the ring, so the next message's Write rings for both.
-  if (conn->bell_held_) return;
-  softrpma::MutexLock lock(&g_mu);
-  if (g_fabric == nullptr) {  // (a connection outlives no fabric: ring now all the same)
-    if (conn->out_ring_->TakeBellRequest()) BellLocked(conn);
-    return;
-  }
-  conn->bell_held_ = true;
-  g_fabric->held_bells.push_back(conn->weak_from_this());
-  g_held_bells.fetch_add(1, std::memory_order_seq_cst);
-  ArmSoonLocked(g_fabric);  // the latest it rings
-}
-
-void Conn::Internal::RingHeldBells() {
-  if (g_held_bells.load(std::memory_order_seq_cst) == 0) return;
-  std::vector<std::weak_ptr<Conn>> held;
-  {
-    softrpma::MutexLock lock(&g_mu);
-    if (g_fabric != nullptr) held.swap(g_fabric->held_bells);
-    g_held_bells.store(0, std::memory_order_seq_cst);
-  }
-  for (const std::weak_ptr<Conn>& weak : held) {
-    const std::shared_ptr<Conn> conn = weak.lock();
-    if (conn == nullptr) continue;
-    softrpma::MutexLock lock(&conn->mu_);
-    conn->bell_held_ = false;
-    if (conn->broken_ || conn->out_mode_ != OutMode::kRing) continue;
-    if (conn->out_ring_->TakeBellRequest()) BellLocked(conn.get());
-  }
-}
-
 void Conn::Internal::BellLocked(Conn* conn) {
   // The socket still carries messages (before the switch, or the switch itself): later.
   if (conn->out_mode_ != OutMode::kRing || conn->socket_tail_offset_ < conn->socket_tail_.size()) {
@@ -1208,15 +1144,12 @@ void Conn::Progress() {
     // pollers on two cores) the copy's worker would wait for a time slice. The poller gives its
     // CPU up instead.
     if (cma::Pending()) sched_yield();
-    Internal::RingHeldBells();  // the program waits for something: no answer comes from it now
     return;
   }
-  HoldBells hold;
   Internal::Drive(shared_from_this(), /*busy=*/true);
 }
 
 int Conn::Watch() {
-  Internal::RingHeldBells();  // this thread is about to sleep
   softrpma::MutexLock lock(&mu_);
   if (closing_ || broken_ || generation_ != g_generation.load(std::memory_order_acquire)) {
     return -1;
@@ -1251,10 +1184,7 @@ bool Conn::Internal::Park(Conn* conn) {
   return true;
 }
 
-void Conn::Serve() {
-  HoldBells hold;
-  Internal::Drive(shared_from_this());
-}
+void Conn::Serve() { Internal::Drive(shared_from_this()); }
 
 void Conn::Settle() {
   const std::shared_ptr<Conn> self = shared_from_this();

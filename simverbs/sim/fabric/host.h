@@ -55,16 +55,6 @@
 //     ring message costs a system call only when its reader sleeps. A ring is the peer's
 //     memory: a counter it cannot have written (shm/ring.h) ends the connection, and stderr
 //     says so once.
-//   * HELD BELLS: ONE WAKE PER MESSAGE. What a thread of the program writes into a ring while
-//     it handles a connection's news (Progress, or Serve after a sleeper's watch woke it: an
-//     ack, a read's response) does not ring the bell at once: the program is about to answer
-//     the message it just got (a ping-pong's reply, an RPC's response), and the bell of that
-//     answer wakes the peer for both; the peer, asleep in rpma_conn_wait, is then woken once
-//     per message instead of once for the ack and again for the reply. A held bell is rung, if
-//     nothing rang it before, when a thread of this process is about to sleep on a watch
-//     (Watch), when a poll of any connection of the process finds nothing (Progress), and at
-//     the latest by the fabric thread about kCallSoonNs later (the program went off to compute
-//     without a call into the simulator). What the fabric thread itself sends rings at once.
 //   * fork(): the child closes every socket it inherited from the parent's fabric (so the
 //     parent's listeners and connections stay the parent's alone) and starts a fabric of its
 //     own on first use.
@@ -311,7 +301,6 @@ class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
   std::vector<uint8_t> socket_tail_ ABSL_GUARDED_BY(mu_);
   size_t socket_tail_offset_ ABSL_GUARDED_BY(mu_) = 0;
   bool bell_owed_ ABSL_GUARDED_BY(mu_) = false;  // a bell asked for while socket_tail_ waits
-  bool bell_held_ ABSL_GUARDED_BY(mu_) = false;  // on the held list (HELD BELLS)
   // out_ holds bytes for out_ring_: a busy poller's Progress writes them (the fabric thread
   // leaves a polled connection to its poller).
   std::atomic<bool> ring_queued_{false};
