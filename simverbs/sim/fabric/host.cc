@@ -94,6 +94,10 @@ struct Conn::Internal {
   static void FlushRingLocked(Conn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_);
   // One byte into the socket: the peer has news in a ring (bytes, or room). Only on rings.
   static void BellLocked(Conn* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu_);
+  // The last watcher of a parked connection left: the fabric thread arms it again at the
+  // backstop (RearmOwed), unless a watcher has it then (host.h, Watch).
+  static void OweRearm(Conn* conn);
+  static void RearmOwed();
   // recv(2) that keeps a descriptor the peer passed (in_fd_; a second one ends the
   // connection: returns -1 with errno EPROTO).
   static ssize_t ReceiveLocked(Conn* conn, void* into, size_t want);
@@ -240,6 +244,8 @@ struct Fabric {
   sem_t started;
   uint64_t next_token = 1;
   absl::flat_hash_map<uint64_t, Watch> watches;
+  // Parked connections whose last watcher left (Conn::Internal::OweRearm).
+  std::vector<std::weak_ptr<Conn>> rearm_owed;
 };
 
 constexpr uint64_t kTimerToken = 0;  // below every watch's token
@@ -618,6 +624,7 @@ void* RunFabric(void* arg) {
         uint64_t expirations = 0;
         if (read(fabric->timer_fd, &expirations, sizeof(expirations)) < 0) continue;
         g_soon_armed.store(false, std::memory_order_seq_cst);
+        Conn::Internal::RearmOwed();
         if (void (*fn)() = g_soon_fn.load(std::memory_order_acquire); fn != nullptr) fn();
         continue;
       }
@@ -705,20 +712,28 @@ void Quiesce() {
 ScopedFabricThreadHeldForTest::ScopedFabricThreadHeldForTest() { LockWorkForFork(); }
 ScopedFabricThreadHeldForTest::~ScopedFabricThreadHeldForTest() { UnlockWorkAfterFork(); }
 
-void CallSoon(void (*fn)()) {
-  if (g_soon_fn.load(std::memory_order_acquire) != fn) g_soon_fn.store(fn, std::memory_order_release);
+namespace {
+
+// Arms the backstop's timer (CallSoon) unless it is armed. REQUIRES: g_mu held, `fabric`
+// the process's (running) fabric.
+void ArmSoonLocked(Fabric* fabric) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
   if (g_soon_armed.load(std::memory_order_acquire) || g_soon_armed.exchange(true)) return;
-  softrpma::MutexLock lock(&g_mu);
-  Fabric* fabric = nullptr;
-  if (GetFabric(&fabric) != 0) {
-    g_soon_armed.store(false);
-    return;
-  }
   itimerspec soon{};
   const uint64_t delay_ns = g_call_soon_ns.load(std::memory_order_relaxed);
   soon.it_value.tv_sec = static_cast<time_t>(delay_ns / 1000000000);
   soon.it_value.tv_nsec = static_cast<long>(delay_ns % 1000000000);
   if (timerfd_settime(fabric->timer_fd, 0, &soon, nullptr) != 0) g_soon_armed.store(false);
+}
+
+}  // namespace
+
+void CallSoon(void (*fn)()) {
+  if (g_soon_fn.load(std::memory_order_acquire) != fn) g_soon_fn.store(fn, std::memory_order_release);
+  if (g_soon_armed.load(std::memory_order_acquire)) return;
+  softrpma::MutexLock lock(&g_mu);
+  Fabric* fabric = nullptr;
+  if (GetFabric(&fabric) != 0) return;
+  ArmSoonLocked(fabric);
 }
 
 // ---- Names ----------------------------------------------------------------------------------
@@ -1167,7 +1182,37 @@ int Conn::Watch() {
 void Conn::Unwatch() {
   if (watchers_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
       parked_.exchange(false, std::memory_order_seq_cst)) {
-    Internal::Rearm(this);  // what arrived since is the fabric thread's again
+    Internal::OweRearm(this);  // what arrives from then on is the fabric thread's again
+  }
+}
+
+void Conn::Internal::OweRearm(Conn* conn) {
+  {
+    softrpma::MutexLock lock(&g_mu);
+    if (g_fabric != nullptr && conn->generation_ == g_generation.load(std::memory_order_acquire)) {
+      g_fabric->rearm_owed.push_back(conn->weak_from_this());
+      ArmSoonLocked(g_fabric);
+      return;
+    }
+  }
+  Rearm(conn);  // (no fabric to ask: a connection of a fork's parent; as before)
+}
+
+void Conn::Internal::RearmOwed() {
+  std::vector<std::weak_ptr<Conn>> owed;
+  {
+    softrpma::MutexLock lock(&g_mu);
+    if (g_fabric != nullptr) owed.swap(g_fabric->rearm_owed);
+  }
+  for (const std::weak_ptr<Conn>& weak : owed) {
+    const std::shared_ptr<Conn> conn = weak.lock();
+    if (conn == nullptr) continue;
+    // As Park: a watcher that has it now owes the rearm again when it leaves.
+    conn->parked_.store(true, std::memory_order_seq_cst);
+    if (conn->watchers_.load(std::memory_order_seq_cst) == 0 &&
+        conn->parked_.exchange(false, std::memory_order_seq_cst)) {
+      Rearm(conn.get());
+    }
   }
 }
 
@@ -1403,6 +1448,9 @@ bool Conn::Internal::DrainBellsLocked(Conn* conn) {
   while (true) {
     // recv(2) without room for descriptors: the kernel closes any the peer sent with bells.
     const ssize_t n = recv(conn->fd_, bells, sizeof(bells), MSG_DONTWAIT);
+    // A short read took every bell there was: no second recv(2) to hear EAGAIN (a later bell,
+    // or the end, makes the socket readable again for whoever watches it).
+    if (n > 0 && static_cast<size_t>(n) < sizeof(bells)) return true;
     if (n > 0) continue;
     if (n == 0) return false;
     if (errno == EINTR) continue;

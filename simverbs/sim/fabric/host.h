@@ -231,8 +231,11 @@ class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
   // handler's held.
   void Settle() override ABSL_LOCKS_EXCLUDED(mu_, read_mu_);
   // The socket, while the connection is open and this process's (transport.h): while watched,
-  // the fabric thread leaves the connection disarmed when news arrives (it "parks" it), and the
-  // last Unwatch arms it again.
+  // the fabric thread leaves the connection disarmed when news arrives (it "parks" it). After
+  // the last Unwatch the fabric thread arms it again at the backstop (kCallSoonNs), unless a
+  // watcher has it by then: a sleeper that serves a message and sleeps again keeps it, so the
+  // fabric thread wakes at most once a backstop for it, not with every message. Meanwhile news
+  // waits for the program's next poll or wait, or for the backstop.
   int Watch() override ABSL_LOCKS_EXCLUDED(mu_);
   void Unwatch() override ABSL_LOCKS_EXCLUDED(mu_);
   // Progress without the busy-poll stamp: the fabric thread keeps serving the connection.

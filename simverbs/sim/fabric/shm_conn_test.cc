@@ -219,6 +219,21 @@ TEST(ShmConnTest, APeerStoppedForSecondsLosesNothing) {
   pair.conn->Close();
 }
 
+// A sleeper watched the connection while its news came (the fabric thread parked it) and then
+// left without handling it, as a thread woken by its channel's own event does: the fabric
+// thread arms the connection again at the backstop and serves what waits, with no poll of the
+// program's.
+TEST(ShmConnTest, NewsLeftByASleeperIsServedByTheFabricThread) {
+  EchoPair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectToEcho(7315, "1", /*on_rings=*/true, &pair));
+  ASSERT_GE(pair.conn->Watch(), 0);
+  SendPattern(pair.conn.get(), 0, 8);
+  usleep(200 * 1000);  // the echo comes meanwhile: the fabric thread parks the connection
+  pair.conn->Unwatch();
+  ExpectEchoes(pair.got.get(), {8});
+  pair.conn->Close();
+}
+
 // ---- A hostile dialer on a listener of this process -----------------------------------------
 
 class Counting final : public Conn::Handler {
