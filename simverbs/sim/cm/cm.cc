@@ -1384,13 +1384,8 @@ int ConnectionManager::TakeEvent(SimEventChannel* channel, rdma_cm_event** event
     if (held_ns > 0) {
       // The channel's fd stays readable (the event is there): sleep on the connections
       // instead, a few milliseconds at a time (the fabric thread may take the DREP first).
+      // (Never kRaised: the watch stays on for the next round.)
       ready = WaitOnWatches(watched, std::min<uint64_t>(held_ns, kHoldSliceNs));
-      {
-        SignalFd::ScopedLooking looking(&channel->signal);
-        watched.Serve(ready);
-      }
-      watch = true;
-      continue;
     }
     // Handled with no lock held (the carrier's handlers take the CM's locks); an event it
     // queues here is this thread's to take next (SignalFd, THE LOOKER'S OWN NEWS).

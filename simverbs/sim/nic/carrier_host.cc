@@ -88,7 +88,6 @@ class Host final : public LinkCarrier {
         if (!wqe.posted_bytes.empty()) CheckRace(qp, wqe, local);
       }
       wqe.seq = header.seq;
-      ForgetPeerCopy(wqe);  // (a WR sent again counts once)
       wqe.sent_cma = (header.flags & wire::kFlagCma) != 0;
       if (wqe.sent_cma) cma::PeerCopyStarted();  // until it leaves the queue (ForgetPeerCopy)
       link->remote->Send(header, iov, iovcnt);
