@@ -99,7 +99,32 @@ void MarkExecutedLocked(SimLink* link, SendWqe& wqe) {
   g_unexecuted.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-// Removes the WR at the head of qp's send queue. REQUIRES: qp->link->mu held; sq not empty.
+// Removes the WR at the head of qp's send queue and completes it with `status`: signaled as the
+// WR was, or `force_signaled` (a flush), its completion ready `extra_delay_ns` later than it
+// would be. It counts as unexecuted until its completion is queued: a poller that finds its
+// link with nothing unexecuted, without taking the link's lock (RunPollPoint), then finds the
+// completion even when another thread executed the WR. REQUIRES: qp->link->mu held; sq not
+// empty.
+void PopAndCompleteSendLocked(SimQp* qp, ibv_wc_status status, uint64_t byte_len,
+                              bool force_signaled, uint64_t extra_delay_ns) {
+  SendWqe& wqe = qp->sq.front();
+  const uint64_t wr_id = wqe.wr_id;
+  const ibv_wr_opcode opcode = wqe.opcode;
+  const bool signaled = force_signaled || wqe.signaled;
+  const uint64_t delay_ns = wqe.delay_ns + extra_delay_ns;
+  const bool counted = wqe.unexecuted;
+  wqe.unexecuted = false;
+  ForgetPeerCopy(wqe);
+  qp->sq.pop_front();
+  CompleteSend(qp, wr_id, opcode, signaled, status, byte_len, delay_ns);
+  if (counted) {
+    qp->link->unexecuted.fetch_sub(1, std::memory_order_acq_rel);
+    g_unexecuted.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+// Removes the WR at the head of qp's send queue without a completion (a reset).
+// REQUIRES: qp->link->mu held; sq not empty.
 void PopSendLocked(SimQp* qp) {
   MarkExecutedLocked(qp->link.get(), qp->sq.front());
   ForgetPeerCopy(qp->sq.front());
@@ -117,13 +142,7 @@ void ForgetPeerCopy(SendWqe& wqe) {
 // qp->sq not empty.
 void RetireHeadLocked(SimQp* qp, ibv_wc_status status, uint64_t byte_len,
                       uint64_t extra_delay_ns) {
-  const SendWqe& wqe = qp->sq.front();
-  const uint64_t wr_id = wqe.wr_id;
-  const ibv_wr_opcode opcode = wqe.opcode;
-  const bool signaled = wqe.signaled;
-  const uint64_t delay_ns = wqe.delay_ns + extra_delay_ns;
-  PopSendLocked(qp);
-  CompleteSend(qp, wr_id, opcode, signaled, status, byte_len, delay_ns);
+  PopAndCompleteSendLocked(qp, status, byte_len, /*force_signaled=*/false, extra_delay_ns);
   if (status != IBV_WC_SUCCESS) EnterErrorLocked(qp);
 }
 

@@ -166,7 +166,9 @@ void CompleteRecv(SimQp* qp, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode
 extern std::atomic<uint64_t> g_unexecuted;
 void MarkExecutedLocked(SimLink* link, SendWqe& wqe);
 void PopSendLocked(SimQp* qp);
-// A WR that leaves its send queue (PopSendLocked, a destroyed QP): a copy its peer made of it
+void PopAndCompleteSendLocked(SimQp* qp, ibv_wc_status status, uint64_t byte_len,
+                              bool force_signaled, uint64_t extra_delay_ns);
+// A WR that leaves its send queue (PopSendLocked, PopAndCompleteSendLocked, a destroyed QP): a copy its peer made of it
 // by cross-memory attach (SendWqe::sent_cma) no longer counts for cma::Pending.
 void ForgetPeerCopy(SendWqe& wqe);
 void RetireHeadLocked(SimQp* qp, ibv_wc_status status, uint64_t byte_len,

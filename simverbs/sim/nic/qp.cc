@@ -48,12 +48,7 @@ void EnterErrorLocked(SimQp* qp) {
   SetStateLocked(qp, IBV_QPS_ERR);
   qp->sq_sent = 0;  // a remote link's outstanding requests flush too; late responses are dropped
   while (!qp->sq.empty()) {
-    const SendWqe& wqe = qp->sq.front();
-    const uint64_t wr_id = wqe.wr_id;
-    const ibv_wr_opcode opcode = wqe.opcode;
-    const uint64_t delay_ns = wqe.delay_ns;
-    PopSendLocked(qp);
-    CompleteSend(qp, wr_id, opcode, true, IBV_WC_WR_FLUSH_ERR, 0, delay_ns);
+    PopAndCompleteSendLocked(qp, IBV_WC_WR_FLUSH_ERR, 0, /*force_signaled=*/true, 0);
   }
   while (!qp->rq.empty()) {
     const uint64_t wr_id = qp->rq.front().wr_id;
