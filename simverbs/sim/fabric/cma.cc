@@ -49,7 +49,15 @@ struct Pool {
   int idle = 0;
   int stuck = 0;
   bool watchdog = false;
+  // The watchdog looks again within its period on its own (a worker is busy): a worker that
+  // starts a copy need not wake it.
+  bool watching = false;
 };
+
+// Set on a worker while its `done` runs, when the worker goes back to the queue afterwards:
+// the first copy that `done` starts is left in the queue for this worker to take, instead of
+// waking another one (a thread's wake-up costs as much as copying tens of KiB).
+thread_local Pool* t_takes_next = nullptr;
 
 // Workers run `done` under it (shared) and a fork takes it (exclusive) before the pool's lock:
 // a child is never a copy of a worker half-way through `done` (which takes the NIC's locks and
@@ -144,7 +152,7 @@ void* RunWorker(void* arg) {
       pool->queue.pop_front();
       self->busy_since_ns = NowNs();
       self->on_stuck = job.on_stuck;
-      pool->watchdog_cv.notify_one();
+      if (!pool->watching) pool->watchdog_cv.notify_one();
     }
     const bool ok = DoCopy(job.copy);  // no lock held: it may block as long as the peer likes
     bool written_off;
@@ -156,7 +164,9 @@ void* RunWorker(void* arg) {
     }
     {
       std::shared_lock<std::shared_mutex> done_lock(*g_done_mu);
+      t_takes_next = written_off ? nullptr : pool;
       job.done(ok && !written_off, std::move(job.copy.local));
+      t_takes_next = nullptr;
     }
     g_pending.fetch_sub(1, std::memory_order_relaxed);
     if (written_off) {
@@ -196,6 +206,7 @@ void* RunWatchdog(void* arg) {
       if (!pool->queue.empty() && pool->idle == 0) SpawnWorkerLocked(pool);
       if (on_stuck) on_stuck();  // must not block (it shuts a socket down)
     }
+    pool->watching = any_busy;
     if (any_busy) {
       pool->watchdog_cv.wait_for(lock, std::chrono::milliseconds(250));
     } else {
@@ -228,14 +239,17 @@ bool Start(Copy copy, DoneFn done, StuckFn on_stuck) {
   if (pool->stuck >= kMaxStuck) return false;
   if (!pool->watchdog) pool->watchdog = StartThread(&RunWatchdog, pool);
   if (!pool->watchdog) return false;
-  if (pool->idle <= static_cast<int>(pool->queue.size()) &&
+  // Called from a worker's `done`: that worker takes the first copy it starts.
+  const bool taken = t_takes_next == pool;
+  t_takes_next = nullptr;
+  if (!taken && pool->idle <= static_cast<int>(pool->queue.size()) &&
       static_cast<int>(pool->workers.size()) < kMaxWorkers) {
     SpawnWorkerLocked(pool);
   }
   if (pool->workers.empty()) return false;  // no thread could be made
   pool->queue.push_back(Job{std::move(copy), std::move(done), std::move(on_stuck)});
   g_pending.fetch_add(1, std::memory_order_relaxed);
-  pool->work_cv.notify_one();
+  if (!taken) pool->work_cv.notify_one();
   return true;
 }
 

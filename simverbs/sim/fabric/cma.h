@@ -11,7 +11,10 @@
 //     the NIC (a link's, a PD's): no region is touched while it runs, so deregistering one
 //     never waits for a peer.
 //   * Copies run on a small pool of worker threads (at most kMaxWorkers at once; more wait in
-//     order). A copy still running kTimeoutNs after it started is STUCK: its `on_stuck` runs
+//     order). The first copy a `done` starts (the next request of a connection, served when
+//     one ends) is left for that `done`'s worker to take when it returns, and a worker that
+//     starts a copy wakes the watchdog only when it is not watching already: a stream of
+//     copies costs no thread wake-up per copy. A copy still running kTimeoutNs after it started is STUCK: its `on_stuck` runs
 //     (the owner ends that one connection), its worker is written off and replaced, and its
 //     `done` runs whenever the system call returns, with ok false. At most kMaxStuck written-off
 //     workers exist at once; past that Start refuses (the owner answers the request with an

@@ -237,5 +237,88 @@ TEST(ForkTest, CopyIsPendingFromStartUntilItsDoneReturned) {
          "after done returned; 4: the copy never ended; -1: hung";
 }
 
+
+// A copy started from a `done` (a responder that serves the next request when one ends) is
+// taken by the worker that ran that `done` once it returns, even while another worker waits
+// idle (a thread's wake-up costs as much as copying tens of KiB); two copies started there
+// both end (the second wakes another worker).
+TEST(ForkTest, ACopyStartedInADoneRunsOnThatDonesWorker) {
+  constexpr int kOtherWorker = 10, kCopyFailed = 11;
+  const int status = RunScenario([]() -> int {
+    static uint64_t word = 0x5eed;
+    const auto make_copy = [] {
+      cma::Copy copy;
+      copy.pid = getppid();
+      copy.remote = {iovec{&word, sizeof(word)}};
+      copy.local.resize(sizeof(word));
+      return copy;
+    };
+    // Two workers, then both idle: the second copy starts while the first's `done` holds its
+    // worker.
+    auto second_done = std::make_shared<std::atomic<bool>>(false);
+    auto first_done = std::make_shared<std::atomic<bool>>(false);
+    if (!cma::Start(
+            make_copy(),
+            [=](bool, Bytes) {
+              AwaitFlag(*second_done, kLimitMs / 4);
+              first_done->store(true);
+            },
+            [] {}) ||
+        !cma::Start(make_copy(), [=](bool, Bytes) { second_done->store(true); }, [] {})) {
+      return kScenarioSetupFailed;
+    }
+    if (!AwaitFlag(*first_done, kLimitMs / 4)) return kScenarioHung;
+    usleep(20 * 1000);  // (both back at the queue)
+
+    struct Seen {
+      std::atomic<pid_t> done_tid{0}, next_tid{0};
+      std::atomic<bool> next_ok{false}, next_done{false}, pair_done[2] = {false, false};
+    };
+    auto seen = std::make_shared<Seen>();
+    if (!cma::Start(
+            make_copy(),
+            [seen, make_copy](bool, Bytes) {
+              seen->done_tid.store(gettid());
+              cma::Start(
+                  make_copy(),
+                  [seen](bool ok, Bytes data) {
+                    uint64_t got = 0;
+                    if (ok) std::memcpy(&got, data.data(), sizeof(got));
+                    seen->next_ok.store(ok && got == 0x5eed);
+                    seen->next_tid.store(gettid());
+                    seen->next_done.store(true);
+                  },
+                  [] {});
+              usleep(20 * 1000);  // an idle worker woken for it would have taken it by now
+            },
+            [] {})) {
+      return kScenarioSetupFailed;
+    }
+    if (!AwaitFlag(seen->next_done, kLimitMs / 4)) return kScenarioHung;
+    if (!seen->next_ok.load()) return kCopyFailed;
+    if (seen->next_tid.load() != seen->done_tid.load()) return kOtherWorker;
+
+    if (!cma::Start(
+            make_copy(),
+            [seen, make_copy](bool, Bytes) {
+              for (int i = 0; i < 2; ++i) {
+                cma::Start(
+                    make_copy(), [seen, i](bool, Bytes) { seen->pair_done[i].store(true); },
+                    [] {});
+              }
+            },
+            [] {})) {
+      return kScenarioSetupFailed;
+    }
+    if (!AwaitFlag(seen->pair_done[0], kLimitMs / 4) ||
+        !AwaitFlag(seen->pair_done[1], kLimitMs / 4)) {
+      return kScenarioHung;
+    }
+    return kScenarioOk;
+  });
+  EXPECT_EQ(status, kScenarioOk) << "10: the copy ran on another worker; 11: it failed; "
+                                    "4: a copy never ended; -1: hung";
+}
+
 }  // namespace
 }  // namespace softrpma::sim
