@@ -23,6 +23,8 @@
 //   * 1 MiB RDMA writes, 16 in flight (bandwidth), 64 KiB ones (bandwidth: messages between
 //     the rings and cross-memory attach, nic/carrier_host.cc's kCmaMinBytes), and 64-byte ones
 //     (writes per second);
+//   * an 8-byte RDMA write and its completion, one at a time, while the server's program
+//     sleeps in rpma_conn_next_event (against shm's FI_DELIVERY_COMPLETE write);
 //   * the CPU the server uses in one second with a connection open and no traffic.
 // beside libfabric's shm provider: the same RMA figures measured by this binary
 // (tools/shm_baseline.h, libfabric-dev), and the two send/recv ping-pongs by fi_pingpong
@@ -503,6 +505,7 @@ struct TwoProcessFigures {
   double latency_us = 0;      // half a round trip
   double write_pingpong_us = 0;  // 8-byte writes, each side spinning on its memory: half
   double quiet_write_pingpong_us = 0;  // the same with no call while spinning (ib_write_lat)
+  double asleep_write_us = 0;  // an 8 B write and its completion, the target asleep
   double small_writes_mops = 0;  // 64 B writes, 16 in flight: millions per second
   double pingpong_gbs = 0;    // 1 MiB ping-pong, 2 x bytes / time
   double sleeping_us = 0;     // a round trip, both sides asleep in rpma_conn_wait
@@ -641,6 +644,14 @@ TwoProcessFigures MeasureTwoProcesses() {
   figures.medium_bandwidth_gbs = static_cast<double>(kMediumWrites) * kMediumWrite /
                                  stream(kMediumWrite, kMediumWrites) / 1e9;
   figures.small_writes_mops = kSmallWrites / stream(64, kSmallWrites) / 1e6;
+  // One write at a time, each waited for, while the server sleeps in rpma_conn_next_event.
+  start = Clock::now();
+  for (int i = 0; i < kQuietRounds; ++i) {
+    Check(rpma_write(conn, remote, 0, mr, 0, 8, RPMA_F_COMPLETION_ALWAYS, nullptr), "write");
+    PollOne(cq);
+  }
+  figures.asleep_write_us =
+      std::chrono::duration<double, std::micro>(Clock::now() - start).count() / kQuietRounds;
 
   const double cpu_before = CpuSecondsOf(server);
   struct timespec second = {1, 0};
@@ -760,7 +771,7 @@ void ReportTwoProcesses() {
   const double pipe_us = PipePingPongUs(kSleepingRounds);
   const ShmFigures shm = MeasureLibfabricShm();
   const softrpma::bench::ShmRmaFigures rma =
-      softrpma::bench::MeasureShmRma(kPingPongRounds, kSmallWrites, kBigWrites);
+      softrpma::bench::MeasureShmRma(kPingPongRounds, kSmallWrites, kBigWrites, kQuietRounds);
   std::printf("\nTwo processes on the simulated NIC (host fabric), measured in this run:\n");
   std::printf("  %-44s %8.2f us\n", "8-byte send/recv ping-pong, half round trip", ours.latency_us);
   std::printf("  %-44s %8.2f GB/s\n", "1 MiB send/recv ping-pong (2 x bytes / time)",
@@ -775,6 +786,9 @@ void ReportTwoProcesses() {
     std::printf("  %-44s %8.2f us   %.2fx the send/recv ping-pong\n",
                 "8-byte write ping-pong, no call spinning, half", ours.quiet_write_pingpong_us,
                 ours.quiet_write_pingpong_us / ours.latency_us);
+    std::printf("  %-44s %8.2f us   %.2fx shm delivery-complete fi_write (%.2f us)\n",
+                "8-byte write + completion, target asleep", ours.asleep_write_us,
+                ours.asleep_write_us / rma.delivered_write_us, rma.delivered_write_us);
     std::printf("  %-44s %8.2f M/s  %.2fx shm fi_write (%.2f M/s)\n",
                 "64 B RDMA writes (16 in flight)", ours.small_writes_mops,
                 ours.small_writes_mops / rma.small_writes_mops, rma.small_writes_mops);
@@ -789,6 +803,8 @@ void ReportTwoProcesses() {
     std::printf("  %-44s %8.2f us   %.2fx the send/recv ping-pong\n",
                 "8-byte write ping-pong, no call spinning, half", ours.quiet_write_pingpong_us,
                 ours.quiet_write_pingpong_us / ours.latency_us);
+    std::printf("  %-44s %8.2f us\n", "8-byte write + completion, target asleep",
+                ours.asleep_write_us);
     std::printf("  %-44s %8.2f M/s\n", "64 B RDMA writes (16 in flight)", ours.small_writes_mops);
     std::printf("  %-44s %8.2f GB/s\n", "1 MiB RDMA write bandwidth (16 in flight)",
                 ours.bandwidth_gbs);

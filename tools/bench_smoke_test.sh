@@ -13,7 +13,7 @@ for ratio in "rpma_write 64 B + completion vs memcpy" "rpma_write 1 MiB + comple
 done
 for figure in "8-byte send/recv ping-pong, half round trip" "1 MiB RDMA write bandwidth" \
               "8-byte write ping-pong, spinning" "8-byte write ping-pong, no call spinning" \
-              "64 B RDMA writes (16 in flight)" \
+              "64 B RDMA writes (16 in flight)" "8-byte write + completion, target asleep" \
               "idle server's CPU"; do
   grep -qF -- "$figure" <<<"$out" || { echo "MISSING two-process figure: $figure"; exit 1; }
 done

@@ -156,6 +156,37 @@ struct Side {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
+  // `count` 8-byte writes, one at a time, each waited for until its completion says that its
+  // data is in the target's memory (FI_DELIVERY_COMPLETE). Microseconds a write.
+  double DeliveredWrites(int count) {
+    const auto start = std::chrono::steady_clock::now();
+    void* desc = fi_mr_desc(mr);
+    for (int i = 0; i < count; ++i) {
+      iovec iov{buffer.data() + kData, sizeof(uint64_t)};
+      fi_rma_iov rma{peer_card.base + kData, sizeof(uint64_t), peer_card.key};
+      fi_msg_rma msg{};
+      msg.msg_iov = &iov;
+      msg.desc = &desc;
+      msg.iov_count = 1;
+      msg.addr = peer;
+      msg.rma_iov = &rma;
+      msg.rma_iov_count = 1;
+      const uint64_t awaited = completions + 1;
+      while (true) {
+        const ssize_t ret = fi_writemsg(ep, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION);
+        if (ret == 0) break;
+        if (ret != -FI_EAGAIN) return Fail("fi_writemsg(FI_DELIVERY_COMPLETE)", static_cast<int>(ret)), 0;
+        if (const int err = Progress(); err < 0) return Fail("fi_cq_read", err), 0;
+      }
+      while (completions < awaited) {
+        if (const int err = Progress(); err < 0) return Fail("fi_cq_read", err), 0;
+      }
+    }
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+               .count() /
+           count;
+  }
+
   ~Side() {
     if (mr != nullptr) fi_close(&mr->fid);
     if (ep != nullptr) fi_close(&ep->fid);
@@ -204,7 +235,8 @@ bool ReadAll(int fd, void* data, size_t length) {
 
 }  // namespace
 
-ShmRmaFigures MeasureShmRma(int pingpong_rounds, int small_writes, int big_writes) {
+ShmRmaFigures MeasureShmRma(int pingpong_rounds, int small_writes, int big_writes,
+                            int delivered_writes) {
   ShmRmaFigures figures;
   int to_peer[2], from_peer[2];
   if (pipe(to_peer) != 0 || pipe(from_peer) != 0) {
@@ -247,6 +279,7 @@ ShmRmaFigures MeasureShmRma(int pingpong_rounds, int small_writes, int big_write
                                   pingpong_rounds / 2;
       const double small = side.Stream(small_writes, 64);
       const double big = side.Stream(big_writes, kBig);
+      const double delivered = side.DeliveredWrites(delivered_writes);
       *side.Word(kDoneSource) = 1;
       side.Write(kDoneSource, kDone, sizeof(uint64_t));
       char byte;
@@ -256,9 +289,10 @@ ShmRmaFigures MeasureShmRma(int pingpong_rounds, int small_writes, int big_write
         if (poll(&pfd, 1, 0) > 0) break;
       }
       ReadAll(from_peer[0], &byte, 1);
-      if (side.error.empty() && small > 0 && big > 0) {
+      if (side.error.empty() && small > 0 && big > 0 && delivered > 0) {
         figures.small_writes_mops = small_writes / small / 1e6;
         figures.big_write_gbs = static_cast<double>(big_writes) * kBig / big / 1e9;
+        figures.delivered_write_us = delivered;
       } else if (figures.error.empty()) {
         figures.error = side.error.empty() ? "a stream failed" : side.error;
       }

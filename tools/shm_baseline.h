@@ -7,7 +7,9 @@
 //   * an 8-byte write ping-pong: each side writes a counter into the other's memory and spins
 //     on its own until the answer lands (half a round trip, like ib_write_lat);
 //   * 64-byte writes, 16 in flight, each with its completion (writes per second);
-//   * 1 MiB writes, 16 in flight (bandwidth).
+//   * 1 MiB writes, 16 in flight (bandwidth);
+//   * 8-byte writes one at a time, each waited for until its completion, asked for with
+//     FI_DELIVERY_COMPLETE, says its data is in the target's memory.
 // shm moves RMA through the target's progress: the target polls its CQ meanwhile, as a
 // simulated NIC's target has its fabric thread do it.
 
@@ -23,9 +25,11 @@ struct ShmRmaFigures {
   double write_pingpong_us = 0;  // half a round trip
   double small_writes_mops = 0;  // 64 B writes per microsecond (millions per second)
   double big_write_gbs = 0;      // 1 MiB writes
+  double delivered_write_us = 0;  // an 8 B delivery-complete write and its completion
 };
 
-ShmRmaFigures MeasureShmRma(int pingpong_rounds, int small_writes, int big_writes);
+ShmRmaFigures MeasureShmRma(int pingpong_rounds, int small_writes, int big_writes,
+                            int delivered_writes);
 
 }  // namespace softrpma::bench
 
