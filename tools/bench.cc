@@ -371,6 +371,7 @@ int kBigPingPongs = 500;
 int kSleepingRounds = 2000;
 int kSmallWrites = 200000;
 int kQuietRounds = 2000;
+int kAsleepWrites = 2000;
 // The write ping-pong's words: where each side's peer writes (in the server's 1 MiB buffer and
 // in the client's 2 MiB one), and the 8 bytes each side writes from.
 constexpr size_t kServerSlot = kBigWrite - 64;
@@ -646,12 +647,12 @@ TwoProcessFigures MeasureTwoProcesses() {
   figures.small_writes_mops = kSmallWrites / stream(64, kSmallWrites) / 1e6;
   // One write at a time, each waited for, while the server sleeps in rpma_conn_next_event.
   start = Clock::now();
-  for (int i = 0; i < kQuietRounds; ++i) {
+  for (int i = 0; i < kAsleepWrites; ++i) {
     Check(rpma_write(conn, remote, 0, mr, 0, 8, RPMA_F_COMPLETION_ALWAYS, nullptr), "write");
     PollOne(cq);
   }
   figures.asleep_write_us =
-      std::chrono::duration<double, std::micro>(Clock::now() - start).count() / kQuietRounds;
+      std::chrono::duration<double, std::micro>(Clock::now() - start).count() / kAsleepWrites;
 
   const double cpu_before = CpuSecondsOf(server);
   struct timespec second = {1, 0};
@@ -771,7 +772,7 @@ void ReportTwoProcesses() {
   const double pipe_us = PipePingPongUs(kSleepingRounds);
   const ShmFigures shm = MeasureLibfabricShm();
   const softrpma::bench::ShmRmaFigures rma =
-      softrpma::bench::MeasureShmRma(kPingPongRounds, kSmallWrites, kBigWrites, kQuietRounds);
+      softrpma::bench::MeasureShmRma(kPingPongRounds, kSmallWrites, kBigWrites, kAsleepWrites);
   std::printf("\nTwo processes on the simulated NIC (host fabric), measured in this run:\n");
   std::printf("  %-44s %8.2f us\n", "8-byte send/recv ping-pong, half round trip", ours.latency_us);
   std::printf("  %-44s %8.2f GB/s\n", "1 MiB send/recv ping-pong (2 x bytes / time)",
@@ -841,6 +842,7 @@ int main(int argc, char** argv) {
       kSleepingRounds /= 20;
       kSmallWrites /= 20;
       kQuietRounds /= 20;
+      kAsleepWrites /= 20;
       for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
       --argc;
       break;
