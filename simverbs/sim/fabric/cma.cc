@@ -258,6 +258,12 @@ bool Pending() {
          g_peer_copies.load(std::memory_order_relaxed) > 0;
 }
 
+int IdleWorkersForTest() {
+  Pool* pool = ThePool();
+  std::lock_guard<std::mutex> lock(pool->mu);
+  return pool->idle;
+}
+
 void PeerCopyStarted() { g_peer_copies.fetch_add(1, std::memory_order_relaxed); }
 
 void PeerCopyEnded() {

@@ -14,11 +14,12 @@
 //     order). The first copy a `done` starts (the next request of a connection, served when
 //     one ends) is left for that `done`'s worker to take when it returns, and a worker that
 //     starts a copy wakes the watchdog only when it is not watching already: a stream of
-//     copies costs no thread wake-up per copy. A copy still running kTimeoutNs after it started is STUCK: its `on_stuck` runs
-//     (the owner ends that one connection), its worker is written off and replaced, and its
-//     `done` runs whenever the system call returns, with ok false. At most kMaxStuck written-off
-//     workers exist at once; past that Start refuses (the owner answers the request with an
-//     error): a peer cannot make this process grow threads without bound.
+//     copies costs no thread wake-up per copy. A copy still running kTimeoutNs after it
+//     started is STUCK: its `on_stuck` runs (the owner ends that one connection), its worker
+//     is written off and replaced, and its `done` runs whenever the system call returns, with
+//     ok false. At most kMaxStuck written-off workers exist at once; past that Start refuses
+//     (the owner answers the request with an error): a peer cannot make this process grow
+//     threads without bound.
 //   * Toward whom: the caller names the peer's pid, which must be the kernel's word for the
 //     connection's other end (host::Conn::peer_pid, SO_PEERCRED), never a message's; this
 //     process itself is refused (a copy "to a peer" that is this process would let the peer
@@ -78,6 +79,9 @@ bool Pending();
 // zero, so that a fork child that forgets its parent's requests stays at zero).
 void PeerCopyStarted();
 void PeerCopyEnded();
+
+// For tests: the workers waiting for a copy now.
+int IdleWorkersForTest();
 
 }  // namespace softrpma::sim::cma
 

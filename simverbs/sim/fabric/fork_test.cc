@@ -241,9 +241,10 @@ TEST(ForkTest, CopyIsPendingFromStartUntilItsDoneReturned) {
 // A copy started from a `done` (a responder that serves the next request when one ends) is
 // taken by the worker that ran that `done` once it returns, even while another worker waits
 // idle (a thread's wake-up costs as much as copying tens of KiB); two copies started there
-// both end (the second wakes another worker).
+// both end (the second wakes another worker). Only which thread runs each `done` counts here,
+// not whether the kernel lets the copy through (ptrace rules may refuse it).
 TEST(ForkTest, ACopyStartedInADoneRunsOnThatDonesWorker) {
-  constexpr int kOtherWorker = 10, kCopyFailed = 11;
+  constexpr int kOtherWorker = 10;
   const int status = RunScenario([]() -> int {
     static uint64_t word = 0x5eed;
     const auto make_copy = [] {
@@ -253,8 +254,16 @@ TEST(ForkTest, ACopyStartedInADoneRunsOnThatDonesWorker) {
       copy.local.resize(sizeof(word));
       return copy;
     };
-    // Two workers, then both idle: the second copy starts while the first's `done` holds its
-    // worker.
+    // Both workers back at the queue, waiting (a bound against hangs, not a timing).
+    const auto await_two_idle = [] {
+      const uint64_t deadline = NowMs() + kLimitMs / 8;
+      while (cma::IdleWorkersForTest() < 2) {
+        if (NowMs() > deadline) return false;
+        usleep(1000);
+      }
+      return true;
+    };
+    // Two workers: the second copy starts while the first's `done` holds its worker.
     auto second_done = std::make_shared<std::atomic<bool>>(false);
     auto first_done = std::make_shared<std::atomic<bool>>(false);
     if (!cma::Start(
@@ -268,15 +277,15 @@ TEST(ForkTest, ACopyStartedInADoneRunsOnThatDonesWorker) {
       return kScenarioSetupFailed;
     }
     if (!AwaitFlag(*first_done, kLimitMs / 4)) return kScenarioHung;
-    usleep(20 * 1000);  // (both back at the queue)
 
     struct Seen {
       std::atomic<pid_t> done_tid{0}, next_tid{0};
-      std::atomic<bool> next_ok{false}, next_done{false}, pair_done[2] = {false, false};
+      std::atomic<bool> next_done{false}, pair_done[2] = {false, false};
     };
     // Five times; four must hold (a condition variable may wake its idle worker spuriously).
     int same_worker = 0;
     for (int trial = 0; trial < 5; ++trial) {
+      if (!await_two_idle()) return kScenarioHung;
       auto seen = std::make_shared<Seen>();
       if (!cma::Start(
               make_copy(),
@@ -284,10 +293,7 @@ TEST(ForkTest, ACopyStartedInADoneRunsOnThatDonesWorker) {
                 seen->done_tid.store(gettid());
                 cma::Start(
                     make_copy(),
-                    [seen](bool ok, Bytes data) {
-                      uint64_t got = 0;
-                      if (ok) std::memcpy(&got, data.data(), sizeof(got));
-                      seen->next_ok.store(ok && got == 0x5eed);
+                    [seen](bool, Bytes) {
                       seen->next_tid.store(gettid());
                       seen->next_done.store(true);
                     },
@@ -298,12 +304,11 @@ TEST(ForkTest, ACopyStartedInADoneRunsOnThatDonesWorker) {
         return kScenarioSetupFailed;
       }
       if (!AwaitFlag(seen->next_done, kLimitMs / 8)) return kScenarioHung;
-      if (!seen->next_ok.load()) return kCopyFailed;
       if (seen->next_tid.load() == seen->done_tid.load()) ++same_worker;
-      usleep(5 * 1000);  // (the worker back at the queue)
     }
     if (same_worker < 4) return kOtherWorker;
 
+    if (!await_two_idle()) return kScenarioHung;
     auto seen = std::make_shared<Seen>();
     if (!cma::Start(
             make_copy(),
@@ -324,8 +329,7 @@ TEST(ForkTest, ACopyStartedInADoneRunsOnThatDonesWorker) {
     return kScenarioOk;
   });
   EXPECT_EQ(status, kScenarioOk) << "10: the copy ran on another worker in 2 of 5 trials or "
-                                    "more; 11: it failed; "
-                                    "4: a copy never ended; -1: hung";
+                                    "more; 4: a copy never ended; -1: hung";
 }
 
 }  // namespace

@@ -168,8 +168,9 @@ void MarkExecutedLocked(SimLink* link, SendWqe& wqe);
 void PopSendLocked(SimQp* qp);
 void PopAndCompleteSendLocked(SimQp* qp, ibv_wc_status status, uint64_t byte_len,
                               bool force_signaled, uint64_t extra_delay_ns);
-// A WR that leaves its send queue (PopSendLocked, PopAndCompleteSendLocked, a destroyed QP): a copy its peer made of it
-// by cross-memory attach (SendWqe::sent_cma) no longer counts for cma::Pending.
+// A WR that leaves its send queue (PopSendLocked, PopAndCompleteSendLocked, a destroyed QP): a
+// copy its peer made of it by cross-memory attach (SendWqe::sent_cma) no longer counts for
+// cma::Pending.
 void ForgetPeerCopy(SendWqe& wqe);
 void RetireHeadLocked(SimQp* qp, ibv_wc_status status, uint64_t byte_len,
                       uint64_t extra_delay_ns = 0);
