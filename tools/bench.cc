@@ -787,9 +787,15 @@ void ReportTwoProcesses() {
     std::printf("  %-44s %8.2f us   %.2fx the send/recv ping-pong\n",
                 "8-byte write ping-pong, no call spinning, half", ours.quiet_write_pingpong_us,
                 ours.quiet_write_pingpong_us / ours.latency_us);
-    std::printf("  %-44s %8.2f us   %.2fx shm delivery-complete fi_write (%.2f us)\n",
-                "8-byte write + completion, target asleep", ours.asleep_write_us,
-                ours.asleep_write_us / rma.delivered_write_us, rma.delivered_write_us);
+    if (rma.delivered_write_us > 0) {
+      std::printf("  %-44s %8.2f us   %.2fx shm delivery-complete fi_write (%.2f us)\n",
+                  "8-byte write + completion, target asleep", ours.asleep_write_us,
+                  ours.asleep_write_us / rma.delivered_write_us, rma.delivered_write_us);
+    } else {
+      std::printf("  %-44s %8.2f us   (shm's delivery-complete write: not measured, %s)\n",
+                  "8-byte write + completion, target asleep", ours.asleep_write_us,
+                  rma.delivered_error.c_str());
+    }
     std::printf("  %-44s %8.2f M/s  %.2fx shm fi_write (%.2f M/s)\n",
                 "64 B RDMA writes (16 in flight)", ours.small_writes_mops,
                 ours.small_writes_mops / rma.small_writes_mops, rma.small_writes_mops);

@@ -26,6 +26,7 @@ struct ShmRmaFigures {
   double small_writes_mops = 0;  // 64 B writes per microsecond (millions per second)
   double big_write_gbs = 0;      // 1 MiB writes
   double delivered_write_us = 0;  // an 8 B delivery-complete write and its completion
+  std::string delivered_error;    // why delivered_write_us is 0, when the others were measured
 };
 
 ShmRmaFigures MeasureShmRma(int pingpong_rounds, int small_writes, int big_writes,
