@@ -1,5 +1,6 @@
 #include "tools/rpma_sim/process.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -31,9 +32,18 @@ std::string ReadFile(const std::string& path) {
 }
 
 // Whether `pid` no longer runs: no such process, or one that exited and waits to be reaped.
+// Its /proc/PID/stat is read with read(2): a process reaped between the open and the read
+// makes the read fail with ESRCH, which a std::ifstream read through istreambuf_iterator
+// turns into an exception.
 bool IsDeadOrZombie(pid_t pid) {
   if (kill(pid, 0) != 0) return true;
-  std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  const int fd = open(absl::StrCat("/proc/", pid, "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  char buffer[512];
+  const ssize_t n = read(fd, buffer, sizeof(buffer));
+  close(fd);
+  if (n <= 0) return true;
+  const std::string stat(buffer, static_cast<size_t>(n));
   size_t paren = stat.rfind(')');
   return paren == std::string::npos || (paren + 2 < stat.size() && stat[paren + 2] == 'Z');
 }
