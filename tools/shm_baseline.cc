@@ -164,18 +164,18 @@ struct Side {
     while (completions < writes) {
       if (const int err = Progress(); err < 0) return Fail("fi_cq_read", err), 0;
     }
-    const auto start = std::chrono::steady_clock::now();
     void* desc = fi_mr_desc(mr);
+    iovec iov{buffer.data() + kData, sizeof(uint64_t)};
+    fi_rma_iov rma{peer_card.base + kData, sizeof(uint64_t), peer_card.key};
+    fi_msg_rma msg{};
+    msg.msg_iov = &iov;
+    msg.desc = &desc;
+    msg.iov_count = 1;
+    msg.addr = peer;
+    msg.rma_iov = &rma;
+    msg.rma_iov_count = 1;
+    const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < count; ++i) {
-      iovec iov{buffer.data() + kData, sizeof(uint64_t)};
-      fi_rma_iov rma{peer_card.base + kData, sizeof(uint64_t), peer_card.key};
-      fi_msg_rma msg{};
-      msg.msg_iov = &iov;
-      msg.desc = &desc;
-      msg.iov_count = 1;
-      msg.addr = peer;
-      msg.rma_iov = &rma;
-      msg.rma_iov_count = 1;
       while (true) {
         const ssize_t ret = fi_writemsg(ep, &msg, FI_DELIVERY_COMPLETE);
         if (ret == 0) break;

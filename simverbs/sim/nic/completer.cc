@@ -92,11 +92,20 @@ void CompleteRecv(SimQp* qp, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode
 // (RunProcessProgressPoint) looks no further while there are none.
 std::atomic<uint64_t> g_unexecuted{0};
 
+namespace {
+
+// One WR of `link` no longer counts as unexecuted (post.cc counts it in both).
+void UncountLocked(SimLink* link) {
+  link->unexecuted.fetch_sub(1, std::memory_order_acq_rel);
+  g_unexecuted.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+}  // namespace
+
 void MarkExecutedLocked(SimLink* link, SendWqe& wqe) {
   if (!wqe.unexecuted) return;
   wqe.unexecuted = false;
-  link->unexecuted.fetch_sub(1, std::memory_order_acq_rel);
-  g_unexecuted.fetch_sub(1, std::memory_order_acq_rel);
+  UncountLocked(link);
 }
 
 // Removes the WR at the head of qp's send queue and completes it with `status`: signaled as the
@@ -117,10 +126,7 @@ void PopAndCompleteSendLocked(SimQp* qp, ibv_wc_status status, uint64_t byte_len
   ForgetPeerCopy(wqe);
   qp->sq.pop_front();
   CompleteSend(qp, wr_id, opcode, signaled, status, byte_len, delay_ns);
-  if (counted) {
-    qp->link->unexecuted.fetch_sub(1, std::memory_order_acq_rel);
-    g_unexecuted.fetch_sub(1, std::memory_order_acq_rel);
-  }
+  if (counted) UncountLocked(qp->link.get());
 }
 
 // Removes the WR at the head of qp's send queue without a completion (a reset).
