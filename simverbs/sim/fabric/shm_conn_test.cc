@@ -395,7 +395,7 @@ TEST(ShmHostileTest, AnOfferThatIsNotASealedRingEndsTheConnection) {
   // An unsealed memfd of the right size: its owner could truncate it under the mapping.
   const int memfd = memfd_create("hostile", MFD_CLOEXEC);
   ASSERT_GE(memfd, 0);
-  ASSERT_EQ(ftruncate(memfd, 256 + 4096), 0);
+  ASSERT_EQ(ftruncate(memfd, 512 + 4096), 0);
   const int sock = RawConnect(ListenerName(AsSockaddr(addr)));
   ASSERT_GE(sock, 0);
   const Offer offer = MakeOffer(shm::Ring::kMinCapacityLog2, 0);

@@ -22,11 +22,12 @@ struct Ring::Shared {
   alignas(64) std::atomic<uint64_t> tail;
   alignas(64) std::atomic<uint32_t> consumer_armed;
   alignas(64) std::atomic<uint32_t> producer_waiting;
+  alignas(64) std::atomic<uint64_t> words[Ring::kWords];
 };
 
 namespace {
 
-constexpr size_t kDataOffset = 256;
+constexpr size_t kDataOffset = 512;
 static_assert(sizeof(std::atomic<uint64_t>) == 8 && std::atomic<uint64_t>::is_always_lock_free,
               "the counters are shared between processes: lock-free only");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared between processes");
@@ -86,7 +87,9 @@ Ring::Ring(void* map, size_t map_bytes, size_t capacity, int fd)
       capacity_(capacity),
       shared_(static_cast<Shared*>(map)),
       data_(static_cast<uint8_t*>(map) + kDataOffset),
-      sync_(SyncName(fd)) {}
+      sync_(SyncName(fd)) {
+  static_assert(sizeof(Shared) <= kDataOffset, "the counters and words precede the data");
+}
 
 Ring::~Ring() { munmap(map_, map_bytes_); }
 
@@ -213,6 +216,8 @@ bool Ring::Arm() {
   shared_->consumer_armed.store(1, std::memory_order_seq_cst);
   return shared_->head.load(std::memory_order_seq_cst) == tail_.load(std::memory_order_relaxed);
 }
+
+std::atomic<uint64_t>& Ring::word(int i) { return shared_->words[i]; }
 
 bool Ring::TakeRoomRequest() {
   return shared_->producer_waiting.load(std::memory_order_seq_cst) != 0 &&

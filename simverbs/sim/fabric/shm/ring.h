@@ -85,6 +85,13 @@ class Ring final {
   // After a Read: whether the producer waits for room; clears the request.
   bool TakeRoomRequest();
 
+  // THE PRODUCER'S WORDS: kWords 64-bit words beside the counters that the producer's process
+  // publishes for the consumer's (what they mean is the caller's: nic/carrier_host.cc, the
+  // requester push). The producer stores them, the consumer loads them; like every byte of the
+  // mapping they are untrusted to the side that did not write them. REQUIRES: 0 <= i < kWords.
+  static constexpr int kWords = 2;
+  std::atomic<uint64_t>& word(int i);
+
  private:
   struct Shared;
   Ring(void* map, size_t map_bytes, size_t capacity, int fd);

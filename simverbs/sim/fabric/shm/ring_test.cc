@@ -156,14 +156,14 @@ TEST(RingTest, AttachRefusesWhatIsNotASealedRingOfItsSize) {
   // A memfd without seals: the peer could truncate it under the mapping (SIGBUS).
   const int unsealed = memfd_create("test", MFD_CLOEXEC);
   ASSERT_GE(unsealed, 0);
-  ASSERT_EQ(ftruncate(unsealed, 256 + kCapacity), 0);
+  ASSERT_EQ(ftruncate(unsealed, 512 + kCapacity), 0);
   EXPECT_EQ(Ring::Attach(unsealed, kLog2), nullptr);
   close(unsealed);
 
   // Sealed against writes: cannot be a ring (refused when mapped, never at a store later).
   const int readonly = memfd_create("test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   ASSERT_GE(readonly, 0);
-  ASSERT_EQ(ftruncate(readonly, 256 + kCapacity), 0);
+  ASSERT_EQ(ftruncate(readonly, 512 + kCapacity), 0);
   ASSERT_EQ(fcntl(readonly, F_ADD_SEALS,
                   F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL), 0);
   EXPECT_EQ(Ring::Attach(readonly, kLog2), nullptr);
