@@ -134,6 +134,7 @@ constexpr size_t kBodyChunkBytes = size_t{1} << 20;
 
 std::atomic<bool> g_cma_enabled{true};
 std::atomic<bool> g_shm_enabled{true};
+std::atomic<bool> g_push_enabled{true};
 
 // A descriptor that is always readable: what Watch returns when the news is already there.
 int ReadyFd() {
@@ -755,18 +756,23 @@ uint64_t NowNs() {
 }
 
 absl::Status ConfigureFabric() {
-  const char* cma = std::getenv(kCmaEnvVar);
-  if (cma != nullptr && *cma != '\0' && std::strcmp(cma, "0") != 0 && std::strcmp(cma, "1") != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kCmaEnvVar, ": bad value \"", cma, "\": expected 0 (off) or 1 (on, the default)"));
+  bool cma = true;
+  bool shm = true;
+  bool push = true;
+  for (const auto& [name, on] : {std::pair<const char*, bool*>{kCmaEnvVar, &cma},
+                                 std::pair<const char*, bool*>{kShmEnvVar, &shm},
+                                 std::pair<const char*, bool*>{kPushEnvVar, &push}}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    if (std::strcmp(value, "0") != 0 && std::strcmp(value, "1") != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": bad value \"", value, "\": expected 0 (off) or 1 (on, the default)"));
+    }
+    *on = std::strcmp(value, "1") == 0;
   }
-  g_cma_enabled.store(cma == nullptr || std::strcmp(cma, "0") != 0);
-  const char* shm = std::getenv(kShmEnvVar);
-  if (shm != nullptr && *shm != '\0' && std::strcmp(shm, "0") != 0 && std::strcmp(shm, "1") != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kShmEnvVar, ": bad value \"", shm, "\": expected 0 (off) or 1 (on, the default)"));
-  }
-  g_shm_enabled.store(shm == nullptr || std::strcmp(shm, "0") != 0);
+  g_cma_enabled.store(cma);
+  g_shm_enabled.store(shm);
+  g_push_enabled.store(push);
   const char* answer = std::getenv(kPeerAnswerEnvVar);
   uint64_t answer_ms = kPeerAnswerWaitMs;
   if (answer != nullptr && *answer != '\0') {
@@ -818,6 +824,7 @@ Conn::Conn(int fd, uint64_t token, pid_t peer_pid, uid_t peer_uid)
 Conn::~Conn() {
   if (generation_ == g_generation.load(std::memory_order_acquire)) close(fd_);
   if (in_fd_ >= 0) close(in_fd_);
+  if (in_table_fd_ >= 0) close(in_table_fd_);
 }
 
 int Conn::Send(const wire::Header& header, const iovec* body, int iovcnt) {
@@ -914,6 +921,75 @@ void Conn::Close() {
 bool Conn::OnRings() {
   softrpma::MutexLock lock(&mu_);
   return out_mode_ == OutMode::kRing && in_ring_live_.load(std::memory_order_acquire) != nullptr;
+}
+
+namespace {
+bool FirstWarning(const std::string& name);  // (below: each name is said once per process)
+}  // namespace
+
+bool Conn::GetPushWords(PushWords* words) {
+  shm::RegionTable* table = peer_table_live_.load(std::memory_order_acquire);
+  shm::Ring* in = in_ring_live_.load(std::memory_order_acquire);
+  shm::Ring* out = out_ring_live_.load(std::memory_order_acquire);
+  if (table == nullptr || in == nullptr || out == nullptr || cut_.load() ||
+      generation_ != g_generation.load(std::memory_order_acquire)) {
+    return false;
+  }
+  words->peer_table = table;
+  words->peer_grant = &in->word(kGrantWord);
+  words->own_pushing = &out->word(kPushingWord);
+  return true;
+}
+
+bool Conn::Grant(uint64_t grant) {
+  shm::Ring* out = out_ring_live_.load(std::memory_order_acquire);
+  if (out == nullptr || generation_ != g_generation.load(std::memory_order_acquire)) return false;
+  if (grant != 0) granted_.store(true, std::memory_order_release);
+  // Sequentially consistent: a withdrawn grant and the peer's pushing word are a Dekker pair
+  // (the peer stores its word, then loads this; FencePushes loads its word after this store).
+  out->word(kGrantWord).store(grant, std::memory_order_seq_cst);
+  return true;
+}
+
+void Conn::FencePushes(uint64_t tag) {
+  shm::Ring* in = in_ring_live_.load(std::memory_order_acquire);
+  if (in == nullptr || !granted_.load(std::memory_order_acquire) ||
+      generation_ != g_generation.load(std::memory_order_acquire)) {
+    return;  // (a fork child's copy of its parent's connection pushes nothing of the child's)
+  }
+  const std::atomic<uint64_t>& pushing = in->word(kPushingWord);
+  auto names = [&] {
+    const uint64_t now = pushing.load(std::memory_order_seq_cst);
+    return now != 0 && (tag == 0 || now == tag);
+  };
+  if (!names()) return;
+  const uint64_t deadline_ns = NowNs() + kPushFenceNs;
+  while (names()) {
+    if (NowNs() >= deadline_ns) {
+      if (FirstWarning(absl::StrCat("push-fence/", peer_pid_))) {
+        std::fprintf(stderr,
+                     "softrpma-sim: process %d has been writing into a region of this process "
+                     "for %llu ms (stopped?); a deregistration (or a QP's end) goes on without "
+                     "waiting for it\n",
+                     static_cast<int>(peer_pid_),
+                     static_cast<unsigned long long>(kPushFenceNs / 1000000));
+      }
+      return;
+    }
+    sched_yield();
+  }
+}
+
+void FencePushesEverywhere(uint64_t tag) {
+  std::vector<std::shared_ptr<Conn>> conns;
+  {
+    softrpma::MutexLock lock(&g_mu);
+    if (g_fabric == nullptr) return;
+    for (const auto& [token, watch] : g_fabric->watches) {
+      if (watch.conn != nullptr) conns.push_back(watch.conn);
+    }
+  }
+  for (const std::shared_ptr<Conn>& conn : conns) conn->FencePushes(tag);
 }
 
 void Conn::Shutdown() {
@@ -1059,20 +1135,26 @@ bool Conn::Internal::OfferLocked(Conn* conn, bool switched) {
   body.version = wire::kShmRingVersion;
   body.capacity_log2 = shm::Ring::kDefaultCapacityLog2;
   body.switched = switched ? 1 : 0;
+  // This process's region table goes with it (the requester push, nic/carrier_host.cc): where
+  // the peer may write by itself. A process without one offers its ring alone.
+  int fds[2] = {memfd, -1};
+  const bool with_table = g_cma_enabled.load() && shm::RegionTable::Mine(&fds[1]) != nullptr;
+  body.with_table = with_table ? 1 : 0;
+  const size_t fd_count = with_table ? 2 : 1;
   iovec iov[2] = {{&header, sizeof(header)}, {&body, sizeof(body)}};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))];
   std::memset(control, 0, sizeof(control));
   msghdr msg;
   std::memset(&msg, 0, sizeof(msg));
   msg.msg_iov = iov;
   msg.msg_iovlen = 2;
   msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
+  msg.msg_controllen = CMSG_SPACE(fd_count * sizeof(int));
   cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
   cmsg->cmsg_level = SOL_SOCKET;
   cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cmsg), &memfd, sizeof(int));
+  cmsg->cmsg_len = CMSG_LEN(fd_count * sizeof(int));
+  std::memcpy(CMSG_DATA(cmsg), fds, fd_count * sizeof(int));
   ssize_t n;
   do {
     n = sendmsg(conn->fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -1083,6 +1165,7 @@ bool Conn::Internal::OfferLocked(Conn* conn, bool switched) {
     return false;
   }
   conn->out_ring_ = std::move(ring);
+  conn->out_ring_live_.store(conn->out_ring_.get(), std::memory_order_release);
   if (static_cast<size_t>(n) < sizeof(header) + sizeof(body)) {
     conn->out_.clear();
     conn->out_offset_ = 0;
@@ -1395,7 +1478,8 @@ void Conn::Internal::ReadLocked(const std::shared_ptr<Conn>& conn, bool busy)
       if (!TakeCarrierMessageLocked(c)) return End(conn);
       continue;
     }
-    if (c->in_fd_ >= 0) return End(conn);  // a descriptor came with a message that has none
+    // A descriptor came with a message that has none.
+    if (c->in_fd_ >= 0 || c->in_table_fd_ >= 0) return End(conn);
     c->got_message_.store(true);
     std::shared_ptr<Handler> handler;
     {
@@ -1410,7 +1494,7 @@ void Conn::Internal::ReadLocked(const std::shared_ptr<Conn>& conn, bool busy)
 ssize_t Conn::Internal::ReceiveLocked(Conn* conn, void* into, size_t want)
     ABSL_NO_THREAD_SAFETY_ANALYSIS {  // REQUIRES: conn->read_mu_ held
   iovec iov{into, want};
-  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))];
+  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))];
   msghdr msg;
   std::memset(&msg, 0, sizeof(msg));
   msg.msg_iov = &iov;
@@ -1419,8 +1503,8 @@ ssize_t Conn::Internal::ReceiveLocked(Conn* conn, void* into, size_t want)
   msg.msg_controllen = sizeof(control);
   const ssize_t n = recvmsg(conn->fd_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
   if (n < 0 || msg.msg_controllen == 0) return n;
-  // Descriptors the peer passed: one, with an offer (kept until its message is whole); any
-  // other is closed at once, and so is the connection.
+  // Descriptors the peer passed: one or two, with an offer (its ring, and its region table;
+  // kept until its message is whole); any other is closed at once, and so is the connection.
   bool extra = (msg.msg_flags & MSG_CTRUNC) != 0;
   for (cmsghdr* cmsg = CMSG_FIRSTHDR(&msg); cmsg != nullptr; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
     if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) continue;
@@ -1430,6 +1514,8 @@ ssize_t Conn::Internal::ReceiveLocked(Conn* conn, void* into, size_t want)
       std::memcpy(&fd, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
       if (conn->in_fd_ < 0) {
         conn->in_fd_ = fd;
+      } else if (conn->in_table_fd_ < 0) {
+        conn->in_table_fd_ = fd;
       } else {
         close(fd);
         extra = true;
@@ -1471,14 +1557,22 @@ bool Conn::Internal::TakeCarrierMessageLocked(Conn* conn) ABSL_NO_THREAD_SAFETY_
     ~Closer() {
       if (fd >= 0) close(fd);
     }
-  } offered{c->in_fd_};
+  } offered{c->in_fd_}, offered_table{c->in_table_fd_};
   c->in_fd_ = -1;
+  c->in_table_fd_ = -1;
   wire::ShmRingBody body;
   std::memcpy(&body, c->in_body_.data(), sizeof(body));
   if (offered.fd < 0 || !wire::ValidateShmRingBody(body) || c->in_ring_ != nullptr) return false;
+  // Its region table comes with it exactly when the offer says so.
+  if ((offered_table.fd >= 0) != (body.with_table != 0)) return false;
   std::unique_ptr<shm::Ring> ring =
       shm::Ring::Attach(offered.fd, static_cast<int>(body.capacity_log2));
   if (ring == nullptr) return false;  // not a sealed ring of its size: a hostile peer
+  if (offered_table.fd >= 0) {
+    c->peer_table_ = shm::RegionTable::Attach(offered_table.fd);
+    if (c->peer_table_ == nullptr) return false;  // not a sealed table: a hostile peer
+    c->peer_table_live_.store(c->peer_table_.get(), std::memory_order_release);
+  }
   softrpma::MutexLock lock(&c->mu_);
   if (body.switched != 0) {
     // The listener's answer, which only this side's own offer may have: its messages are in
@@ -1501,6 +1595,8 @@ bool Conn::Internal::TakeCarrierMessageLocked(Conn* conn) ABSL_NO_THREAD_SAFETY_
 namespace {
 const volatile uint64_t g_probe_word = wire::kProbeMagic;
 }  // namespace
+
+bool PushesEnabled() { return g_cma_enabled.load() && g_push_enabled.load(); }
 
 uint64_t ProbeAddress() {
   // With RPMA_SIM_CMA=0 no peer may reach this process either: it offers no probe word.

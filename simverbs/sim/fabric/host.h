@@ -108,6 +108,7 @@
 #include "absl/status/status.h"
 #include "simverbs/mutex.h"
 #include "simverbs/sim/fabric/bytes.h"
+#include "simverbs/sim/fabric/shm/region_table.h"
 #include "simverbs/sim/fabric/shm/ring.h"
 #include "simverbs/sim/fabric/transport.h"
 #include "simverbs/sim/fabric/wire.h"
@@ -131,6 +132,10 @@ inline constexpr char kCmaEnvVar[] = "RPMA_SIM_CMA";
 // "0": this process offers no shared-memory ring, so each of its connections carries every
 // byte through its socket; "1" or unset: rings where both processes offer one (THE MODEL).
 inline constexpr char kShmEnvVar[] = "RPMA_SIM_SHM";
+// "0" turns the requester push off for this process (nic/carrier_host.cc): it neither writes
+// a peer's memory by itself nor grants its peers that; "1" or unset: on where cross-memory attach
+// is (RPMA_SIM_CMA).
+inline constexpr char kPushEnvVar[] = "RPMA_SIM_PUSH";
 // How long (milliseconds of real time, 0 to 600000; default kPeerAnswerWaitMs) a timer that a
 // peer in another process could still beat waits for it: an rdma_disconnect's DREQ timeout is
 // taken only when the peer's DREP has not come in this long (or the peer is gone), because the
@@ -157,7 +162,7 @@ uint64_t NextDeferredLookNs(uint64_t now_ns, uint64_t poller_until_ns, uint64_t 
 // Sets the fabric's name from RPMA_SIM_FABRIC (1 to 40 characters of [A-Za-z0-9._-]), or the
 // default when it is unset or empty: "uid<uid>", or "uid<uid>-test-<hash of TEST_TMPDIR>"
 // inside a Bazel test (Bazel runs tests side by side; each gets a fabric of its own).
-// Also reads RPMA_SIM_CMA, RPMA_SIM_SHM and RPMA_SIM_PEER_ANSWER_MS. Errors: InvalidArgument
+// Also reads RPMA_SIM_CMA, RPMA_SIM_SHM, RPMA_SIM_PUSH and RPMA_SIM_PEER_ANSWER_MS. Errors: InvalidArgument
 // naming the bad value.
 // Call before the first Listen / Dial.
 absl::Status ConfigureFabric();
@@ -241,6 +246,16 @@ class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
   // Progress without the busy-poll stamp: the fabric thread keeps serving the connection.
   void Serve() override ABSL_LOCKS_EXCLUDED(mu_, read_mu_);
 
+  // THE REQUESTER PUSH (transport.h): the peer's region table came with its ring offer, the
+  // grant and pushing words are the rings' (shm/ring.h, word(kGrantWord), word(kPushingWord):
+  // each side writes its own ring's and reads the peer's). Never in a fork child on its
+  // parent's connection.
+  static constexpr int kGrantWord = 0;
+  static constexpr int kPushingWord = 1;
+  bool GetPushWords(PushWords* words) override;
+  bool Grant(uint64_t grant) override;
+  void FencePushes(uint64_t tag) override;
+
   // Whether the connection is on its shared-memory rings both ways (THE SHARED-MEMORY RINGS):
   // this side writes its messages into its ring and reads the peer's from the peer's.
   bool OnRings() ABSL_LOCKS_EXCLUDED(mu_);
@@ -309,6 +324,14 @@ class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
   std::atomic<bool> ring_queued_{false};
   // The peer's ring once its messages come through it; set once, lives as long as this.
   std::atomic<shm::Ring*> in_ring_live_{nullptr};
+  // out_ring_ once made (set once; lives as long as this): its words are read without mu_.
+  std::atomic<shm::Ring*> out_ring_live_{nullptr};
+  // The peer's region table, once its offer brought one (set once, under read_mu_).
+  std::unique_ptr<shm::RegionTable> peer_table_ ABSL_GUARDED_BY(read_mu_);
+  std::atomic<shm::RegionTable*> peer_table_live_{nullptr};
+  // This side granted the peer pushes at some time: a deregistration fences its pushes
+  // (FencePushesEverywhere).
+  std::atomic<bool> granted_{false};
   // Shutdown() was called: at the end the peer's ring is not read any further.
   std::atomic<bool> cut_{false};
   // A driver that reads the socket (bells, the end) and arms the ring wants the connection
@@ -318,6 +341,7 @@ class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
   softrpma::Mutex read_mu_;
   std::unique_ptr<shm::Ring> in_ring_ ABSL_GUARDED_BY(read_mu_);  // mapped at its offer
   int in_fd_ ABSL_GUARDED_BY(read_mu_) = -1;  // a descriptor the peer sent (SCM_RIGHTS)
+  int in_table_fd_ ABSL_GUARDED_BY(read_mu_) = -1;  // the second: its region table
   wire::Header in_header_ ABSL_GUARDED_BY(read_mu_);
   size_t in_header_got_ ABSL_GUARDED_BY(read_mu_) = 0;
   Bytes in_body_ ABSL_GUARDED_BY(read_mu_);  // filled as it arrives: not zeroed
@@ -344,7 +368,17 @@ class Listener final {
 // from that one's memory (same user, and ptrace rules such as Yama's allow it); always false
 // with RPMA_SIM_CMA=0.
 uint64_t ProbeAddress();
+// Whether this process pushes and grants pushes (RPMA_SIM_PUSH and RPMA_SIM_CMA).
+bool PushesEnabled();
 bool CanReach(int32_t pid, uint64_t probe_addr);
+
+// THE REQUESTER PUSH's fence for a region this process withdraws from its table (nic/,
+// a deregistration): after Withdraw, waits until no connection whose peer this process
+// granted pushes names `tag` as the region it pushes into (Conn::FencePushes), at most
+// Transport::kPushFenceNs each. A peer that names it for longer (stopped, or hostile: it can
+// delay a deregistration by that much, and no more) is not waited for, and stderr says so once
+// per peer: a process the kernel lets write this one's memory could write all of it anyway.
+void FencePushesEverywhere(uint64_t tag);
 
 // THE HOST TRANSPORT INSIDE ONE PROCESS (sched.h, TransportKind::kHost): waits until every
 // connection of this process to this same process is idle (no byte unread in its socket, none

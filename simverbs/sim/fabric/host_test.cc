@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -337,6 +338,63 @@ TEST(QueuedBytesTest, QueuedBytes_PeerDoesNotRead_CountsTheBacklogAndOnDrainedFo
   conn->Close();
   close(peer);
   close(raw);
+}
+
+// ---- The requester push's words (transport.h) -------------------------------------------------
+
+// A connected pair of this process on its rings: each side sees the other's region table and
+// grant; a fence waits for the peer's pushing word to let go of the tag it names, and a word
+// that never lets go holds the fence no longer than its bound, which stderr names.
+TEST(PushWordsTest, FenceWaitsForThePeersPushingWordBoundedForOneThatNeverLetsGo) {
+  const sockaddr_in addr = Loopback(7209);
+  LastAccepted last;
+  std::unique_ptr<Listener> listener;
+  ASSERT_EQ(Listen(AsSockaddr(addr), Accepting(&last), &listener), 0);
+  auto recorder = std::make_shared<Recorder>();
+  std::shared_ptr<Conn> dialer;
+  ASSERT_EQ(Dial(AsSockaddr(addr), recorder, &dialer), 0);
+  // A message each way puts both sides on their rings (the acceptor answers; this side, whose
+  // recorder knows no connection, does not).
+  ASSERT_EQ(dialer->Send(wire::MakeHeader(wire::Type::kAck), nullptr, 0), 0);
+  ASSERT_TRUE(WaitFor([&] { return last.Get() != nullptr && last.Get()->messages.load() == 1; }));
+  ASSERT_TRUE(WaitFor([&] { return recorder->messages.load() == 1; }));
+  std::shared_ptr<Conn> accepted = last.Get()->conn.lock();
+  ASSERT_NE(accepted, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return dialer->OnRings() && accepted->OnRings(); }));
+
+  Transport::PushWords words;
+  ASSERT_TRUE(dialer->GetPushWords(&words));
+  Transport::PushWords back;
+  ASSERT_TRUE(accepted->GetPushWords(&back));
+  EXPECT_EQ(words.peer_grant->load(), 0u) << "nothing granted yet";
+  ASSERT_TRUE(accepted->Grant(0x2a));
+  EXPECT_EQ(words.peer_grant->load(), 0x2au) << "the dialer sees the acceptor's grant";
+
+  constexpr uint64_t kTag = 0x100000007;
+  words.own_pushing->store(kTag);
+  std::atomic<bool> let_go{false};
+  std::atomic<bool> fenced_after_let_go{false};
+  std::thread fence([&] {
+    accepted->FencePushes(kTag);
+    fenced_after_let_go.store(let_go.load());
+  });
+  usleep(50 * 1000);
+  ::testing::internal::CaptureStderr();
+  accepted->FencePushes(kTag + 1);  // another region: not waited for
+  let_go.store(true);
+  words.own_pushing->store(0);
+  fence.join();
+  EXPECT_TRUE(fenced_after_let_go.load()) << "the fence returned while the word named its tag";
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "") << "a fence for another tag waited";
+
+  // A peer whose word names the tag for good (stopped, or hostile) holds a fence for the bound.
+  words.own_pushing->store(kTag);
+  ::testing::internal::CaptureStderr();
+  accepted->FencePushes(0);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("has been writing into a region of this process"), std::string::npos) << err;
+  words.own_pushing->store(0);
+  dialer->Close();
 }
 
 }  // namespace

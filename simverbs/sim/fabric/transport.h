@@ -35,13 +35,19 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <utility>
 
 #include "simverbs/sim/fabric/wire.h"
 
 namespace softrpma::sim {
+
+namespace shm {
+class RegionTable;
+}  // namespace shm
 
 class Transport {
  public:
@@ -80,6 +86,33 @@ class Transport {
   // As Progress, for a sleeper woken by its watch: handles what arrived in the calling thread,
   // without counting it as a busy poller (it goes back to sleep).
   virtual void Serve() = 0;
+
+  // THE REQUESTER PUSH (nic/carrier_host.cc): a requester allowed to write its peer's memory
+  // writes a plain RDMA WRITE into place itself when the peer published the target range
+  // (shm/region_table.h) and its QP's grant. Carriers that cannot leave these as they are.
+  struct PushWords {
+    const shm::RegionTable* peer_table = nullptr;  // the peer's regions (read-only)
+    // The peer's grant for its QP on this connection: (domain << 1) | 1 while it takes remote
+    // writes, 0 otherwise. Untrusted: it directs writes into the peer's own memory only.
+    const std::atomic<uint64_t>* peer_grant = nullptr;
+    // This side's word, naming the region it writes into while it writes (FencePushes).
+    std::atomic<uint64_t>* own_pushing = nullptr;
+  };
+  // The words of a carrier that can push to its peer now; false when it cannot.
+  virtual bool GetPushWords(PushWords* words) {
+    (void)words;
+    return false;
+  }
+  // The target's half: publishes this side's grant for the peer (0: no pushes). Returns whether
+  // the peer can see it (false: the carrier cannot carry pushes).
+  virtual bool Grant(uint64_t grant) {
+    (void)grant;
+    return false;
+  }
+  // Waits until the peer does not name `tag` (0: anything) as the region it pushes into, at
+  // most kPushFenceNs (a peer that names it for longer is not waited for: see host.h).
+  static constexpr uint64_t kPushFenceNs = uint64_t{1000} * 1000 * 1000;
+  virtual void FencePushes(uint64_t tag) { (void)tag; }
 
  protected:
   // Never destroyed through this interface (its owners hold it by shared_ptr, whose deleter is

@@ -157,7 +157,7 @@ bool ValidateUdSendPrefix(const UdSendPrefix& prefix) {
 }
 
 bool ValidateShmRingBody(const ShmRingBody& body) {
-  return body.version == kShmRingVersion && body.switched <= 1;
+  return body.version == kShmRingVersion && body.switched <= 1 && body.with_table <= 1;
 }
 
 void ReportPeerMismatch(const char* what, long claimed, long kernel_pid) {

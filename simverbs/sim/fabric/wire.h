@@ -197,7 +197,9 @@ struct ShmRingBody {
   uint32_t version;  // kShmRingVersion
   uint32_t capacity_log2;
   uint8_t switched;
-  uint8_t reserved[7];
+  // 1: the sender's region table (shm/region_table.h) is the second descriptor of the offer.
+  uint8_t with_table;
+  uint8_t reserved[6];
 };
 
 // kQpBind: who the requests that follow come from and which QP of the receiving process they
