@@ -44,6 +44,7 @@
 #include "librpma.h"
 #include "simverbs/backend.h"
 #include "simverbs/sim/fabric/cma.h"
+#include "simverbs/sim/fabric/host.h"
 #include "simverbs/sim/fabric/wire.h"
 #include "simverbs/sim/sim_backend.h"
 #include "tests/multiprocess/hostile_wire.h"
@@ -1298,6 +1299,10 @@ TEST_F(HostilePeerTest, Attack4_CmaFromAFaultingPage_OtherConnectionsWorkAndItEn
 // (SIGSTOP) while the client looks, so that the answer cannot come first. Exits 0, or the
 // number of the step that failed; writes one byte per look to `out`: 1 pending, 0 not.
 void PeerCopyClientMain(const Report& victim, int in, int out) {
+  // The write must go as a request the victim copies: not written into place by this client
+  // itself (the requester push, docs/FABRIC.md), which would complete it with the victim stopped.
+  setenv(sim::host::kPushEnvVar, "0", 1);
+  if (!sim::host::ConfigureFabric().ok()) _exit(19);
   rpma_peer* peer = nullptr;
   rpma_conn* conn = ConnectOrExit(&peer);
   static uint8_t buf[kMiB];

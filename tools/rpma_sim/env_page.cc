@@ -97,6 +97,12 @@ const std::vector<EnvVar>& EnvironmentVariables() {
        "0: large transfers between processes go through the fabric too, not by cross-memory "
        "attach (default 1: where the kernel allows it).",
        false},
+      {"RPMA_SIM_PUSH", "0 | 1",
+       "0: this process never writes an RDMA WRITE into a peer process's memory itself, nor lets "
+       "its peers write into its own: every write waits for the target's NIC (default 1: where "
+       "cross-memory attach is on, a write its QP has alone in flight, or of 16 KiB or more, "
+       "whose target range the target published).",
+       false},
       {"RPMA_SIM_RUN_DIR", "DIR",
        "Set by rpma-sim sweep and run --junit for each run: where every process of the run "
        "records how it ended (signal, abort message, sanitizer report, exit status) and where "

@@ -9,6 +9,8 @@
 
 #include "simverbs/alloc.h"
 #include "simverbs/backend.h"
+#include "simverbs/sim/fabric/host.h"
+#include "simverbs/sim/fabric/shm/region_table.h"
 #include "simverbs/sim/sched/sched.h"
 #include "simverbs/sim/waits.h"
 
@@ -309,6 +311,13 @@ int RegMr(SimPd* pd, void* addr, size_t length, int access, ibv_mr** mr) {
     pd->mrs_by_lkey[sim_mr->mr.lkey] = sim_mr;
     pd->mrs_by_rkey[sim_mr->mr.rkey] = sim_mr;
   }
+  // Remotely writable: published for the requester push (nic/carrier_host.cc). A region that
+  // finds no room there is written the ordinary way.
+  if ((access & IBV_ACCESS_REMOTE_WRITE) != 0) {
+    if (shm::RegionTable* table = shm::RegionTable::Mine(); table != nullptr) {
+      sim_mr->published = table->Publish(shm::RegionTable::Region{rkey, PushDomain(pd), begin, length});
+    }
+  }
   *mr = &sim_mr->mr;
   return 0;
 }
@@ -321,6 +330,14 @@ int DeregMr(SimMr* mr) {
     if (it == pd->mrs_by_lkey.end() || it->second != mr) return EINVAL;
     pd->mrs_by_lkey.erase(it);
     pd->mrs_by_rkey.erase(mr->mr.rkey);
+  }
+  if (mr->published) {
+    // No push starts into it from here, and none still writing into it is left behind when
+    // this returns (the memory may be freed next).
+    if (shm::RegionTable* table = shm::RegionTable::Mine(); table != nullptr) {
+      table->Withdraw(mr->mr.rkey, PushDomain(pd));
+    }
+    host::FencePushesEverywhere(PushTag(mr->mr.rkey));
   }
   Delete(mr);
   return 0;

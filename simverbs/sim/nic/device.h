@@ -154,11 +154,19 @@ struct SimPd final {
 
 inline SimPd* to_sim(ibv_pd* pd) { return reinterpret_cast<SimPd*>(pd); }
 
+// The number a PD goes by in the requester push (its region table's domain, and its QPs'
+// grants): unique among the PDs alive in the process.
+inline uint64_t PushDomain(const SimPd* pd) { return reinterpret_cast<uintptr_t>(pd); }
+// The tag a push into the region of `rkey` names while it writes (host::FencePushesEverywhere).
+inline uint64_t PushTag(uint32_t rkey) { return uint64_t{rkey} | (uint64_t{1} << 32); }
+
 // A registered memory region.
 struct SimMr final {
   ibv_mr mr;  // FIRST member
   SimPd* pd;
   int access;
+  // In this process's region table (fabric/shm/region_table.h): its peers may push into it.
+  bool published = false;
 
   SimMr() = default;
   SimMr(const SimMr&) = delete;

@@ -155,6 +155,14 @@ void DrainIncomingLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
 void ServeOrQueueLocked(SimLink* link, SimQp* qp, const wire::Header& header,
                         const uint8_t* body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu);
 
+// ---- carrier_host.cc -------------------------------------------------------------------------
+
+// THE REQUESTER PUSH's grant (carrier_host.cc, PushLocked): publishes to the peer of qp's link
+// in another process whether qp takes its writes now (ready, and remote write in its access)
+// and in which domain (its PD); a grant withdrawn waits for a push in flight. Called wherever
+// qp's state or remote access changes. REQUIRES: qp->link->mu held.
+void PublishGrantLocked(SimQp* qp);
+
 // ---- completer.cc ----------------------------------------------------------------------------
 
 void CompleteSend(SimQp* qp, uint64_t wr_id, ibv_wr_opcode opcode, bool signaled,

@@ -32,6 +32,7 @@ namespace nic_internal {
 void SetStateLocked(SimQp* qp, ibv_qp_state state) {
   qp->state = state;
   qp->qp.state = state;
+  PublishGrantLocked(qp);
   if (TraceOn()) {
     TraceEvent("qp_state qp=%u state=%s", qp->qp.qp_num,
                state == IBV_QPS_RESET ? "IBV_QPS_RESET"
@@ -307,6 +308,11 @@ namespace nic_internal {
 // The link's HOST carrier ends (carrier.h): the link is LOCAL again, and its connection is the
 // caller's to close, outside the lock. REQUIRES: link->mu held.
 std::shared_ptr<Transport> DetachRemoteLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  // Pushes end with the carrier (and one in flight is waited for).
+  if (std::shared_ptr<Transport> serving = ServingConnLocked(link); serving != nullptr) {
+    serving->Grant(0);
+    serving->FencePushes(0);
+  }
   link->carrier = &LocalCarrier();
   std::shared_ptr<Transport> conn = std::move(link->remote);
   link->remote = nullptr;
