@@ -2,7 +2,7 @@
 // fabric/shm/region_table.h). A librpma server and its forked librpma client; once connected,
 // the server holds its fabric thread (host::ScopedFabricThreadHeldForTest) and calls nothing,
 // so its NIC executes nothing: a write of the client's completes only if the client wrote it
-// into place itself. Then the server deregisters its region and the client's next write must
+// into place itself (an 8-byte one, then one of 9 MiB, written in pieces). Then the server deregisters its region and the client's next write must
 // not land: it goes to the server's NIC as a request, which refuses it.
 //
 // Every wait is bounded (alarm() in the children, deadlines on pipes): a bound against hangs,
@@ -29,12 +29,17 @@ namespace softrpma {
 namespace {
 
 constexpr char kAddr[] = "127.0.0.1";
-constexpr size_t kRegionBytes = 4096;
+constexpr size_t kBigOffset = 4096;
+constexpr size_t kBigBytes = (size_t{9} << 20) + 5;  // pushed in pieces (4 MiB), the last cut
+constexpr size_t kRegionBytes = kBigOffset + kBigBytes;
 constexpr int kReplyMs = 20000;   // a bound against hangs on a pipe
 constexpr int kHeldWaitMs = 2000;  // how long the client polls while the server is held
 constexpr int kChildLimitS = 60;
 
 alignas(64) uint8_t g_region[kRegionBytes];
+alignas(64) uint8_t g_big[kBigBytes];  // the client's large source
+
+uint8_t BigByte(size_t i) { return static_cast<uint8_t>(i * 7 + 1); }
 
 // Reads `n` bytes within `limit_ms`; false on timeout or end.
 bool ReadWithin(int fd, void* into, size_t n, int limit_ms) {
@@ -68,9 +73,9 @@ struct Descriptor {
 // The client's outcome of one write: 'S' completed successfully, 'E' completed with an error,
 // 'T' no completion within its wait, 'F' a call failed.
 char WriteAndWait(rpma_conn* conn, rpma_mr_remote* remote, size_t offset, rpma_mr_local* src,
-                  size_t src_offset, int limit_ms) {
-  if (rpma_write(conn, remote, offset, src, src_offset, 8, RPMA_F_COMPLETION_ALWAYS, nullptr) !=
-      0) {
+                  size_t src_offset, int limit_ms, size_t bytes = 8) {
+  if (rpma_write(conn, remote, offset, src, src_offset, bytes, RPMA_F_COMPLETION_ALWAYS,
+                 nullptr) != 0) {
     return 'F';
   }
   rpma_cq* cq = nullptr;
@@ -88,8 +93,8 @@ char WriteAndWait(rpma_conn* conn, rpma_mr_remote* remote, size_t offset, rpma_m
 }
 
 // The client: waits for the server's descriptor, connects, waits for 'G' (the server holds its
-// fabric thread), writes "AAAAAAAA" at 0 and reports; waits for 'D' (deregistered), writes
-// "BBBBBBBB" at 8 and reports.
+// fabric thread), writes "AAAAAAAA" at 0 and reports, then kBigBytes at kBigOffset and reports;
+// waits for 'D' (deregistered), writes "BBBBBBBB" at 8 and reports.
 [[noreturn]] void ClientMain(int from_server, int to_server) {
   alarm(kChildLimitS);
   rpma_log_set_threshold(RPMA_LOG_THRESHOLD, RPMA_LOG_DISABLED);
@@ -125,6 +130,12 @@ char WriteAndWait(rpma_conn* conn, rpma_mr_remote* remote, size_t offset, rpma_m
   char outcome = WriteAndWait(conn, remote, 0, mr, 0, kHeldWaitMs);
   if (!WriteAll(to_server, &outcome, 1)) _exit(7);
   if (outcome != 'S') _exit(0);  // the server has what it needs to judge
+  for (size_t i = 0; i < kBigBytes; ++i) g_big[i] = BigByte(i);
+  rpma_mr_local* big = nullptr;
+  if (rpma_mr_reg(peer, g_big, kBigBytes, RPMA_MR_USAGE_WRITE_SRC, &big) != 0) _exit(10);
+  outcome = WriteAndWait(conn, remote, kBigOffset, big, 0, kReplyMs, kBigBytes);
+  if (!WriteAll(to_server, &outcome, 1)) _exit(11);
+  if (outcome != 'S') _exit(0);
   char deregistered = 0;
   if (!ReadWithin(from_server, &deregistered, 1, kReplyMs) || deregistered != 'D') _exit(8);
   outcome = WriteAndWait(conn, remote, 8, mr, 8, kReplyMs);
@@ -134,7 +145,8 @@ char WriteAndWait(rpma_conn* conn, rpma_mr_remote* remote, size_t offset, rpma_m
 
 // What the server saw, as its exit status.
 enum ServerExit : int {
-  kPushedAndFenced = 0,      // write 1 landed while held; write 2 refused after the dereg
+  kPushedAndFenced = 0,      // writes 1 and the large one landed while held; write 2 refused
+                             // after the dereg
   kNotWhileHeld = 1,         // write 1 did not complete while held, and did not land
   kSetupFailed = 10,
   kWrongFirst = 11,          // write 1: an outcome that is neither of the above
@@ -142,6 +154,7 @@ enum ServerExit : int {
   kSecondLanded = 13,        // write 2 wrote into the deregistered region
   kSecondNotRefused = 14,    // write 2 did not complete with an error
   kClientFailed = 15,
+  kBigNotInPlace = 16,       // the large write did not complete, or its bytes are not all there
 };
 
 // The server, in a process of its own: forks the client, serves one connection, holds its
@@ -206,6 +219,12 @@ int ServerMain(const char* push, const char* port) {
   if (first == 'T') return landed ? kWrongFirst : kNotWhileHeld;
   if (first != 'S') return kWrongFirst;
   if (!landed) return kFirstNotInPlace;
+  char big = 0;
+  if (!ReadWithin(to_server[0], &big, 1, kReplyMs)) return kClientFailed;
+  if (big != 'S') return kBigNotInPlace;
+  for (size_t i = 0; i < kBigBytes; ++i) {
+    if (region[kBigOffset + i] != BigByte(i)) return kBigNotInPlace;
+  }
   if (rpma_mr_dereg(&mr) != 0) return kSetupFailed;
   if (!WriteAll(to_client[1], "D", 1)) return kSetupFailed;
   hold.reset();  // the refused write is answered by this NIC

@@ -231,6 +231,8 @@ int ConnectAbstract(int fd, const std::string& name) {
 // Bumped in every fork child: objects of an older generation belong to the parent, and their
 // descriptors (closed at fork) must not be closed again.
 std::atomic<uint64_t> g_generation{1};
+// Set on the fabric thread (RunFabric): OnFabricThread.
+thread_local bool t_on_fabric_thread = false;
 
 struct Watch {
   std::shared_ptr<Conn> conn;
@@ -571,6 +573,7 @@ void AcceptAll(const std::shared_ptr<Listener::State>& listener, Deadlines* dead
 }
 
 void* RunFabric(void* arg) {
+  t_on_fabric_thread = true;
   Fabric* fabric = static_cast<Fabric*>(arg);
   const int epoll_fd = fabric->epoll_fd;
   epoll_event events[64];
@@ -907,6 +910,12 @@ size_t Conn::QueuedBytes() {
 }
 
 void Conn::Close() {
+  // No push from either side after the close, and none of the peer's left in flight.
+  ended_.store(true);
+  if (granted_.load()) {
+    Grant(0);
+    FencePushes(0);
+  }
   std::shared_ptr<Handler> handler;
   {
     softrpma::MutexLock lock(&mu_);
@@ -931,7 +940,7 @@ bool Conn::GetPushWords(PushWords* words) {
   shm::RegionTable* table = peer_table_live_.load(std::memory_order_acquire);
   shm::Ring* in = in_ring_live_.load(std::memory_order_acquire);
   shm::Ring* out = out_ring_live_.load(std::memory_order_acquire);
-  if (table == nullptr || in == nullptr || out == nullptr || cut_.load() ||
+  if (table == nullptr || in == nullptr || out == nullptr || ended_.load() ||
       generation_ != g_generation.load(std::memory_order_acquire)) {
     return false;
   }
@@ -941,19 +950,36 @@ bool Conn::GetPushWords(PushWords* words) {
   return true;
 }
 
+namespace {
+// The connections this process ever granted pushes on (FencePushesEverywhere); a leaf lock.
+softrpma::Mutex g_granted_mu;
+std::vector<std::weak_ptr<Conn>>* g_granted ABSL_GUARDED_BY(g_granted_mu) = nullptr;
+}  // namespace
+
 bool Conn::Grant(uint64_t grant) {
   shm::Ring* out = out_ring_live_.load(std::memory_order_acquire);
   if (out == nullptr || generation_ != g_generation.load(std::memory_order_acquire)) return false;
-  if (grant != 0) granted_.store(true, std::memory_order_release);
+  if (grant != 0 && (ended_.load() || fence_expired_.load())) grant = 0;
+  if (grant != 0 && !granted_.exchange(true)) {
+    softrpma::MutexLock lock(&g_granted_mu);
+    if (g_granted == nullptr) g_granted = new std::vector<std::weak_ptr<Conn>>();
+    // Forget connections that are gone, so that the list stays as long as the live ones.
+    g_granted->erase(std::remove_if(g_granted->begin(), g_granted->end(),
+                                    [](const std::weak_ptr<Conn>& c) { return c.expired(); }),
+                     g_granted->end());
+    g_granted->push_back(weak_from_this());
+  }
   // Sequentially consistent: a withdrawn grant and the peer's pushing word are a Dekker pair
   // (the peer stores its word, then loads this; FencePushes loads its word after this store).
   out->word(kGrantWord).store(grant, std::memory_order_seq_cst);
   return true;
 }
 
-void Conn::FencePushes(uint64_t tag) {
-  shm::Ring* in = in_ring_live_.load(std::memory_order_acquire);
-  if (in == nullptr || !granted_.load(std::memory_order_acquire) ||
+void Conn::FencePushes(uint64_t tag) { FencePushesUntil(tag, NowNs() + kPushFenceNs); }
+
+void Conn::FencePushesUntil(uint64_t tag, uint64_t deadline_ns) {
+  shm::Ring* in = in_ring_mapped_.load(std::memory_order_acquire);
+  if (in == nullptr || !granted_.load(std::memory_order_acquire) || fence_expired_.load() ||
       generation_ != g_generation.load(std::memory_order_acquire)) {
     return;  // (a fork child's copy of its parent's connection pushes nothing of the child's)
   }
@@ -962,15 +988,18 @@ void Conn::FencePushes(uint64_t tag) {
     const uint64_t now = pushing.load(std::memory_order_seq_cst);
     return now != 0 && (tag == 0 || now == tag);
   };
-  if (!names()) return;
-  const uint64_t deadline_ns = NowNs() + kPushFenceNs;
   while (names()) {
     if (NowNs() >= deadline_ns) {
+      // Stopped, or hostile: no new push on this connection, and no fence waits for it again.
+      fence_expired_.store(true);
+      if (shm::Ring* out = out_ring_live_.load(std::memory_order_acquire); out != nullptr) {
+        out->word(kGrantWord).store(0, std::memory_order_seq_cst);
+      }
       if (FirstWarning(absl::StrCat("push-fence/", peer_pid_))) {
         std::fprintf(stderr,
                      "softrpma-sim: process %d has been writing into a region of this process "
-                     "for %llu ms (stopped?); a deregistration (or a QP's end) goes on without "
-                     "waiting for it\n",
+                     "for over %llu ms (stopped?); a deregistration (or a QP's end) goes on "
+                     "without waiting for it, and it may not push here any more\n",
                      static_cast<int>(peer_pid_),
                      static_cast<unsigned long long>(kPushFenceNs / 1000000));
       }
@@ -983,17 +1012,38 @@ void Conn::FencePushes(uint64_t tag) {
 void FencePushesEverywhere(uint64_t tag) {
   std::vector<std::shared_ptr<Conn>> conns;
   {
-    softrpma::MutexLock lock(&g_mu);
-    if (g_fabric == nullptr) return;
-    for (const auto& [token, watch] : g_fabric->watches) {
-      if (watch.conn != nullptr) conns.push_back(watch.conn);
+    softrpma::MutexLock lock(&g_granted_mu);
+    if (g_granted == nullptr) return;
+    for (const std::weak_ptr<Conn>& weak : *g_granted) {
+      if (std::shared_ptr<Conn> conn = weak.lock()) conns.push_back(std::move(conn));
     }
   }
-  for (const std::shared_ptr<Conn>& conn : conns) conn->FencePushes(tag);
+  const uint64_t deadline_ns = NowNs() + Transport::kPushFenceNs;  // one bound for all
+  for (const std::shared_ptr<Conn>& conn : conns) conn->FencePushesUntil(tag, deadline_ns);
+}
+
+bool OnFabricThread() { return t_on_fabric_thread; }
+
+bool AnyPeerMayStopUs() {
+  static const bool any = [] {
+    char text[8] = {};
+    const int fd = open("/proc/sys/kernel/yama/ptrace_scope", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT;  // no Yama: the classic rules, same user may
+    const ssize_t n = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    return n > 0 && text[0] == '0';
+  }();
+  return any;
 }
 
 void Conn::Shutdown() {
   cut_.store(true);
+  ended_.store(true);
+  // No new push either way (a store: no lock, no wait).
+  if (shm::Ring* out = out_ring_live_.load(std::memory_order_acquire);
+      out != nullptr && granted_.load()) {
+    out->word(kGrantWord).store(0, std::memory_order_seq_cst);
+  }
   if (generation_ == g_generation.load(std::memory_order_acquire)) shutdown(fd_, SHUT_RDWR);
 }
 
@@ -1196,6 +1246,7 @@ void Conn::Internal::SwitchToRingLocked(Conn* conn) {
 }
 
 void Conn::Internal::End(const std::shared_ptr<Conn>& conn) {
+  conn->ended_.store(true);
   std::shared_ptr<Handler> handler;
   bool notify = false;
   {
@@ -1579,6 +1630,7 @@ bool Conn::Internal::TakeCarrierMessageLocked(Conn* conn) ABSL_NO_THREAD_SAFETY_
     // its ring from here, and this side's go to its own after the switch.
     if (c->out_ring_ == nullptr || c->out_mode_ != OutMode::kSocket) return false;
     c->in_ring_ = std::move(ring);
+    c->in_ring_mapped_.store(c->in_ring_.get(), std::memory_order_release);
     c->in_ring_live_.store(c->in_ring_.get(), std::memory_order_release);
     SwitchOutLocked(c);
     return true;
@@ -1586,7 +1638,10 @@ bool Conn::Internal::TakeCarrierMessageLocked(Conn* conn) ABSL_NO_THREAD_SAFETY_
   // The dialer's offer: answered with this side's ring, or not at all (then both directions
   // stay on the socket: the dialer reads it until an answer that never comes).
   if (c->out_ring_ != nullptr) return false;  // two offers of a first message: not a dialer's
-  if (OfferLocked(c, /*switched=*/true)) c->in_ring_ = std::move(ring);
+  if (OfferLocked(c, /*switched=*/true)) {
+    c->in_ring_ = std::move(ring);
+    c->in_ring_mapped_.store(c->in_ring_.get(), std::memory_order_release);
+  }
   return true;
 }
 

@@ -88,7 +88,8 @@
 //      under Pool::mu, which takes no lock: Conn::Shutdown).
 //   6. A connection's Conn::mu_ (Send, Close: under any lock above; it guards the send queue),
 //      then host.cc's g_mu [fork] (the fabric's sockets; SetWritableInterest under Conn::mu_).
-//      g_name_mu and g_warned_mu are leaves.
+//      g_name_mu, g_warned_mu and g_granted_mu (the connections a push was granted on) are
+//      leaves.
 // pthread_atfork's own order (reverse registration) is not used: see fork_locks.h.
 
 #ifndef SOFTRPMA_SIMVERBS_SIM_FABRIC_HOST_H_
@@ -255,6 +256,8 @@ class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
   bool GetPushWords(PushWords* words) override;
   bool Grant(uint64_t grant) override;
   void FencePushes(uint64_t tag) override;
+  // FencePushes until `deadline_ns` (NowNs) at the latest.
+  void FencePushesUntil(uint64_t tag, uint64_t deadline_ns);
 
   // Whether the connection is on its shared-memory rings both ways (THE SHARED-MEMORY RINGS):
   // this side writes its messages into its ring and reads the peer's from the peer's.
@@ -326,6 +329,15 @@ class Conn final : public Transport, public std::enable_shared_from_this<Conn> {
   std::atomic<shm::Ring*> in_ring_live_{nullptr};
   // out_ring_ once made (set once; lives as long as this): its words are read without mu_.
   std::atomic<shm::Ring*> out_ring_live_{nullptr};
+  // in_ring_ once mapped (at the peer's offer, before in_ring_live_ at its switch): the peer
+  // may push from then on, so the fence reads its word from then on.
+  std::atomic<shm::Ring*> in_ring_mapped_{nullptr};
+  // Closed, shut down or ended: no push from this side any more (the peer may be gone, and its
+  // pid another process's).
+  std::atomic<bool> ended_{false};
+  // A fence on this connection waited out its bound once: its grant is withdrawn and later
+  // fences do not wait for it again.
+  std::atomic<bool> fence_expired_{false};
   // The peer's region table, once its offer brought one (set once, under read_mu_).
   std::unique_ptr<shm::RegionTable> peer_table_ ABSL_GUARDED_BY(read_mu_);
   std::atomic<shm::RegionTable*> peer_table_live_{nullptr};
@@ -373,12 +385,20 @@ bool PushesEnabled();
 bool CanReach(int32_t pid, uint64_t probe_addr);
 
 // THE REQUESTER PUSH's fence for a region this process withdraws from its table (nic/,
-// a deregistration): after Withdraw, waits until no connection whose peer this process
+// a deregistration): after Withdraw, waits until no connection whose peer this process ever
 // granted pushes names `tag` as the region it pushes into (Conn::FencePushes), at most
-// Transport::kPushFenceNs each. A peer that names it for longer (stopped, or hostile: it can
-// delay a deregistration by that much, and no more) is not waited for, and stderr says so once
-// per peer: a process the kernel lets write this one's memory could write all of it anyway.
+// Transport::kPushFenceNs for all of them together. A peer that names it for longer (stopped,
+// or hostile) is not waited for: its connection's grant is withdrawn, no fence waits for it
+// again, and stderr says so once per peer. (A process the kernel lets write this one's memory
+// could write all of it anyway.)
 void FencePushesEverywhere(uint64_t tag);
+// Whether the calling thread is this process's fabric thread (nic/: it pushes only where
+// AnyPeerMayStopUs).
+bool OnFabricThread();
+// Whether every process of this user may ptrace this one (no Yama, or Yama's ptrace_scope 0),
+// so that a peer that could stall a thread of ours through its memory could stop us anyway.
+// Read once.
+bool AnyPeerMayStopUs();
 
 // THE HOST TRANSPORT INSIDE ONE PROCESS (sched.h, TransportKind::kHost): waits until every
 // connection of this process to this same process is idle (no byte unread in its socket, none

@@ -344,7 +344,8 @@ TEST(QueuedBytesTest, QueuedBytes_PeerDoesNotRead_CountsTheBacklogAndOnDrainedFo
 
 // A connected pair of this process on its rings: each side sees the other's region table and
 // grant; a fence waits for the peer's pushing word to let go of the tag it names, and a word
-// that never lets go holds the fence no longer than its bound, which stderr names.
+// that never lets go holds the fence no longer than its bound, which stderr names, and loses
+// its connection's grant for good.
 TEST(PushWordsTest, FenceWaitsForThePeersPushingWordBoundedForOneThatNeverLetsGo) {
   const sockaddr_in addr = Loopback(7209);
   LastAccepted last;
@@ -393,6 +394,10 @@ TEST(PushWordsTest, FenceWaitsForThePeersPushingWordBoundedForOneThatNeverLetsGo
   accepted->FencePushes(0);
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("has been writing into a region of this process"), std::string::npos) << err;
+  // Its grant is withdrawn for good: it may not start another push here.
+  EXPECT_EQ(words.peer_grant->load(), 0u);
+  ASSERT_TRUE(accepted->Grant(0x2a));
+  EXPECT_EQ(words.peer_grant->load(), 0u);
   words.own_pushing->store(0);
   dialer->Close();
 }

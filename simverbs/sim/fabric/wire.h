@@ -192,7 +192,8 @@ void ReadCmBody(const uint8_t* bytes, uint32_t body_len, Body* body) {
 // kShmRing: a ring offered (switched 0: the dialer's, first message of a connection) or
 // offered back (switched 1: the listener's answer, after which its messages are in its ring).
 // The capacity is checked when the ring is mapped (shm::Ring::Attach).
-inline constexpr uint32_t kShmRingVersion = 1;
+// 2: the producer's words before the data (shm/ring.h), and the region table (with_table).
+inline constexpr uint32_t kShmRingVersion = 2;
 struct ShmRingBody {
   uint32_t version;  // kShmRingVersion
   uint32_t capacity_log2;

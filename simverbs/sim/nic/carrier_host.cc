@@ -87,6 +87,9 @@ void SendRequestLocked(SimLink* link, SimQp* qp, SendWqe& wqe, const Opcode& op,
 // The smallest write pushed with other WRs queued behind it (PushLocked): 64 KiB writes, 16 in
 // flight, went from 2.2-3.1 GB/s through the ring to 7.8-10.9 GB/s pushed (bench, 2026-12-07).
 constexpr uint64_t kPushAnyBytes = 16 * 1024;
+// A push is written in pieces of this size, each checked against the grant and the table first
+// (a 4 MiB piece takes about a millisecond, well inside a fence's bound of a second).
+constexpr uint64_t kPushChunkBytes = uint64_t{4} << 20;
 
 // THE REQUESTER PUSH (fabric/transport.h). A plain RDMA WRITE at the head of its send queue
 // (nothing of its QP's is outstanding at the peer, so nothing it could overtake), alone there
@@ -110,8 +113,14 @@ bool PushLocked(SimLink* link, SimQp* qp, const SendWqe& wqe, const Opcode& op,
   // program streaming writes, which posts the next before it polls, streams them through the
   // ring: 64 B writes, 16 in flight, made 0.53-0.56 M/s so, 0.31 M/s pushed one by one.
   const bool alone = qp->sq.size() == 1 && qp->sq_in_use.load(std::memory_order_relaxed) <= 1;
+  // On the fabric thread (the backstop) only where any process of this user may stop this one
+  // anyway (ptrace, no Yama restriction): a target whose memory makes the copy block (a
+  // FUSE-backed mapping) stalls every connection of the process there. Streams of large writes
+  // leave many of their WRs to it: 1 MiB writes made 14-16 GB/s so, 8-12 GB/s without.
   if (op.wire != wire::Type::kWrite || op.with_imm || qp->sq_sent != 0 || local.total == 0 ||
-      (local.total < kPushAnyBytes && !alone) || !link->we_reach_peer || link->remote_pid <= 0 || TraceOn() || !host::PushesEnabled()) {
+      (local.total < kPushAnyBytes && !alone) || !link->we_reach_peer ||
+      link->remote_pid <= 0 || TraceOn() || !host::PushesEnabled() ||
+      (host::OnFabricThread() && !host::AnyPeerMayStopUs())) {
     return false;
   }
   Transport::PushWords words;
@@ -119,18 +128,49 @@ bool PushLocked(SimLink* link, SimQp* qp, const SendWqe& wqe, const Opcode& op,
   // Named before the grant and the slot are read (a Dekker pair with the target's withdrawal:
   // one of the two sees the other).
   words.own_pushing->store(PushTag(wqe.rkey), std::memory_order_seq_cst);
-  bool pushed = false;
-  const uint64_t grant = words.peer_grant->load(std::memory_order_seq_cst);
-  shm::RegionTable::Region region;
-  if ((grant & 1) != 0 &&
-      words.peer_table->Lookup(wqe.rkey, wqe.remote_addr, local.total, &region) &&
-      region.domain == grant >> 1) {
-    iovec iov[kMaxSge];
-    const int iovcnt = ToIovecs(local, iov);
-    iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(wqe.remote_addr)),
-                 static_cast<size_t>(local.total)};
-    pushed = process_vm_writev(link->remote_pid, iov, static_cast<unsigned long>(iovcnt),
-                               &remote, 1, 0) == static_cast<ssize_t>(local.total);
+  // In pieces of kPushChunkBytes, the grant and the slot read again before each, so that a
+  // deregistration's fence waits for one piece at most, never for a whole large write.
+  iovec iov[kMaxSge];
+  ToIovecs(local, iov);
+  int first = 0;
+  uint64_t done = 0;
+  bool pushed = true;
+  while (pushed && done < local.total) {
+    const uint64_t grant = words.peer_grant->load(std::memory_order_seq_cst);
+    shm::RegionTable::Region region;
+    if ((grant & 1) == 0 ||
+        !words.peer_table->Lookup(wqe.rkey, wqe.remote_addr, local.total, &region) ||
+        region.domain != grant >> 1) {
+      pushed = false;
+      break;
+    }
+    // This piece's source: whole iovecs from `first`, the last one cut to the piece's end.
+    const uint64_t piece = std::min<uint64_t>(local.total - done, kPushChunkBytes);
+    iovec cut[kMaxSge];
+    int count = 0;
+    uint64_t taken = 0;
+    while (taken < piece) {
+      cut[count] = iov[first + count];
+      const uint64_t left = piece - taken;
+      if (cut[count].iov_len > left) cut[count].iov_len = static_cast<size_t>(left);
+      taken += cut[count].iov_len;
+      ++count;
+    }
+    iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(wqe.remote_addr + done)),
+                 static_cast<size_t>(piece)};
+    pushed = process_vm_writev(link->remote_pid, cut, static_cast<unsigned long>(count), &remote,
+                               1, 0) == static_cast<ssize_t>(piece);
+    // Past the piece: the iovecs it used up, and what is left of the one it cut.
+    for (int i = 0; i < count; ++i) {
+      const size_t used = cut[i].iov_len;
+      if (used == iov[first].iov_len) {
+        ++first;
+      } else {
+        iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + used;
+        iov[first].iov_len -= used;
+      }
+    }
+    done += piece;
   }
   words.own_pushing->store(0, std::memory_order_release);
   // The bytes are in place: what they were at the copy is what the peer got.
@@ -217,14 +257,25 @@ namespace nic_internal {
 
 void PublishGrantLocked(SimQp* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp->link->mu) {
   SimLink* link = qp->link.get();
-  if (link->remote == nullptr) return;  // the LOCAL carrier: nothing to grant
+  if (link->remote == nullptr || qp->verbs) return;  // LOCAL, or a QP without the CM: no push
   const std::shared_ptr<Transport> serving = ServingConnLocked(link);
   if (serving == nullptr) return;
-  const bool open = host::PushesEnabled() && ReadinessOf(qp) == Readiness::kReady &&
+  // A traced target keeps every request on the ordinary path (its trace stays the same).
+  const bool open = host::PushesEnabled() && !TraceOn() &&
+                    ReadinessOf(qp) == Readiness::kReady &&
                     (qp->remote_access & IBV_ACCESS_REMOTE_WRITE) != 0;
-  const uint64_t grant = open ? (PushDomain(qp->pd) << 1) | 1 : 0;
-  serving->Grant(grant);
-  if (grant == 0) serving->FencePushes(0);
+  if (!open) {
+    WithdrawGrantLocked(link);
+    return;
+  }
+  serving->Grant((PushDomain(qp->pd) << 1) | 1);
+}
+
+void WithdrawGrantLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+  const std::shared_ptr<Transport> serving = ServingConnLocked(link);
+  if (serving == nullptr) return;
+  serving->Grant(0);
+  serving->FencePushes(0);
 }
 
 }  // namespace nic_internal

@@ -218,7 +218,12 @@ void SimDevice::Query(ibv_device_attr_ex* attr) const {
   }
 }
 
-SimPd::SimPd(SimDevice* dev) : device(dev) {
+namespace {
+std::atomic<uint64_t> g_next_push_domain{1};
+}  // namespace
+
+SimPd::SimPd(SimDevice* dev)
+    : device(dev), push_domain(g_next_push_domain.fetch_add(1, std::memory_order_relaxed)) {
   std::memset(&pd, 0, sizeof(pd));
   pd.context = &dev->context;
   pd.handle = dev->next_pd_handle.fetch_add(1, std::memory_order_relaxed);

@@ -138,6 +138,9 @@ struct SimPd final {
   absl::flat_hash_map<uint32_t, SimMr*> mrs_by_rkey ABSL_GUARDED_BY(mu);
   // QPs and SRQs created on this PD (for EBUSY on dealloc).
   std::atomic<int> users{0};
+  // Its number in the requester push (the region table's domain, its QPs' grants): never
+  // another PD's of the process, also after this one is freed (PushDomain).
+  const uint64_t push_domain;
 
   explicit SimPd(SimDevice* device);
   SimPd(const SimPd&) = delete;
@@ -155,8 +158,8 @@ struct SimPd final {
 inline SimPd* to_sim(ibv_pd* pd) { return reinterpret_cast<SimPd*>(pd); }
 
 // The number a PD goes by in the requester push (its region table's domain, and its QPs'
-// grants): unique among the PDs alive in the process.
-inline uint64_t PushDomain(const SimPd* pd) { return reinterpret_cast<uintptr_t>(pd); }
+// grants): never reused in the process, so a stale grant can never match a later PD's regions.
+inline uint64_t PushDomain(const SimPd* pd) { return pd->push_domain; }
 // The tag a push into the region of `rkey` names while it writes (host::FencePushesEverywhere).
 inline uint64_t PushTag(uint32_t rkey) { return uint64_t{rkey} | (uint64_t{1} << 32); }
 

@@ -162,6 +162,9 @@ void ServeOrQueueLocked(SimLink* link, SimQp* qp, const wire::Header& header,
 // and in which domain (its PD); a grant withdrawn waits for a push in flight. Called wherever
 // qp's state or remote access changes. REQUIRES: qp->link->mu held.
 void PublishGrantLocked(SimQp* qp);
+// Withdraws the grant of the link's QP and waits for a push in flight (the link's carrier ends,
+// or its QP goes). REQUIRES: link->mu held.
+void WithdrawGrantLocked(SimLink* link);
 
 // ---- completer.cc ----------------------------------------------------------------------------
 

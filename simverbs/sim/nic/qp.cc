@@ -261,6 +261,8 @@ void DestroyQp(SimQp* qp) {
   {
     SimLink* link = qp->link.get();
     softrpma::MutexLock lock(&link->mu);
+    // No push lands for a QP that is gone (its responder would answer none).
+    if (link->remote != nullptr) WithdrawGrantLocked(link);
     link->side[qp->side] = nullptr;
     for (size_t i = 0; i < qp->sq.size(); ++i) {  // they vanish
       MarkExecutedLocked(link, qp->sq.at(i));
@@ -308,11 +310,7 @@ namespace nic_internal {
 // The link's HOST carrier ends (carrier.h): the link is LOCAL again, and its connection is the
 // caller's to close, outside the lock. REQUIRES: link->mu held.
 std::shared_ptr<Transport> DetachRemoteLocked(SimLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
-  // Pushes end with the carrier (and one in flight is waited for).
-  if (std::shared_ptr<Transport> serving = ServingConnLocked(link); serving != nullptr) {
-    serving->Grant(0);
-    serving->FencePushes(0);
-  }
+  WithdrawGrantLocked(link);  // pushes end with the carrier
   link->carrier = &LocalCarrier();
   std::shared_ptr<Transport> conn = std::move(link->remote);
   link->remote = nullptr;

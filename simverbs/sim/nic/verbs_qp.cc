@@ -411,7 +411,6 @@ void RecordAttrs(SimQp* qp, const ibv_qp_attr& attr, int mask) {
   if (mask & IBV_QP_ACCESS_FLAGS) {
     to.qp_access_flags = attr.qp_access_flags;
     qp->remote_access = attr.qp_access_flags;
-    PublishGrantLocked(qp);
   }
   if (mask & IBV_QP_AV) to.ah_attr = attr.ah_attr;
   if (mask & IBV_QP_ALT_PATH) {
@@ -751,7 +750,6 @@ int ModifyVerbsQp(SimQp* qp, const ibv_qp_attr* attr, int attr_mask) {
     if ((attr_mask & IBV_QP_ACCESS_FLAGS) != 0) {
       softrpma::MutexLock lock(&link->mu);
       qp->remote_access = attr->qp_access_flags;
-      PublishGrantLocked(qp);
     }
     return 0;
   }
