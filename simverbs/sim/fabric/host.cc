@@ -105,6 +105,12 @@ struct Conn::Internal {
   static bool DrainBellsLocked(Conn* conn);
   // A kShmRing or kShmSwitch read whole (in_header_, in_body_). False: it ends the connection.
   static bool TakeCarrierMessageLocked(Conn* conn);
+  // THE REQUESTER PUSH: the grant word back to 0, no fence (callable under any lock).
+  static void DropGrant(Conn* conn) {
+    if (shm::Ring* out = conn->out_ring_live_.load(std::memory_order_acquire); out != nullptr) {
+      out->word(kGrantWord).store(0, std::memory_order_seq_cst);
+    }
+  }
 };
 
 // Threads inside Conn::Internal::Drive (reading, or in a handler), and how many times one
@@ -992,9 +998,7 @@ void Conn::FencePushesUntil(uint64_t tag, uint64_t deadline_ns) {
     if (NowNs() >= deadline_ns) {
       // Stopped, or hostile: no new push on this connection, and no fence waits for it again.
       fence_expired_.store(true);
-      if (shm::Ring* out = out_ring_live_.load(std::memory_order_acquire); out != nullptr) {
-        out->word(kGrantWord).store(0, std::memory_order_seq_cst);
-      }
+      Internal::DropGrant(this);
       if (FirstWarning(absl::StrCat("push-fence/", peer_pid_))) {
         std::fprintf(stderr,
                      "softrpma-sim: process %d has been writing into a region of this process "
@@ -1039,11 +1043,7 @@ bool AnyPeerMayStopUs() {
 void Conn::Shutdown() {
   cut_.store(true);
   ended_.store(true);
-  // No new push either way (a store: no lock, no wait).
-  if (shm::Ring* out = out_ring_live_.load(std::memory_order_acquire);
-      out != nullptr && granted_.load()) {
-    out->word(kGrantWord).store(0, std::memory_order_seq_cst);
-  }
+  Internal::DropGrant(this);  // no new push either way (a store: no lock, no wait)
   if (generation_ == g_generation.load(std::memory_order_acquire)) shutdown(fd_, SHUT_RDWR);
 }
 
